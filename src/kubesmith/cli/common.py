@@ -1,0 +1,82 @@
+"""What every command shares: loading the spec with friendly errors, output formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from kubesmith.exitcodes import ExitCode
+from kubesmith.spec.errors import Problem, SpecError
+from kubesmith.spec.load import LoadedSpec, load_spec_file
+
+OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
+
+
+class CommandFailed(click.ClickException):
+    """A user-facing failure with its own exit code; printed as one line, never a traceback."""
+
+    def __init__(self, message: str, code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = int(code)
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def run_guarded(command: click.Command) -> int:
+    """Run the CLI; anything that escapes is turned into a message, and only bugs show a traceback."""
+    try:
+        command.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SpecError as exc:
+        report_problems(exc.problems)
+        return ExitCode.INVALID_SPEC
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    return ExitCode.OK
+
+
+def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:
+    raise CommandFailed(message, code)
+
+
+def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
+    errors = sum(1 for problem in problems if problem.severity == "error")
+    for problem in problems:
+        click.echo(("error: " if problem.severity == "error" else "") + str(problem), err=True)
+    if errors:
+        click.echo(f"{errors} error{'s' if errors != 1 else ''} found", err=True)
+
+
+def load_spec_or_fail(path: str) -> LoadedSpec:
+    """Load a spec; a missing or unreadable file is an I/O error (exit 3), a bad spec exit 1."""
+    try:
+        return load_spec_file(Path(path))
+    except FileNotFoundError:
+        fail(f"{path}: no such file", ExitCode.IO_ERROR)
+    except IsADirectoryError:
+        fail(f"{path}: is a directory, expected a cluster file", ExitCode.IO_ERROR)
+    except UnicodeDecodeError as exc:
+        fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def spec_argument() -> Any:
+    return click.argument("spec_file", metavar="FILE", type=click.Path(dir_okay=True, path_type=str))

@@ -1,0 +1,168 @@
+"""Commands that work on the spec alone: validate, plan, options, schema, init, version."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import yaml
+
+from kubesmith import __version__
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.exitcodes import ExitCode
+from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.text import plan_text
+from kubesmith.spec.docs import option_docs, options_markdown
+from kubesmith.spec.errors import SpecError
+from kubesmith.spec.load import load_spec_text
+from kubesmith.spec.model import API_VERSION, Cluster
+from kubesmith.versions.registry import load_registry
+
+
+@click.command()
+@spec_argument()
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+def validate(spec_file: str, output: str) -> None:
+    """Check FILE: types, unknown and duplicate keys, CIDRs, hosts, versions and flags.
+
+    Every problem is reported at once with its option path and file:line:column.
+    Exits 1 when there are errors; warnings alone exit 0.
+    """
+    try:
+        loaded = load_spec_or_fail(spec_file)
+    except SpecError as exc:
+        if output == "json":
+            emit_json({"valid": False, "problems": [p.as_dict() for p in exc.problems]})
+            sys.exit(ExitCode.INVALID_SPEC)
+        raise
+    if output == "json":
+        emit_json({"valid": True, "problems": [p.as_dict() for p in loaded.warnings]})
+        return
+    report_problems(loaded.warnings)
+    cluster = loaded.cluster
+    click.echo(f"{spec_file}: valid (cluster {cluster.metadata.name}, Kubernetes {cluster.spec.kubernetes_version}, "
+               f"{len(cluster.spec.hosts)} hosts)")
+
+
+@click.command()
+@spec_argument()
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Show only these hosts (repeatable).")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+def plan(spec_file: str, hosts: tuple[str, ...], output: str) -> None:
+    """Show the desired state of every host: services with their full command lines, users,
+    ordering, readiness probes, targets, files and certificates.
+
+    The JSON form (--output json) is byte-identical for the same spec.
+    """
+    loaded = load_spec_or_fail(spec_file)
+    report_problems(loaded.warnings)
+    result = evaluate(loaded.cluster, load_registry())
+    known = [host.name for host in result.hosts]
+    unknown = [name for name in hosts if name not in known]
+    if unknown:
+        fail(f"no host named {unknown[0]!r} in {spec_file}; hosts: {', '.join(known)}", ExitCode.USAGE)
+    if hosts:
+        result = type(result)(**{**{f: getattr(result, f) for f in result.__dataclass_fields__},
+                                 "hosts": tuple(h for h in result.hosts if h.name in hosts)})
+    if output == "json":
+        sys.stdout.write(result.to_json())
+    else:
+        sys.stdout.write(plan_text(result, list(result.hosts)))
+
+
+@click.command()
+@click.option("--output", "-o", type=click.Choice(["md", "json"]), default="md", show_default=True)
+def options(output: str) -> None:
+    """Document every option of the cluster file: path, type, default and description."""
+    docs = option_docs()
+    if output == "json":
+        emit_json([{"path": d.path, "type": d.type, "default": d.default, "description": d.description}
+                   for d in docs])
+    else:
+        click.echo(options_markdown(docs))
+
+
+@click.command()
+def schema() -> None:
+    """Print the JSON Schema of the cluster file, for editors and CI linters."""
+    document = Cluster.model_json_schema(by_alias=True)
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "kubesmith Cluster"
+    emit_json(document)
+
+
+@click.command()
+@click.option("--name", required=True, help="Cluster name (a DNS label).")
+@click.option("--host", "host_args", multiple=True, required=True, metavar="NAME=ADDRESS[:ROLE,ROLE]",
+              help="A host; roles from control-plane, etcd, node. Repeatable.")
+@click.option("--kubernetes-version", default=None, help="Release to run; default: the newest supported.")
+@click.option("--endpoint", default=None, metavar="HOST:PORT", help="Load-balanced API endpoint for HA.")
+def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, endpoint: str | None) -> None:
+    """Write a starting cluster file to standard output.
+
+    Without roles, one host gets every role; with several, the first one or three become
+    control-plane + etcd and the rest nodes.
+
+    \b
+    Example:
+      kubesmith init --name demo --host h1=10.0.0.11 --host h2=10.0.0.12:node > cluster.yaml
+    """
+    hosts = [_parse_host(arg) for arg in host_args]
+    _default_roles(hosts)
+    version = kubernetes_version or f"{load_registry().newest}.0"
+    document: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name},
+                                "spec": {"kubernetesVersion": version}}
+    if endpoint:
+        document["spec"]["controlPlaneEndpoint"] = endpoint
+    document["spec"]["hosts"] = hosts
+    text = yaml.safe_dump(document, sort_keys=False, default_flow_style=None)
+    try:
+        loaded = load_spec_text(text, "(generated)")
+    except SpecError as exc:
+        report_problems(exc.problems)
+        fail("the arguments do not make a valid cluster; see the problems above", ExitCode.USAGE)
+    report_problems(loaded.warnings)
+    sys.stdout.write(text)
+
+
+def _parse_host(argument: str) -> dict[str, Any]:
+    name, sep, rest = argument.partition("=")
+    if not sep or not name or not rest:
+        fail(f"--host {argument!r}: expected NAME=ADDRESS[:ROLE,ROLE]", ExitCode.USAGE)
+    address, roles = rest, ""
+    if rest.count(":") == 1 or (rest.count(":") > 1 and rest.rsplit(":", 1)[1].replace(",", "").replace("-", "")
+                                .isalpha()):
+        address, roles = rest.rsplit(":", 1)
+    entry: dict[str, Any] = {"name": name, "address": address.strip("[]")}
+    if roles:
+        entry["roles"] = [role.strip() for role in roles.split(",") if role.strip()]
+    return entry
+
+
+def _default_roles(hosts: list[dict[str, Any]]) -> None:
+    if any("roles" in host for host in hosts):
+        for host in hosts:
+            host.setdefault("roles", ["node"])
+        return
+    if len(hosts) == 1:
+        hosts[0]["roles"] = ["control-plane", "etcd", "node"]
+        return
+    control_planes = 3 if len(hosts) >= 4 else 1
+    for index, host in enumerate(hosts):
+        host["roles"] = ["control-plane", "etcd"] if index < control_planes else ["node"]
+
+
+@click.command()
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+def version(output: str) -> None:
+    """Show kubesmith's version and the Kubernetes releases it supports."""
+    registry = load_registry()
+    info = {"kubesmith": __version__, "kubernetes": list(registry.minors)}
+    if output == "json":
+        emit_json(info)
+    else:
+        click.echo(f"kubesmith {__version__}; Kubernetes {registry.minors[0]} to {registry.newest}")
+
+
+COMMANDS = (validate, plan, options, schema, init, version)

@@ -1,0 +1,24 @@
+"""Where things live on a host. One place, so modules, PKI and backends agree on every path."""
+
+from __future__ import annotations
+
+ETC = "/etc/kubernetes"
+PKI = f"{ETC}/pki"
+CONFIG = f"{ETC}/config"  # component configuration documents
+KUBESMITH_ETC = "/etc/kubesmith"
+LIB = "/var/lib"
+LOG = "/var/log/kubernetes"
+BIN = "/usr/local/bin"
+UNIT_DIR = "/etc/systemd/system"
+
+
+def pki_path(relative: str) -> str:
+    return f"{PKI}/{relative}"
+
+
+def kubeconfig_path(name: str) -> str:
+    return f"{ETC}/{name}.conf"
+
+
+def config_path(name: str) -> str:
+    return f"{CONFIG}/{name}"

@@ -1,0 +1,20 @@
+"""Component modules. Order matters only for presentation; dependencies are explicit in the plan."""
+
+from __future__ import annotations
+
+from kubesmith.modules.apiserver import ApiserverModule
+from kubesmith.modules.base import Module
+from kubesmith.modules.controller_manager import ControllerManagerModule
+from kubesmith.modules.etcd import EtcdModule
+from kubesmith.modules.kubelet import KubeletModule
+from kubesmith.modules.proxy import ProxyModule
+from kubesmith.modules.scheduler import SchedulerModule
+
+MODULES: tuple[Module, ...] = (
+    EtcdModule(),
+    ApiserverModule(),
+    ControllerManagerModule(),
+    SchedulerModule(),
+    KubeletModule(),
+    ProxyModule(),
+)

@@ -1,0 +1,174 @@
+"""What a component module is: typed options (interface) and a host contribution (implementation).
+
+A module never touches disk or network. Given the evaluated cluster facts and one host, it
+returns services, files, certificate requests, users and targets; the plan collects them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+
+from kubesmith.plan.model import File, Probe, Service, Source, Target, User
+from kubesmith.spec.types import ExtraArgs, FeatureGates, StrictModel
+
+if TYPE_CHECKING:
+    from kubesmith.spec.model import Cluster
+    from kubesmith.versions.registry import VersionRegistry
+
+LocPart = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    name: str
+    address: str
+    roles: frozenset[str]
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """Cluster-wide values derived once from the spec; every module reads these, none recomputes them."""
+
+    name: str
+    version: str  # 1.28.7
+    minor: str  # 1.28
+    api_endpoint_host: str
+    api_endpoint_port: int
+    api_service_ip: str  # first address of the service CIDR
+    dns_service_ip: str  # tenth address of the service CIDR
+    dns_domain: str
+    cluster_cidr: str
+    service_cidr: str
+    feature_gates: tuple[tuple[str, bool], ...]
+    control_plane: tuple[HostFacts, ...]
+    etcd_members: tuple[HostFacts, ...]
+    etcd_client_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    apiserver_extra_sans: tuple[str, ...]
+
+    @property
+    def api_endpoint(self) -> str:
+        host = f"[{self.api_endpoint_host}]" if ":" in self.api_endpoint_host else self.api_endpoint_host
+        return f"{host}:{self.api_endpoint_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{self.api_endpoint}"
+
+    @property
+    def etcd_client_urls(self) -> tuple[str, ...]:
+        return tuple(f"https://{member.address}:{self.etcd_client_port}" for member in self.etcd_members)
+
+
+@dataclass(frozen=True, slots=True)
+class HostContext:
+    spec: Cluster
+    cluster: ClusterFacts
+    host: HostFacts
+    registry: VersionRegistry
+
+
+@dataclass(slots=True)
+class Contribution:
+    """A module's part of one host's plan."""
+
+    services: list[Service] = field(default_factory=list)
+    files: list[File] = field(default_factory=list)
+    certificates: list[str] = field(default_factory=list)  # names from pki.certlist
+    users: list[User] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class OptionProblem:
+    loc: tuple[LocPart, ...]  # relative to spec.components.<key>
+    message: str
+    severity: str = "error"
+
+
+class ComponentOptions(StrictModel):
+    """Options every Kubernetes component shares."""
+
+    verbosity: int | None = Field(default=None, ge=0, le=10, description="Log verbosity (--v); default: the binary's.")
+    extra_args: ExtraArgs = Field(default={}, description="Additional command-line flags (without leading dashes); "
+                                  "an entry replaces the default flag of the same name.")
+    feature_gates: FeatureGates | None = Field(default=None, description="Feature gates; default: spec.featureGates, "
+                                               "overridden gate by gate.",
+                                               json_schema_extra={"x-derived-from": "spec.featureGates"})
+
+
+class Module:
+    """Base class: subclasses set the class attributes and implement `contribute`."""
+
+    key: ClassVar[str]  # spec.components.<key>
+    title: ClassVar[str]
+    options: ClassVar[type[StrictModel]]
+    roles: ClassVar[frozenset[str]]  # hosts with any of these roles run the component
+    binary: ClassVar[str | None] = None  # for flag checks of extraArgs
+
+    def applies(self, host: HostFacts) -> bool:
+        return bool(self.roles & host.roles)
+
+    def contribute(self, ctx: HostContext, options: Any) -> Contribution:
+        raise NotImplementedError
+
+    def check(self, spec: Cluster, options: Any, registry: VersionRegistry) -> list[OptionProblem]:
+        """Semantic checks beyond types; by default the extraArgs flags against the version registry."""
+        if self.binary is None:
+            return []
+        extra = getattr(options, "extra_args", {})
+        problems = []
+        for flag in extra:
+            message = registry.check_flag(self.binary, flag, spec.minor)
+            if message:
+                problems.append(OptionProblem(("extraArgs", flag), message))
+        return problems
+
+
+def render_flags(defaults: dict[str, Any], extra: ExtraArgs) -> tuple[str, ...]:
+    """`--name=value` arguments; a user's extraArgs entry replaces the default of the same flag.
+
+    None drops a flag, so modules can state optional flags inline.
+    """
+    merged = {name: value for name, value in defaults.items() if value is not None}
+    merged.update(extra)
+    return tuple(f"--{name}={flag_value(value)}" for name, value in merged.items())
+
+
+def flag_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def feature_gates_flag(gates: tuple[tuple[str, bool], ...] | dict[str, bool] | None) -> str | None:
+    items = sorted(dict(gates or ()).items())
+    return ",".join(f"{name}={flag_value(enabled)}" for name, enabled in items) or None
+
+
+def effective_gates(cluster: ClusterFacts, own: FeatureGates | None) -> dict[str, bool]:
+    """The cluster's feature gates, overridden gate by gate by the component's own."""
+    gates = dict(cluster.feature_gates)
+    gates.update(own or {})
+    return gates
+
+
+def file_from(source_kind: str, name: str, path: str, owner: str, mode: int, **options: str) -> File:
+    return File(path=path, mode=mode, owner=owner, group=owner,
+                source=Source(kind=source_kind, name=name, options=tuple(sorted(options.items()))))  # type: ignore[arg-type]
+
+
+def https_probe(host: str, port: int, path: str, ca: str, client: str | None = None,
+                run_on: str | None = None) -> Probe:
+    return Probe(kind="https", host=host, port=port, path=path, ca=ca, client_certificate=client, run_on=run_on)
+
+
+def system_user(name: str, home: str, description: str) -> User:
+    return User(name=name, group=name, home=home, description=description)

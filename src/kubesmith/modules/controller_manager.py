@@ -1,0 +1,104 @@
+"""kube-controller-manager: reconciliation loops and the cluster signer, on control-plane hosts.
+
+Bound to 127.0.0.1 (status probes it from its own host); it holds the kubernetes-ca key
+because it signs kubelet CSRs, so that key is on control-plane hosts and nowhere else.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
+                                    feature_gates_flag, file_from, https_probe, render_flags, system_user)
+from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.model import Service
+from kubesmith.spec.types import Cidr, Port
+
+
+class ControllerManagerOptions(ComponentOptions):
+    allocate_node_cidrs: bool = Field(default=True, description="Allocate a pod CIDR to every node.")
+    bind_address: str = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
+    secure_port: Port = Field(default=10257, description="HTTPS port for health and metrics.")
+    cluster_cidr: Cidr | None = Field(default=None, description="Pod range; default: spec.network.clusterCidr.",
+                                      json_schema_extra={"x-derived-from": "spec.network.clusterCidr"})
+    node_cidr_mask_size: int = Field(default=24, ge=8, le=30, description="Prefix length of each node's pod range.")
+    leader_elect: bool = Field(default=True, description="Elect a leader among control-plane hosts.")
+    use_service_account_credentials: bool = Field(default=True,
+                                                  description="Run each controller with its own service account.")
+    terminated_pod_gc_threshold: int = Field(default=12500, ge=1,
+                                             description="Terminated pods kept before garbage collection.")
+    profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")
+    signing_duration: str = Field(default="8760h", description="Lifetime of certificates signed for CSRs.")
+
+
+class ControllerManagerModule(Module):
+    key = "controller_manager"
+    title = "Kubernetes controller manager"
+    options = ControllerManagerOptions
+    roles = frozenset({"control-plane"})
+    binary = "kube-controller-manager"
+
+    def contribute(self, ctx: HostContext, options: ControllerManagerOptions) -> Contribution:
+        cluster, host = ctx.cluster, ctx.host
+        serving = certificate("controller-manager-serving").request(cluster, host)
+        kubeconfig = kubeconfig_file(ctx, "controller-manager", "controller-manager-client", "kube-controller-manager")
+        ca = authority("kubernetes-ca")
+        ca_file, ca_key = layout.pki_path(ca.cert_file), layout.pki_path("controller-manager/ca.key")
+        sa_key = layout.pki_path("controller-manager/sa.key")
+        proxy_ca = layout.pki_path(authority("front-proxy-ca").cert_file)
+        flags = {
+            "allocate-node-cidrs": options.allocate_node_cidrs,
+            "cluster-cidr": options.cluster_cidr or cluster.cluster_cidr,
+            "node-cidr-mask-size": options.node_cidr_mask_size if options.allocate_node_cidrs else None,
+            "service-cluster-ip-range": cluster.service_cidr,
+            "cluster-name": cluster.name,
+            "bind-address": options.bind_address,
+            "secure-port": options.secure_port,
+            "kubeconfig": kubeconfig.path,
+            "authentication-kubeconfig": kubeconfig.path,
+            "authorization-kubeconfig": kubeconfig.path,
+            "client-ca-file": ca_file,
+            "requestheader-client-ca-file": proxy_ca,
+            "root-ca-file": ca_file,
+            "cluster-signing-cert-file": ca_file,
+            "cluster-signing-key-file": ca_key,
+            "cluster-signing-duration": options.signing_duration,
+            "service-account-private-key-file": sa_key,
+            "use-service-account-credentials": options.use_service_account_credentials,
+            "controllers": "*,bootstrapsigner,tokencleaner",
+            "leader-elect": options.leader_elect,
+            "terminated-pod-gc-threshold": options.terminated_pod_gc_threshold,
+            "profiling": options.profiling,
+            "tls-cert-file": serving.cert_path,
+            "tls-private-key-file": serving.key_path,
+            "feature-gates": feature_gates_flag(effective_gates(cluster, options.feature_gates)),
+            "v": options.verbosity,
+        }
+        watched = (serving.cert_path, serving.key_path, kubeconfig.path, ca_key, sa_key)
+        service = Service(
+            name="kube-controller-manager",
+            component=self.key,
+            description="Kubernetes controller manager",
+            binary="kube-controller-manager",
+            argv=render_flags(flags, options.extra_args),
+            user="kube-controller-manager",
+            group="kube-controller-manager",
+            wanted_by="kube-apiserver-online.target",
+            after=("kube-apiserver.service",),
+            gates=(api_gate(ctx, "controller-manager-client"),),
+            readiness=https_probe(options.bind_address, options.secure_port, "/healthz", "kubernetes-ca",
+                                  run_on=host.name),
+            needs_files=(ca_file, proxy_ca, *watched),
+            watch_files=watched,
+        )
+        return Contribution(
+            services=[service],
+            files=[kubeconfig,
+                   file_from("ca-private-key", "kubernetes-ca", ca_key, "kube-controller-manager", 0o600),
+                   file_from("service-account-key", "service-account", sa_key, "kube-controller-manager", 0o600)],
+            certificates=["controller-manager-serving", "controller-manager-client"],
+            users=[system_user("kube-controller-manager", "/var/lib/kube-controller-manager",
+                               "Kubernetes controller manager")],
+        )

@@ -1,0 +1,102 @@
+"""etcd: the cluster's key-value store, one member per host with the `etcd` role.
+
+Client and peer traffic are mutual TLS with certificates from `etcd-ca`; metrics stay on loopback.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import (Contribution, HostContext, Module, render_flags, system_user)
+from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.model import Probe, RestartPolicy, Service
+from kubesmith.spec.types import ExtraArgs, Port, StrictModel
+
+
+class EtcdOptions(StrictModel):
+    data_dir: str = Field(default=f"{layout.LIB}/etcd", description="Directory holding the member's data.")
+    client_port: Port = Field(default=2379, description="Port for client traffic (the API server, probes).")
+    peer_port: Port = Field(default=2380, description="Port for member-to-member traffic.")
+    metrics_port: Port = Field(default=2381, description="Plain-HTTP metrics and health port, on 127.0.0.1 only.")
+    heartbeat_interval: int = Field(default=100, ge=10, description="Raft heartbeat interval in milliseconds.")
+    election_timeout: int = Field(default=1000, ge=100, description="Raft election timeout in milliseconds.")
+    snapshot_count: int = Field(default=10000, ge=1, description="Committed transactions that trigger a snapshot.")
+    quota_backend_bytes: int | None = Field(default=None, ge=1,
+                                            description="Backend size quota in bytes; default: etcd's (2 GiB).")
+    auto_compaction_retention: str = Field(default="8", description="Hours of history kept by auto-compaction.")
+    log_level: str = Field(default="info", pattern="^(debug|info|warn|error|panic|fatal)$",
+                           description="etcd log level.")
+    extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; replace a default of the same name.")
+
+
+class EtcdModule(Module):
+    key = "etcd"
+    title = "etcd key-value store"
+    options = EtcdOptions
+    roles = frozenset({"etcd"})
+    binary = "etcd"
+
+    def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:
+        host, cluster = ctx.host, ctx.cluster
+        server, peer = certificate("etcd-server").request(cluster, host), certificate("etcd-peer").request(cluster, host)
+        ca_file = layout.pki_path(authority("etcd-ca").cert_file)
+        client_url = f"https://{_url_host(host.address)}:{options.client_port}"
+        peer_url = f"https://{_url_host(host.address)}:{options.peer_port}"
+        initial_cluster = ",".join(
+            f"{member.name}=https://{_url_host(member.address)}:{options.peer_port}" for member in cluster.etcd_members)
+        flags = {
+            "name": host.name,
+            "data-dir": options.data_dir,
+            "listen-client-urls": ",".join(dict.fromkeys((client_url, f"https://127.0.0.1:{options.client_port}"))),
+            "advertise-client-urls": client_url,
+            "listen-peer-urls": peer_url,
+            "initial-advertise-peer-urls": peer_url,
+            "initial-cluster": initial_cluster,
+            "initial-cluster-state": "new",
+            "initial-cluster-token": f"{cluster.name}-etcd",
+            "listen-metrics-urls": f"http://127.0.0.1:{options.metrics_port}",
+            "client-cert-auth": True,
+            "trusted-ca-file": ca_file,
+            "cert-file": server.cert_path,
+            "key-file": server.key_path,
+            "auto-tls": False,
+            "peer-client-cert-auth": True,
+            "peer-trusted-ca-file": ca_file,
+            "peer-cert-file": peer.cert_path,
+            "peer-key-file": peer.key_path,
+            "peer-auto-tls": False,
+            "heartbeat-interval": options.heartbeat_interval,
+            "election-timeout": options.election_timeout,
+            "snapshot-count": options.snapshot_count,
+            "quota-backend-bytes": options.quota_backend_bytes,
+            "auto-compaction-retention": options.auto_compaction_retention,
+            "log-level": options.log_level,
+        }
+        tls_files = (ca_file, server.cert_path, server.key_path, peer.cert_path, peer.key_path)
+        service = Service(
+            name="etcd",
+            component=self.key,
+            description="etcd key-value store",
+            binary="etcd",
+            argv=render_flags(flags, options.extra_args),
+            user="etcd",
+            group="etcd",
+            wanted_by="etcd-online.target",
+            after=("network-online.target",),
+            readiness=Probe(kind="etcd", host=host.address, port=options.client_port, path="/health",
+                            ca="etcd-ca", client_certificate="etcd-healthcheck-client"),
+            restart=RestartPolicy(delay_seconds=5),
+            needs_files=tls_files,
+            watch_files=tls_files[1:],
+            state_directory=options.data_dir,
+        )
+        return Contribution(
+            services=[service],
+            certificates=["etcd-server", "etcd-peer", "etcd-healthcheck-client"],
+            users=[system_user("etcd", options.data_dir, "etcd key-value store")],
+        )
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address

@@ -1,0 +1,133 @@
+"""kubelet: runs pods on every host with the `node` role.
+
+Configured through a KubeletConfiguration file (flags only for what has no config field).
+Webhook authentication and authorization, no read-only port, no anonymous access, and
+no --hostname-override (CIS 4.2.7): the host name in the spec is the node name.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.apiserver import STRONG_CIPHERS
+from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
+                                    render_flags)
+from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.modules.merge import deep_merge
+from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.model import File, Probe, Service
+from kubesmith.spec.types import ExtraConfig, Port
+
+KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
+
+
+class KubeletOptions(ComponentOptions):
+    port: Port = Field(default=10250, description="HTTPS port of the kubelet API.")
+    healthz_port: Port = Field(default=10248, description="Plain-HTTP health port on 127.0.0.1.")
+    root_dir: str = Field(default=f"{layout.LIB}/kubelet", description="Kubelet state directory.")
+    max_pods: int = Field(default=110, ge=1, description="Maximum pods per node.")
+    pod_pids_limit: int = Field(default=4096, ge=-1, description="Maximum processes per pod (CIS 4.2.13).")
+    container_runtime_endpoint: str = Field(default="unix:///run/containerd/containerd.sock",
+                                            description="CRI socket of the container runtime.")
+    cgroup_driver: str = Field(default="systemd", pattern="^(systemd|cgroupfs)$", description="Cgroup driver.")
+    cluster_dns: list[str] | None = Field(default=None, description="DNS servers for pods; default: "
+                                          "spec.network.dnsServiceIp.",
+                                          json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
+    cluster_domain: str | None = Field(default=None, description="DNS domain for pods; default: "
+                                       "spec.network.dnsDomain.",
+                                       json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
+    register_with_taints: list[str] = Field(default=[], description="Taints (key=value:Effect) set at registration.")
+    seccomp_default: bool = Field(default=True, description="Run pods with the RuntimeDefault seccomp profile.")
+    protect_kernel_defaults: bool = Field(default=False,
+                                          description="Fail when kernel tunables differ from the kubelet's needs.")
+    streaming_connection_idle_timeout: str = Field(default="4h",
+                                                   description="Idle timeout of exec/attach/port-forward streams.")
+    extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
+
+
+class KubeletModule(Module):
+    key = "kubelet"
+    title = "kubelet node agent"
+    options = KubeletOptions
+    roles = frozenset({"node"})
+    binary = "kubelet"
+
+    def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
+        cluster, host = ctx.cluster, ctx.host
+        serving = certificate("kubelet-serving").request(cluster, host)
+        kubeconfig = kubeconfig_file(ctx, "kubelet", "kubelet-client", "root")
+        config_path = layout.config_path("kubelet.yaml")
+        ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
+        gates = effective_gates(cluster, options.feature_gates)
+        document = deep_merge({
+            "apiVersion": ctx.registry.config_api("KubeletConfiguration", cluster.minor),
+            "kind": "KubeletConfiguration",
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True, "cacheTTL": "2m0s"},
+                               "x509": {"clientCAFile": ca_file}},
+            "authorization": {"mode": "Webhook"},
+            "address": "0.0.0.0",
+            "port": options.port,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": options.healthz_port,
+            "tlsCertFile": serving.cert_path,
+            "tlsPrivateKeyFile": serving.key_path,
+            "tlsCipherSuites": list(KUBELET_CIPHERS),
+            "tlsMinVersion": "VersionTLS12",
+            "clusterDomain": options.cluster_domain or cluster.dns_domain,
+            "clusterDNS": options.cluster_dns or [cluster.dns_service_ip],
+            "cgroupDriver": options.cgroup_driver,
+            "containerRuntimeEndpoint": options.container_runtime_endpoint,
+            "maxPods": options.max_pods,
+            "podPidsLimit": options.pod_pids_limit,
+            "seccompDefault": options.seccomp_default,
+            "protectKernelDefaults": options.protect_kernel_defaults,
+            "streamingConnectionIdleTimeout": options.streaming_connection_idle_timeout,
+            "makeIPTablesUtilChains": True,
+            "eventRecordQPS": 5,
+            "serverTLSBootstrap": False,
+            "registerWithTaints": [_taint(text) for text in options.register_with_taints] or None,
+            "featureGates": gates or None,
+        }, options.extra_config)
+        document = {key: value for key, value in document.items() if value is not None}
+        labels = ",".join(f"{key}={value}" for key, value in host.labels)
+        flags = {
+            "config": config_path,
+            "kubeconfig": kubeconfig.path,
+            "node-ip": host.address,
+            "root-dir": options.root_dir,
+            "node-labels": labels or None,
+            "v": options.verbosity,
+        }
+        watched = (serving.cert_path, serving.key_path, kubeconfig.path)
+        service = Service(
+            name="kubelet",
+            component=self.key,
+            description="Kubernetes node agent",
+            binary="kubelet",
+            argv=render_flags(flags, options.extra_args),
+            user="root",
+            group="root",
+            wanted_by="node-online.target",
+            after=("network-online.target", "containerd.service", "kube-apiserver.service"),
+            gates=(api_gate(ctx, "kubelet-client"),),
+            readiness=Probe(kind="http", host="127.0.0.1", port=options.healthz_port, path="/healthz",
+                            run_on=host.name),
+            needs_files=(ca_file, config_path, *watched),
+            watch_files=watched,
+            state_directory=options.root_dir,
+            hardening=False,
+        )
+        return Contribution(
+            services=[service],
+            files=[kubeconfig, File(path=config_path, mode=0o644, data=document, format="yaml")],
+            certificates=["kubelet-serving", "kubelet-client"],
+        )
+
+
+def _taint(text: str) -> dict[str, str]:
+    key_value, _, effect = text.partition(":")
+    key, _, value = key_value.partition("=")
+    return {"key": key, "value": value, "effect": effect or "NoSchedule"} if value else \
+        {"key": key, "effect": effect or "NoSchedule"}

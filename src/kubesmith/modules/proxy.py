@@ -1,0 +1,70 @@
+"""kube-proxy: service routing on every node, configured through KubeProxyConfiguration."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
+                                    render_flags)
+from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.modules.merge import deep_merge
+from kubesmith.plan.model import File, Probe, Service
+from kubesmith.spec.types import Cidr, ExtraConfig, Port
+
+
+class ProxyOptions(ComponentOptions):
+    mode: str = Field(default="iptables", pattern="^(iptables|ipvs|nftables)$", description="Proxy mode.")
+    cluster_cidr: Cidr | None = Field(default=None, description="Pod range; default: spec.network.clusterCidr.",
+                                      json_schema_extra={"x-derived-from": "spec.network.clusterCidr"})
+    healthz_port: Port = Field(default=10256, description="Plain-HTTP health port.")
+    metrics_bind_address: str = Field(default="127.0.0.1:10249", description="Metrics endpoint (CIS: loopback).")
+    extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeProxyConfiguration document.")
+
+
+class ProxyModule(Module):
+    key = "proxy"
+    title = "kube-proxy service routing"
+    options = ProxyOptions
+    roles = frozenset({"node"})
+    binary = "kube-proxy"
+
+    def contribute(self, ctx: HostContext, options: ProxyOptions) -> Contribution:
+        cluster, host = ctx.cluster, ctx.host
+        kubeconfig = kubeconfig_file(ctx, "kube-proxy", "kube-proxy-client", "root")
+        config_path = layout.config_path("kube-proxy.yaml")
+        gates = effective_gates(cluster, options.feature_gates)
+        document = deep_merge({
+            "apiVersion": ctx.registry.config_api("KubeProxyConfiguration", cluster.minor),
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": kubeconfig.path},
+            "mode": options.mode,
+            "clusterCIDR": options.cluster_cidr or cluster.cluster_cidr,
+            "bindAddress": "0.0.0.0",
+            "healthzBindAddress": f"0.0.0.0:{options.healthz_port}",
+            "metricsBindAddress": options.metrics_bind_address,
+            "featureGates": gates or None,
+        }, options.extra_config)
+        document = {key: value for key, value in document.items() if value is not None}
+        flags = {"config": config_path, "v": options.verbosity}
+        service = Service(
+            name="kube-proxy",
+            component=self.key,
+            description="Kubernetes service proxy",
+            binary="kube-proxy",
+            argv=render_flags(flags, options.extra_args),
+            user="root",
+            group="root",
+            wanted_by="node-online.target",
+            after=("network-online.target", "kubelet.service"),
+            gates=(api_gate(ctx, "kube-proxy-client"),),
+            readiness=Probe(kind="http", host=host.address, port=options.healthz_port, path="/healthz"),
+            needs_files=(config_path, kubeconfig.path),
+            watch_files=(kubeconfig.path,),
+            hardening=False,
+        )
+        return Contribution(
+            services=[service],
+            files=[kubeconfig, File(path=config_path, mode=0o644, data=document, format="yaml")],
+            certificates=["kube-proxy-client"],
+        )

@@ -1,0 +1,1 @@
+"""Public key infrastructure: the declarative certificate list, and issuing from the plan's requests."""

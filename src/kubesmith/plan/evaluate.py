@@ -1,0 +1,121 @@
+"""Spec → Plan: derive cluster facts once, ask every module for each host's contribution."""
+
+from __future__ import annotations
+
+from kubesmith.modules import MODULES
+from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
+from kubesmith.modules.cluster import ca_key_holders, common_contribution
+from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
+from kubesmith.plan.model import File, HostPlan, PkiSettings, Plan, Service, Source
+from kubesmith.spec.model import Cluster, nth_address
+from kubesmith.versions.registry import VersionRegistry
+
+
+class PlanError(Exception):
+    """A module produced something the registry forbids: a bug in kubesmith, not in the spec."""
+
+
+def cluster_facts(cluster: Cluster) -> ClusterFacts:
+    spec = cluster.spec
+    components = spec.components
+    hosts = [_host_facts(host) for host in spec.hosts]
+    control_plane = tuple(h for h in hosts if "control-plane" in h.roles)
+    api_port = components.apiserver.secure_port
+    if spec.control_plane_endpoint:
+        endpoint_host, _, endpoint_port = spec.control_plane_endpoint.rpartition(":")
+        endpoint = (endpoint_host.strip("[]"), int(endpoint_port))
+    else:
+        endpoint = (control_plane[0].address, api_port)
+    return ClusterFacts(
+        name=cluster.metadata.name,
+        version=spec.kubernetes_version,
+        minor=cluster.minor,
+        api_endpoint_host=endpoint[0],
+        api_endpoint_port=endpoint[1],
+        api_service_ip=nth_address(spec.network.service_cidr, 1),
+        dns_service_ip=spec.network.dns_service_ip or nth_address(spec.network.service_cidr, 10),
+        dns_domain=spec.network.dns_domain,
+        cluster_cidr=spec.network.cluster_cidr,
+        service_cidr=spec.network.service_cidr,
+        feature_gates=tuple(sorted(spec.feature_gates.items())),
+        control_plane=control_plane,
+        etcd_members=tuple(h for h in hosts if "etcd" in h.roles),
+        etcd_client_port=components.etcd.client_port,
+        etcd_peer_port=components.etcd.peer_port,
+        apiserver_port=api_port,
+        apiserver_extra_sans=tuple(components.apiserver.extra_sans),
+    )
+
+
+def _host_facts(host) -> HostFacts:  # type: ignore[no-untyped-def]
+    return HostFacts(name=host.name, address=host.address, roles=frozenset(host.roles),
+                     labels=tuple(sorted(host.labels.items())))
+
+
+def evaluate(cluster: Cluster, registry: VersionRegistry) -> Plan:
+    facts = cluster_facts(cluster)
+    hosts = tuple(_host_plan(HostContext(cluster, facts, _host_facts(host), registry))
+                  for host in cluster.spec.hosts)
+    roles = [(host.name, frozenset(host.roles)) for host in cluster.spec.hosts]
+    pki = cluster.spec.pki
+    return Plan(
+        cluster=facts.name,
+        kubernetes_version=facts.version,
+        api_endpoint=facts.api_endpoint,
+        pki=PkiSettings(pki.key_algorithm, pki.certificate_validity_days, pki.ca_validity_days, pki.renew_fraction),
+        authorities=tuple(authority_plan(ca, ca_key_holders(ca.name, roles)) for ca in AUTHORITIES),
+        hosts=hosts,
+    )
+
+
+def _host_plan(ctx: HostContext) -> HostPlan:
+    components = ctx.spec.spec.components
+    parts: list[Contribution] = []
+    for module in MODULES:
+        if module.applies(ctx.host):
+            contribution = module.contribute(ctx, getattr(components, module.key))
+            _check_flags(ctx, module.binary, contribution.services)
+            parts.append(contribution)
+    certificates = sorted({name for part in parts for name in part.certificates})
+    targets = {service.wanted_by for part in parts for service in part.services}
+    parts.append(common_contribution(ctx, certificates, targets))
+    certificates = sorted({name for part in parts for name in part.certificates})
+    requests = tuple(certificate(name).request(ctx.cluster, ctx.host) for name in certificates)
+    files = [file for part in parts for file in part.files]
+    for request in requests:
+        files.append(File(request.cert_path, 0o644, "root", "root", source=Source("certificate", request.name)))
+        files.append(File(request.key_path, 0o600, request.owner, request.group,
+                          source=Source("private-key", request.name)))
+    return HostPlan(
+        name=ctx.host.name,
+        address=ctx.host.address,
+        roles=tuple(sorted(ctx.host.roles)),
+        labels=ctx.host.labels,
+        users=tuple(sorted({user.name: user for part in parts for user in part.users}.values(),
+                           key=lambda user: user.name)),
+        services=tuple(service for part in parts for service in part.services),
+        targets=tuple(target for part in parts for target in part.targets),
+        files=_unique_files(files),
+        certificates=requests,
+    )
+
+
+def _check_flags(ctx: HostContext, binary: str | None, services: list[Service]) -> None:
+    if binary is None:
+        return
+    accepted = ctx.registry.flags(binary, ctx.cluster.minor)
+    for service in services:
+        for arg in service.argv:
+            name = arg[2:].partition("=")[0]
+            if name not in accepted:
+                raise PlanError(f"{service.name} on {ctx.host.name}: --{name} is not accepted by "
+                                f"{binary} {ctx.cluster.minor} (kubesmith bug)")
+
+
+def _unique_files(files: list[File]) -> tuple[File, ...]:
+    by_path: dict[str, File] = {}
+    for file in files:
+        previous = by_path.setdefault(file.path, file)
+        if previous != file:
+            raise PlanError(f"two modules want different content at {file.path} (kubesmith bug)")
+    return tuple(by_path[path] for path in sorted(by_path))

@@ -1,0 +1,89 @@
+"""Checks that need more than one option: overlaps, uniqueness, counts, supported versions, flags."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+
+from kubesmith.modules import MODULES
+from kubesmith.spec.errors import LocPart
+from kubesmith.spec.model import Cluster
+from kubesmith.versions.registry import VersionRegistry
+
+Finding = tuple[tuple[LocPart, ...], str, str]  # (location, message, severity)
+
+
+def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
+    findings: list[Finding] = []
+    findings += _version(cluster, registry)
+    findings += _network(cluster)
+    findings += _hosts(cluster)
+    if registry.supports(cluster.minor):
+        findings += _components(cluster, registry)
+    return findings
+
+
+def _version(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
+    if registry.supports(cluster.minor):
+        return []
+    supported = f"{registry.minors[0]} to {registry.newest}"
+    return [(("spec", "kubernetesVersion"),
+             f"Kubernetes {cluster.spec.kubernetes_version} is not supported; supported releases: {supported}",
+             "error")]
+
+
+def _network(cluster: Cluster) -> list[Finding]:
+    network = cluster.spec.network
+    pods, services = ipaddress.ip_network(network.cluster_cidr), ipaddress.ip_network(network.service_cidr)
+    findings: list[Finding] = []
+    if pods.version == services.version and pods.overlaps(services):
+        findings.append((("spec", "network", "serviceCidr"),
+                         f"{services} overlaps clusterCidr {pods}; pods and services need separate ranges", "error"))
+    if services.num_addresses < 16:
+        findings.append((("spec", "network", "serviceCidr"),
+                         f"{services} is too small: it needs room for the API and DNS service IPs", "error"))
+    if network.dns_service_ip and ipaddress.ip_address(network.dns_service_ip) not in services:
+        findings.append((("spec", "network", "dnsServiceIp"), f"{network.dns_service_ip} is outside serviceCidr "
+                         f"{services}", "error"))
+    for index, host in enumerate(cluster.spec.hosts):
+        address = ipaddress.ip_address(host.address)
+        for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
+            if address.version == cidr.version and address in cidr:
+                findings.append((("spec", "hosts", index, "address"),
+                                 f"{address} lies inside {name} {cidr}", "error"))
+    return findings
+
+
+def _hosts(cluster: Cluster) -> list[Finding]:
+    hosts = cluster.spec.hosts
+    findings: list[Finding] = []
+    for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
+        counts = Counter(values)
+        first_index = {value: values.index(value) for value in counts}
+        for index, value in enumerate(values):
+            if counts[value] > 1 and index != first_index[value]:
+                findings.append((("spec", "hosts", index, field),
+                                 f"{field} {value!r} is already used by spec.hosts[{first_index[value]}]", "error"))
+    if not cluster.control_plane_hosts:
+        findings.append((("spec", "hosts"), "no host has the control-plane role; at least one is needed", "error"))
+    members = len(cluster.etcd_hosts)
+    if members == 0:
+        findings.append((("spec", "hosts"), "no host has the etcd role; at least one is needed", "error"))
+    elif members % 2 == 0:
+        findings.append((("spec", "hosts"), f"{members} etcd members tolerate no more failures than {members - 1}; "
+                         "use an odd number", "warning"))
+    if len(cluster.control_plane_hosts) > 1 and cluster.spec.control_plane_endpoint is None:
+        findings.append((("spec", "controlPlaneEndpoint"),
+                         "several control-plane hosts but no endpoint: clients will use the first host only; "
+                         "set a load-balanced HOST:PORT for HA", "warning"))
+    return findings
+
+
+def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
+    findings: list[Finding] = []
+    components = cluster.spec.components
+    for module in MODULES:
+        alias = type(components).model_fields[module.key].alias or module.key
+        for problem in module.check(cluster, getattr(components, module.key), registry):
+            findings.append((("spec", "components", alias, *problem.loc), problem.message, problem.severity))
+    return findings

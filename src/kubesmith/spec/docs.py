@@ -1,0 +1,87 @@
+"""Documentation of every option (the NixOS options manual is the model): path, type, default, description."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from kubesmith.spec.model import Cluster
+
+
+@dataclass(frozen=True, slots=True)
+class OptionDoc:
+    path: str
+    type: str
+    default: str  # JSON text, "derived: ..." or "required"
+    description: str
+
+
+def option_docs(model: type[BaseModel] = Cluster, prefix: str = "") -> list[OptionDoc]:
+    docs: list[OptionDoc] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"
+        nested = _nested_model(info.annotation)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if nested is not None:
+            docs += option_docs(nested, f"{path}[]." if _is_list(info.annotation) else f"{path}.")
+            if not _is_list(info.annotation):
+                continue
+        docs.append(OptionDoc(path, _type_name(info.annotation), _default(info, extra), info.description or ""))
+    return docs
+
+
+def _default(info: Any, extra: dict[str, Any]) -> str:
+    if "x-derived-from" in extra:
+        return f"derived: {extra['x-derived-from']}"
+    if info.default is PydanticUndefined and info.default_factory is None:
+        return "required"
+    value = info.default if info.default_factory is None else None
+    return json.dumps(value)
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _is_list(annotation: Any) -> bool:
+    inner = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
+    return typing.get_origin(inner) is list
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(json.dumps(arg) for arg in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
+    if annotation is type(None):
+        return "null"
+    if annotation is typing.Any:
+        return "string, integer or boolean"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object"
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def options_markdown(docs: list[OptionDoc]) -> str:
+    lines = ["# kubesmith options", ""]
+    for doc in docs:
+        lines += [f"## `{doc.path}`", "", doc.description, "", f"- type: {doc.type}", f"- default: `{doc.default}`", ""]
+    return "\n".join(lines)

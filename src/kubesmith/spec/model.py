@@ -1,0 +1,110 @@
+"""The cluster spec (interface of the whole tool): typed, documented, strict.
+
+Component options are not defined here: each module declares its own, and
+`Components` is assembled from the module list, so a new component is one new file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, create_model, field_validator
+
+from kubesmith.modules import MODULES
+from kubesmith.spec.types import (Cidr, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, ReleaseVersion,
+                                  StrictModel, derived)
+
+API_VERSION = "kubesmith.io/v1alpha1"
+Role = Literal["control-plane", "etcd", "node"]
+KeyAlgorithm = Literal["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072", "rsa-4096"]
+
+
+class Metadata(StrictModel):
+    name: DnsLabel = Field(description="Cluster name: names the kubeconfig context, etcd cluster token and PKI state.")
+    labels: dict[str, str] = Field(default={}, description="Free-form labels for your own tooling.")
+
+
+class Network(StrictModel):
+    cluster_cidr: Cidr = Field(default="10.200.0.0/16", description="Pod address range of the whole cluster.")
+    service_cidr: Cidr = Field(default="10.32.0.0/16",
+                               description="Service (cluster IP) range; its first address is the API service IP.")
+    dns_domain: DnsName = Field(default="cluster.local", description="Cluster DNS domain for services and pods.")
+    dns_service_ip: IPAddress | None = Field(
+        default=None, description="Cluster DNS service IP given to kubelets; default: 10th address of serviceCidr.",
+        json_schema_extra=derived("tenth address of spec.network.serviceCidr"))
+
+
+class Host(StrictModel):
+    name: DnsName = Field(description="Host name; also the Kubernetes node name and etcd member name.")
+    address: IPAddress = Field(description="Address other hosts and kubesmith reach this host on.")
+    roles: Annotated[list[Role], Field(min_length=1)] = Field(
+        description="What the host runs: control-plane (API server, controller-manager, scheduler), "
+                    "etcd (an etcd member), node (kubelet and kube-proxy).")
+    labels: dict[str, str] = Field(default={}, description="Node labels the kubelet registers with.")
+
+    @field_validator("roles")
+    @classmethod
+    def _unique_roles(cls, roles: list[str]) -> list[str]:
+        duplicates = sorted({role for role in roles if roles.count(role) > 1})
+        if duplicates:
+            raise ValueError(f"role {duplicates[0]!r} is listed twice")
+        return roles
+
+
+class Pki(StrictModel):
+    key_algorithm: KeyAlgorithm = Field(default="ecdsa-p256",
+                                        description="Key type of every CA and leaf key (RSA keys are ~400x slower).")
+    certificate_validity_days: int = Field(default=365, ge=1, le=3650, description="Lifetime of leaf certificates.")
+    ca_validity_days: int = Field(default=3650, ge=1, le=36500, description="Lifetime of CA certificates.")
+    renew_fraction: float = Field(default=2 / 3, gt=0, lt=1,
+                                  description="Renew a certificate once it has used this fraction of its lifetime.")
+
+
+def _components_model() -> type[StrictModel]:
+    fields: dict[str, Any] = {
+        module.key: (module.options, Field(default_factory=module.options, description=module.title))
+        for module in MODULES
+    }
+    return create_model("Components", __base__=StrictModel, **fields)
+
+
+Components = _components_model()
+
+
+class ClusterSpec(StrictModel):
+    kubernetes_version: ReleaseVersion = Field(description="Kubernetes release to run, for example 1.28.7.")
+    control_plane_endpoint: HostPort | None = Field(
+        default=None, description="HOST:PORT clients use for the API; set a load balancer for HA.",
+        json_schema_extra=derived("first control-plane host's address and spec.components.apiserver.securePort"))
+    feature_gates: FeatureGates = Field(default={}, description="Feature gates for every component (each may override).")
+    network: Network = Field(default_factory=Network, description="Cluster address ranges and DNS.")
+    hosts: Annotated[list[Host], Field(min_length=1)] = Field(description="The machines of the cluster.")
+    pki: Pki = Field(default_factory=Pki, description="Certificate authority and key settings.")
+    components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
+                                   description="Per-component options.")
+
+
+class Cluster(StrictModel):
+    api_version: Literal["kubesmith.io/v1alpha1"] = Field(description="Spec format version.")
+    kind: Literal["Cluster"] = Field(description="Document kind.")
+    metadata: Metadata = Field(description="Cluster identity.")
+    spec: ClusterSpec = Field(description="Desired state of the cluster.")
+
+    @property
+    def minor(self) -> str:
+        major, minor, _ = self.spec.kubernetes_version.split(".")
+        return f"{major}.{minor}"
+
+    @property
+    def control_plane_hosts(self) -> list[Host]:
+        return [host for host in self.spec.hosts if "control-plane" in host.roles]
+
+    @property
+    def etcd_hosts(self) -> list[Host]:
+        return [host for host in self.spec.hosts if "etcd" in host.roles]
+
+
+def nth_address(cidr: str, index: int) -> str:
+    network = ipaddress.ip_network(cidr)
+    return str(network.network_address + index)

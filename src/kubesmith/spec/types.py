@@ -1,0 +1,93 @@
+"""Reusable option types: each validates its own syntax so errors point at the exact option."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[^:\[\]]+):(?P<port>[0-9]{1,5})$")
+
+
+class StrictModel(BaseModel):
+    """Every spec object: strict types ("6443" is not an int), unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=False,
+    )
+
+
+def _ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid IPv4 or IPv6 address") from None
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a valid CIDR ({exc})") from None
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(f"{value!r} must be a DNS label: lower-case letters, digits and '-', at most 63")
+    return value
+
+
+def _dns_subdomain(value: str) -> str:
+    if not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(f"{value!r} must be a DNS name: lower-case letters, digits, '-' and '.'")
+    return value
+
+
+def _host_port(value: str) -> str:
+    match = _HOST_PORT.match(value)
+    if not match or not 1 <= int(match["port"]) <= 65535:
+        raise ValueError(f"{value!r} must be HOST:PORT (for example 10.0.0.10:6443)")
+    return value
+
+
+def _semver(value: str) -> str:
+    if not re.fullmatch(r"v?\d+\.\d+\.\d+", value):
+        raise ValueError(f"{value!r} must be a release version such as 1.28.7")
+    return value.removeprefix("v")
+
+
+IPAddress = Annotated[str, AfterValidator(_ip)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+DnsName = Annotated[str, AfterValidator(_dns_subdomain)]
+HostPort = Annotated[str, AfterValidator(_host_port)]
+ReleaseVersion = Annotated[str, AfterValidator(_semver)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Verbosity = Annotated[int, Field(ge=0, le=10)]
+
+
+def _flag_value(value: Any) -> str | int | bool:
+    if isinstance(value, (str, int, bool)):
+        return value
+    raise ValueError(f"a flag value must be a string, integer or boolean, got {type(value).__name__}")
+
+
+FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]
+ExtraArgs = dict[str, FlagValue]
+ExtraConfig = dict[str, Any]
+FeatureGates = dict[str, bool]
+
+
+def derived(source: str) -> dict[str, Any]:
+    """Schema marker for an option whose default follows another option (shown by `kubesmith options`)."""
+    return {"x-derived-from": source}

@@ -1,0 +1,1 @@
+"""Which Kubernetes releases kubesmith supports, and what each accepts."""

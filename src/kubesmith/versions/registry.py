@@ -1,0 +1,146 @@
+"""The version registry: per minor release, the flags each binary accepts and the config API versions.
+
+Facts live in `data/k8s_flags.json` (full flag lists at one documented release plus a
+history of additions and removals), so a new release is a data change, not a code change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+def minor_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+@dataclass(frozen=True, slots=True)
+class FlagChange:
+    flag: str
+    added_in: str | None
+    removed_in: str | None
+    replacement: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryFlags:
+    documented_in: str
+    flags: frozenset[str]
+    deprecated: frozenset[str]
+    history: tuple[FlagChange, ...]
+
+    def accepted(self, minor: str, minors: tuple[str, ...]) -> frozenset[str]:
+        if self.documented_in not in minors:  # etcd: not versioned with Kubernetes
+            return self.flags
+        at = minor_key(minor)
+        flags = set(self.flags)
+        for change in self.history:  # the history decides availability of every flag it mentions
+            added = change.added_in is None or minor_key(change.added_in) <= at
+            removed = change.removed_in is not None and minor_key(change.removed_in) <= at
+            if added and not removed:
+                flags.add(change.flag)
+            else:
+                flags.discard(change.flag)
+        return frozenset(flags)
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedFlag:
+    binary: str
+    flag: str
+    removed_in: str
+    replacement: str | None
+
+
+class VersionRegistry:
+    """Answers: is this version supported, does this binary accept this flag, which config API to write."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.minors: tuple[str, ...] = tuple(sorted(data["minors"], key=minor_key))
+        self._binaries = {name: _binary(entry) for name, entry in data["binaries"].items()}
+        self._removed = tuple(
+            RemovedFlag(item["binary"], item["flag"], item["removed_in"], item.get("replacement"))
+            for item in data.get("removed_before_supported", ()))
+        self._config_apis: dict[str, dict[str, str]] = data["config_apis"]
+        self._accepted: dict[tuple[str, str], frozenset[str]] = {}
+
+    @property
+    def newest(self) -> str:
+        return self.minors[-1]
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(sorted(self._binaries))
+
+    def supports(self, minor: str) -> bool:
+        return minor in self.minors
+
+    def flags(self, binary: str, minor: str) -> frozenset[str]:
+        key = (binary, minor)
+        if key not in self._accepted:
+            self._accepted[key] = self._binaries[binary].accepted(minor, self.minors)
+        return self._accepted[key]
+
+    def accepts(self, binary: str, flag: str, minor: str) -> bool:
+        return flag in self.flags(binary, minor)
+
+    def check_flag(self, binary: str, flag: str, minor: str) -> str | None:
+        """None when accepted; otherwise a message that says why and what to use instead."""
+        name = flag.removeprefix("--")
+        if flag.startswith("-"):
+            return f"write flag names without leading dashes: {name!r}"
+        if self.accepts(binary, name, minor):
+            return None
+        removal = self._removal(binary, name, minor)
+        if removal:
+            return removal
+        added = self._added_later(binary, name, minor)
+        if added:
+            return f"{binary} --{name} is not available in Kubernetes {minor}; it was added in {added}"
+        close = difflib.get_close_matches(name, sorted(self.flags(binary, minor)), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{binary} has no flag --{name} in Kubernetes {minor}{hint}"
+
+    def config_api(self, kind: str, minor: str) -> str:
+        api = self._config_apis[kind].get(minor)
+        if api is None:
+            raise KeyError(f"{kind} does not exist in Kubernetes {minor}")
+        return api
+
+    def _removal(self, binary: str, flag: str, minor: str) -> str | None:
+        changes = [c for c in self._binaries[binary].history if c.flag == flag and c.removed_in]
+        removed = [RemovedFlag(binary, c.flag, c.removed_in, c.replacement) for c in changes  # type: ignore[arg-type]
+                   if minor_key(c.removed_in) <= minor_key(minor)]  # type: ignore[arg-type]
+        removed += [r for r in self._removed if r.binary == binary and r.flag == flag]
+        if not removed:
+            return None
+        entry = removed[0]
+        instead = f"; use {entry.replacement} instead" if entry.replacement else ""
+        return f"{binary} --{flag} was removed in Kubernetes {entry.removed_in}{instead}"
+
+    def _added_later(self, binary: str, flag: str, minor: str) -> str | None:
+        for change in self._binaries[binary].history:
+            if change.flag == flag and change.added_in and minor_key(change.added_in) > minor_key(minor):
+                return change.added_in
+        return None
+
+
+def _binary(entry: dict[str, Any]) -> BinaryFlags:
+    return BinaryFlags(
+        documented_in=entry["documented_in"],
+        flags=frozenset(entry["flags"]),
+        deprecated=frozenset(entry.get("deprecated", ())),
+        history=tuple(FlagChange(item["flag"], item.get("added_in"), item.get("removed_in"),
+                                 item.get("replacement")) for item in entry.get("history", ())),
+    )
+
+
+@cache
+def load_registry() -> VersionRegistry:
+    """The bundled registry (read once per process; it is immutable data)."""
+    text = resources.files("kubesmith.versions").joinpath("data/k8s_flags.json").read_text(encoding="utf-8")
+    return VersionRegistry(json.loads(text))
