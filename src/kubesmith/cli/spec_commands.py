@@ -42,7 +42,7 @@ def validate(spec_file: str, output: str) -> None:
     report_problems(loaded.warnings)
     cluster = loaded.cluster
     click.echo(f"{spec_file}: valid (cluster {cluster.metadata.name}, Kubernetes {cluster.spec.kubernetes_version}, "
-               f"{len(cluster.spec.hosts)} hosts)")
+               f"{len(cluster.spec.hosts)} host{'s' if len(cluster.spec.hosts) != 1 else ''})")
 
 
 @click.command()

@@ -118,16 +118,8 @@ class Module:
         raise NotImplementedError
 
     def check(self, spec: Cluster, options: Any, registry: VersionRegistry) -> list[OptionProblem]:
-        """Semantic checks beyond types; by default the extraArgs flags against the version registry."""
-        if self.binary is None:
-            return []
-        extra = getattr(options, "extra_args", {})
-        problems = []
-        for flag in extra:
-            message = registry.check_flag(self.binary, flag, spec.minor)
-            if message:
-                problems.append(OptionProblem(("extraArgs", flag), message))
-        return problems
+        """Semantic checks beyond types and extraArgs flags (those are checked for every module)."""
+        return []
 
 
 def render_flags(defaults: dict[str, Any], extra: ExtraArgs) -> tuple[str, ...]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
+from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.errors import LocPart
-from kubesmith.spec.model import Cluster
+from kubesmith.spec.model import Cluster, Components
 from kubesmith.versions.registry import VersionRegistry
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # (location, message, severity)
@@ -83,7 +84,33 @@ def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
     findings: list[Finding] = []
     components = cluster.spec.components
     for module in MODULES:
-        alias = type(components).model_fields[module.key].alias or module.key
+        alias = _alias(module.key)
         for problem in module.check(cluster, getattr(components, module.key), registry):
             findings.append((("spec", "components", alias, *problem.loc), problem.message, problem.severity))
     return findings
+
+
+def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
+    """extraArgs against the release's flags; works on raw data so it runs even when types are wrong."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kubernetesVersion"), str):
+        return []
+    minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
+    components = spec.get("components")
+    if not registry.supports(minor) or not isinstance(components, dict):
+        return []
+    findings: list[Finding] = []
+    for module in MODULES:
+        section = components.get(_alias(module.key))
+        extra = section.get("extraArgs") if isinstance(section, dict) else None
+        if module.binary is None or not isinstance(extra, dict):
+            continue
+        for flag in extra:
+            message = registry.check_flag(module.binary, str(flag), minor)
+            if message:
+                findings.append((("spec", "components", _alias(module.key), "extraArgs", str(flag)), message, "error"))
+    return findings
+
+
+def _alias(key: str) -> str:
+    return Components.model_fields[key].alias or key

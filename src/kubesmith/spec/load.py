@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from kubesmith.spec.checks import semantic_findings
+from kubesmith.spec.checks import Finding, flag_findings, semantic_findings
 from kubesmith.spec.errors import LocPart, Problem, SpecError, format_path
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.yamlsource import YamlDocument, parse_yaml
@@ -37,15 +37,24 @@ def load_spec_text(text: str, filename: str, registry: VersionRegistry | None = 
     document, problems = parse_yaml(text, filename)
     if document is None:
         raise SpecError(problems)
+    flags = [_located(finding, document) for finding in flag_findings(document.data, registry)]
     try:
         cluster = Cluster.model_validate(document.data)
     except ValidationError as exc:
-        raise SpecError(problems + _type_problems(exc, document)) from None
-    for loc, message, severity in semantic_findings(cluster, registry):
-        problems.append(Problem(format_path(loc), message, document.locate(loc), severity))  # type: ignore[arg-type]
+        raise SpecError(_by_position(problems + _type_problems(exc, document) + flags)) from None
+    problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
     if any(problem.severity == "error" for problem in problems):
-        raise SpecError(problems)
+        raise SpecError(_by_position(problems))
     return LoadedSpec(cluster, document, tuple(problems))
+
+
+def _located(finding: Finding, document: YamlDocument) -> Problem:
+    loc, message, severity = finding
+    return Problem(format_path(loc), message, document.locate(loc), severity)  # type: ignore[arg-type]
+
+
+def _by_position(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.location.line, p.location.column) if p.location else (0, 0))
 
 
 def _type_problems(exc: ValidationError, document: YamlDocument) -> list[Problem]:

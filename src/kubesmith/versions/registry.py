@@ -54,6 +54,7 @@ class RemovedFlag:
     flag: str
     removed_in: str
     replacement: str | None
+    note: str | None = None
 
 
 class VersionRegistry:
@@ -63,7 +64,7 @@ class VersionRegistry:
         self.minors: tuple[str, ...] = tuple(sorted(data["minors"], key=minor_key))
         self._binaries = {name: _binary(entry) for name, entry in data["binaries"].items()}
         self._removed = tuple(
-            RemovedFlag(item["binary"], item["flag"], item["removed_in"], item.get("replacement"))
+            RemovedFlag(item["binary"], item["flag"], item["removed_in"], item.get("replacement"), item.get("note"))
             for item in data.get("removed_before_supported", ()))
         self._config_apis: dict[str, dict[str, str]] = data["config_apis"]
         self._accepted: dict[tuple[str, str], frozenset[str]] = {}
@@ -119,7 +120,7 @@ class VersionRegistry:
         if not removed:
             return None
         entry = removed[0]
-        instead = f"; use {entry.replacement} instead" if entry.replacement else ""
+        instead = f"; use {entry.replacement} instead" if entry.replacement else (f"; {entry.note}" if entry.note else "")
         return f"{binary} --{flag} was removed in Kubernetes {entry.removed_in}{instead}"
 
     def _added_later(self, binary: str, flag: str, minor: str) -> str | None:

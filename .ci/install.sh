@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Everything the test suite needs on a fresh Debian machine (run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    openssl ca-certificates iproute2 systemd systemd-container mmdebstrap \
+    openssh-client openssh-server golang-cfssl >/dev/null
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
