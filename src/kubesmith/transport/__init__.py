@@ -1,0 +1,1 @@
+"""How kubesmith reaches hosts: run commands, upload files atomically, read file hashes."""

@@ -1,0 +1,189 @@
+"""SSH transport (asyncssh): strict host-key checking, bounded parallelism, retried connects.
+
+Uploads are atomic on the host: each file goes to a temp name in its target directory,
+gets its mode and owner, is fsynced, then renamed over the target — a dropped connection
+never leaves a torn file, and a re-run overwrites nothing that did not change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+
+class TransportError(Exception):
+    """A host could not be reached or refused us; the message names the host and the reason."""
+
+
+class HostKeyMismatch(TransportError):
+    pass
+
+
+class HostUnreachable(TransportError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SshOptions:
+    user: str = "root"
+    port: int = 22
+    config_file: Path | None = None  # OpenSSH client config (ProxyCommand, per-host settings)
+    known_hosts: Path | None = None  # None: ~/.ssh/known_hosts; unknown keys are always refused
+    identity_files: tuple[Path, ...] = ()
+    connect_timeout: float = 10.0
+    connect_attempts: int = 3
+    parallelism: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    host: str
+    command: str
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    path: str
+    data: bytes
+    mode: int
+    owner: str = "root"
+    group: str = "root"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(slots=True)
+class SshTransport:
+    """One connection per host, opened on first use and shared by every operation on it."""
+
+    options: SshOptions
+    _connections: dict[str, asyncssh.SSHClientConnection] = field(default_factory=dict)
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _slots: asyncio.Semaphore | None = None
+
+    async def __aenter__(self) -> SshTransport:
+        self._slots = asyncio.Semaphore(self.options.parallelism)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        await asyncio.gather(*(c.wait_closed() for c in self._connections.values()), return_exceptions=True)
+        self._connections.clear()
+
+    async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
+                  timeout: float | None = 120.0) -> CommandResult:
+        text = command if isinstance(command, str) else shlex.join(command)
+        connection = await self._connection(host)
+        try:
+            result = await asyncio.wait_for(connection.run(text, input=input, check=False), timeout)
+        except asyncio.TimeoutError:
+            raise TransportError(f"{host}: command timed out after {timeout:g}s: {text}") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{host}: connection lost while running {text!r}: {exc}") from None
+        status = result.exit_status if result.exit_status is not None else 255
+        return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
+
+    async def upload(self, host: str, files: Sequence[RemoteFile]) -> None:
+        """Place every file atomically; directories are created as needed (0755, root)."""
+        if not files:
+            return
+        connection = await self._connection(host)
+        directories = sorted({str(Path(f.path).parent) for f in files})
+        await self._checked(host, "mkdir -p -- " + " ".join(shlex.quote(d) for d in directories))
+        suffix = f".kstmp-{secrets.token_hex(4)}"
+        temps = [(f, f"{Path(f.path).parent}/.{Path(f.path).name}{suffix}") for f in files]
+        try:
+            async with connection.start_sftp_client() as sftp:
+                for file, temp in temps:
+                    async with sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
+                        await handle.write(file.data)
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{host}: upload failed: {exc}") from None
+        script = [f"chmod {file.mode:o} {shlex.quote(temp)} && chown {shlex.quote(file.owner)}:"
+                  f"{shlex.quote(file.group)} {shlex.quote(temp)}" for file, temp in temps]
+        script.append("sync")  # data of every temp file is durable before any rename
+        script += [f"mv -f -- {shlex.quote(temp)} {shlex.quote(file.path)}" for file, temp in temps]
+        await self._checked(host, " && ".join(script))
+
+    async def hashes(self, host: str, paths: Sequence[str]) -> dict[str, str | None]:
+        """sha256 of each path on the host; None where the file does not exist."""
+        if not paths:
+            return {}
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        result = await self.run(host, f"for f in {quoted}; do if [ -f \"$f\" ]; then sha256sum -- \"$f\"; fi; done")
+        found = {}
+        for line in result.stdout.splitlines():
+            digest, _, path = line.partition("  ")
+            found[path] = digest
+        return {path: found.get(path) for path in paths}
+
+    async def _checked(self, host: str, command: str) -> CommandResult:
+        result = await self.run(host, command)
+        if not result.ok:
+            raise TransportError(f"{host}: `{command[:120]}` failed ({result.exit_status}): "
+                                 f"{result.stderr.strip()[-400:]}")
+        return result
+
+    async def _connection(self, host: str) -> asyncssh.SSHClientConnection:
+        lock = self._locks.setdefault(host, asyncio.Lock())
+        async with lock:
+            if host not in self._connections:
+                self._connections[host] = await self._connect(host)
+            return self._connections[host]
+
+    async def _connect(self, host: str) -> asyncssh.SSHClientConnection:
+        assert self._slots is not None, "use SshTransport as an async context manager"
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.options.connect_attempts),
+            wait=wait_exponential_jitter(multiplier=0.5, max=5),
+            retry=retry_if_exception_type(HostUnreachable),
+            reraise=True,
+        )
+        async with self._slots:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._connect_once(host)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _connect_once(self, host: str) -> asyncssh.SSHClientConnection:
+        opts = self.options
+        known_hosts = str(opts.known_hosts) if opts.known_hosts else str(Path.home() / ".ssh" / "known_hosts")
+        try:
+            return await asyncssh.connect(
+                host, port=opts.port, username=opts.user,
+                config=[str(opts.config_file)] if opts.config_file else (),
+                known_hosts=known_hosts,
+                client_keys=[str(p) for p in opts.identity_files] or (),
+                connect_timeout=opts.connect_timeout,
+                agent_path=None,
+                password=None,
+                kbdint_auth=False,
+            )
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyMismatch(f"{host}: host key not trusted ({exc.reason}); check {known_hosts}") from None
+        except asyncssh.PermissionDenied:
+            raise TransportError(f"{host}: SSH authentication failed for user {opts.user}") from None
+        except (OSError, asyncio.TimeoutError, asyncssh.ConnectionLost, asyncssh.DisconnectError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}") from None

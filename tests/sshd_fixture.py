@@ -1,0 +1,73 @@
+"""A real sshd on 127.0.0.1 with its own host key, for transport tests (no lab needed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class LocalSshd:
+    port: int
+    known_hosts: Path
+    identity: Path
+    host_key_pub: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@pytest.fixture(scope="session")
+def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if os.geteuid() != 0 or not Path(sshd).exists() or not shutil.which("ssh-keygen"):
+        pytest.skip("needs root, openssh-server and openssh-client")
+    base = tmp_path_factory.mktemp("sshd")
+    _keygen(base / "host_key")
+    _keygen(base / "client_key")
+    (base / "authorized_keys").write_text((base / "client_key.pub").read_text())
+    port = _free_port()
+    config = base / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {base / 'host_key'}\n"
+        f"AuthorizedKeysFile {base / 'authorized_keys'}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
+        f"PidFile {base / 'sshd.pid'}\nSubsystem sftp internal-sftp\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
+    known_hosts = base / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {(base / 'host_key.pub').read_text()}")
+    try:
+        _wait_listening(port, process)
+        yield LocalSshd(port, known_hosts, base / "client_key", base / "host_key.pub")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"sshd exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("sshd did not start listening")

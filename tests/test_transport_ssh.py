@@ -1,0 +1,81 @@
+"""The SSH transport against a real sshd: commands, atomic uploads, hashes, and clear failures."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from kubesmith.transport.ssh import (HostKeyMismatch, HostUnreachable, RemoteFile, SshOptions, SshTransport,
+                                     TransportError)
+from sshd_fixture import LocalSshd, _free_port, local_sshd  # noqa: F401  (fixture)
+
+
+def _options(sshd: LocalSshd, **overrides: object) -> SshOptions:
+    values: dict[str, object] = {"port": sshd.port, "known_hosts": sshd.known_hosts,
+                                 "identity_files": (sshd.identity,), "connect_timeout": 5.0}
+    values.update(overrides)
+    return SshOptions(**values)  # type: ignore[arg-type]
+
+
+async def _run(options: SshOptions, command: str) -> str:
+    async with SshTransport(options) as transport:
+        return (await transport.run("127.0.0.1", command)).stdout
+
+
+def test_runs_a_command(local_sshd: LocalSshd) -> None:
+    assert asyncio.run(_run(_options(local_sshd), "echo hello; id -u")).split() == ["hello", "0"]
+
+
+def test_upload_is_atomic_with_mode_and_owner(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "dir" / "key.pem"
+    files = [RemoteFile(str(target), b"secret\n", 0o600, "nobody", "nogroup"),
+             RemoteFile(str(tmp_path / "deep" / "cert.pem"), b"public\n", 0o644)]
+
+    async def scenario() -> dict[str, str | None]:
+        async with SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", files)
+            return await transport.hashes("127.0.0.1", [f.path for f in files] + [str(tmp_path / "missing")])
+
+    hashes = asyncio.run(scenario())
+    assert target.read_bytes() == b"secret\n"
+    info = target.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid != 0  # owned by nobody
+    assert hashes[str(target)] == hashlib.sha256(b"secret\n").hexdigest()
+    assert hashes[str(tmp_path / "missing")] is None
+    assert not [p for p in tmp_path.rglob("*") if ".kstmp-" in p.name]
+
+
+def test_wrong_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text(f"[127.0.0.1]:{local_sshd.port} {(tmp_path / 'other.pub').read_text()}")
+    with pytest.raises(HostKeyMismatch, match="127.0.0.1: host key not trusted"):
+        asyncio.run(_run(_options(local_sshd, known_hosts=wrong), "true"))
+
+
+def test_unknown_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    with pytest.raises(HostKeyMismatch):
+        asyncio.run(_run(_options(local_sshd, known_hosts=empty), "true"))
+
+
+def test_unreachable_host_fails_after_retries(local_sshd: LocalSshd) -> None:
+    options = _options(local_sshd, port=_free_port(), connect_attempts=2, connect_timeout=1.0)
+    with pytest.raises(HostUnreachable, match="cannot connect on port"):
+        asyncio.run(_run(options, "true"))
+
+
+def test_failed_upload_names_the_host(local_sshd: LocalSshd) -> None:
+    async def scenario() -> None:
+        async with SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", [RemoteFile("/proc/kubesmith-cannot/x", b"", 0o644)])
+
+    with pytest.raises(TransportError, match="127.0.0.1: "):
+        asyncio.run(scenario())
