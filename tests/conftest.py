@@ -1,1 +1,56 @@
-"""Shared test configuration."""
+"""Shared helpers: run the `kubesmith` command as users do, in this process or in a child process.
+
+In-process runs go through `run_guarded`, the same entry point the console script uses, so exit
+codes and error printing are the real ones; a few tests also start real child processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def kubesmith(*args: str, cwd: Path | None = None) -> Result:
+    """Run `kubesmith ARGS` in this process through the console script's own guard."""
+    from kubesmith.cli import cli
+    from kubesmith.cli.common import run_guarded
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_cwd = sys.argv, Path.cwd()
+    sys.argv = ["kubesmith", *args]
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = run_guarded(cli)
+            except SystemExit as exc:  # commands may exit directly, as under the console script
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    return Result(int(code), out.getvalue(), err.getvalue())
+
+
+def kubesmith_process(*args: str, cwd: Path | None = None) -> Result:
+    """Run the installed `kubesmith` console script in a child process."""
+    result = subprocess.run(["kubesmith", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+    return Result(result.returncode, result.stdout, result.stderr)
+
+
+from lab_fixture import lab_hosts  # noqa: E402,F401  (session fixture: lab hosts)

@@ -15,7 +15,7 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
 def test_example_validates_and_plans(example: Path) -> None:
     validated = subprocess.run(["kubesmith", "validate", str(example)], capture_output=True, text=True)
     assert validated.returncode == 0, validated.stderr
-    planned = subprocess.run(["kubesmith", "plan", str(example), "--output", "json"], capture_output=True, text=True)
+    planned = subprocess.run(["kubesmith", "plan", str(example), "--offline", "--output", "json"], capture_output=True, text=True)
     assert planned.returncode == 0, planned.stderr
     plan = json.loads(planned.stdout)
     assert {host["name"] for host in plan["hosts"]} and all(host["services"] for host in plan["hosts"])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kubesmith.transport.ssh import (HostKeyMismatch, HostUnreachable, RemoteFile, SshOptions, SshTransport,
-                                     TransportError)
+from kubesmith.hostfile import HostFile
+from kubesmith.transport.ssh import HostKeyMismatch, HostUnreachable, SshOptions, SshTransport, TransportError
 from sshd_fixture import LocalSshd, _free_port, local_sshd  # noqa: F401  (fixture)
 
 
@@ -33,8 +33,8 @@ def test_runs_a_command(local_sshd: LocalSshd) -> None:
 
 def test_upload_is_atomic_with_mode_and_owner(local_sshd: LocalSshd, tmp_path: Path) -> None:
     target = tmp_path / "deep" / "dir" / "key.pem"
-    files = [RemoteFile(str(target), b"secret\n", 0o600, "nobody", "nogroup"),
-             RemoteFile(str(tmp_path / "deep" / "cert.pem"), b"public\n", 0o644)]
+    files = [HostFile(str(target), 0o600, "nobody", "nogroup", b"secret\n"),
+             HostFile(str(tmp_path / "deep" / "cert.pem"), 0o644, "root", "root", b"public\n")]
 
     async def scenario() -> dict[str, str | None]:
         async with SshTransport(_options(local_sshd)) as transport:
@@ -75,7 +75,7 @@ def test_unreachable_host_fails_after_retries(local_sshd: LocalSshd) -> None:
 def test_failed_upload_names_the_host(local_sshd: LocalSshd) -> None:
     async def scenario() -> None:
         async with SshTransport(_options(local_sshd)) as transport:
-            await transport.upload("127.0.0.1", [RemoteFile("/proc/kubesmith-cannot/x", b"", 0o644)])
+            await transport.upload("127.0.0.1", [HostFile("/proc/kubesmith-cannot/x", 0o644, "root", "root", b"")])
 
     with pytest.raises(TransportError, match="127.0.0.1: "):
         asyncio.run(scenario())

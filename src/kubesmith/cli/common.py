@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import Problem, SpecError
-from kubesmith.spec.load import LoadedSpec, load_spec_file
+
+if TYPE_CHECKING:
+    from kubesmith.spec.load import LoadedSpec
 
 OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
 
@@ -62,6 +64,8 @@ def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
 
 def load_spec_or_fail(path: str) -> LoadedSpec:
     """Load a spec; a missing or unreadable file is an I/O error (exit 3), a bad spec exit 1."""
+    from kubesmith.spec.load import load_spec_file  # heavy (pydantic models): only commands that need it
+
     try:
         return load_spec_file(Path(path))
     except FileNotFoundError:

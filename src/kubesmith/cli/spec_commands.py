@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -47,14 +49,31 @@ def validate(spec_file: str, output: str) -> None:
 
 @click.command()
 @spec_argument()
-@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Show only these hosts (repeatable).")
+@click.option("--offline", is_flag=True, help="Show the desired state without connecting to any host.")
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only these hosts (repeatable).")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
-def plan(spec_file: str, hosts: tuple[str, ...], output: str) -> None:
-    """Show the desired state of every host: services with their full command lines, users,
-    ordering, readiness probes, targets, files and certificates.
+@click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Binaries apply would ship (live diff only).")
+@click.option("--ssh-config", default=None, help="OpenSSH client config (live diff only).")
+@click.option("--known-hosts", default=None, help="known_hosts file (live diff only).")
+@click.option("--identity", default=None, help="Private key to log in with (live diff only).")
+@click.option("--state-dir", default=None, help="PKI state (live diff only).")
+def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, binaries_dir: Path | None,
+         ssh_config: str | None, known_hosts: str | None, identity: str | None, state_dir: str | None) -> None:
+    """Show what `apply` would do.
 
-    The JSON form (--output json) is byte-identical for the same spec.
+    With --offline: the desired state of every host — services with their full command
+    lines, users, ordering and readiness probes, targets, files and certificates; the JSON
+    form is byte-identical for the same spec. Without it, kubesmith also connects to the
+    hosts and shows, per host, the files it would add, change or remove, the units it would
+    start or restart and the users it would create — changing nothing.
     """
+    if not offline:
+        from kubesmith.cli.host_commands import show_live_diff
+
+        show_live_diff(spec_file, state_dir, ",".join(hosts) or None, ssh_config, known_hosts, identity,
+                       binaries_dir, output)
+        return
     loaded = load_spec_or_fail(spec_file)
     report_problems(loaded.warnings)
     result = evaluate(loaded.cluster, load_registry())
@@ -63,8 +82,7 @@ def plan(spec_file: str, hosts: tuple[str, ...], output: str) -> None:
     if unknown:
         fail(f"no host named {unknown[0]!r} in {spec_file}; hosts: {', '.join(known)}", ExitCode.USAGE)
     if hosts:
-        result = type(result)(**{**{f: getattr(result, f) for f in result.__dataclass_fields__},
-                                 "hosts": tuple(h for h in result.hosts if h.name in hosts)})
+        result = dataclasses.replace(result, hosts=tuple(h for h in result.hosts if h.name in hosts))
     if output == "json":
         sys.stdout.write(result.to_json())
     else:
@@ -141,15 +159,23 @@ def _parse_host(argument: str) -> dict[str, Any]:
 
 
 def _default_roles(hosts: list[dict[str, Any]]) -> None:
-    if any("roles" in host for host in hosts):
-        for host in hosts:
-            host.setdefault("roles", ["node"])
+    """Give roles to hosts written without them.
+
+    When the explicit roles already include a control plane and etcd, the others are nodes. Otherwise
+    the hosts without roles follow the rule for a fresh cluster: a lone host gets every role, else the
+    first one (or three, from four hosts on) become control-plane + etcd and the rest nodes.
+    """
+    unassigned = [host for host in hosts if "roles" not in host]
+    explicit = {role for host in hosts for role in host.get("roles", ())}
+    if {"control-plane", "etcd"} <= explicit:
+        for host in unassigned:
+            host["roles"] = ["node"]
         return
-    if len(hosts) == 1:
-        hosts[0]["roles"] = ["control-plane", "etcd", "node"]
+    if len(unassigned) == 1:
+        unassigned[0]["roles"] = ["control-plane", "etcd", "node"]
         return
-    control_planes = 3 if len(hosts) >= 4 else 1
-    for index, host in enumerate(hosts):
+    control_planes = 3 if len(unassigned) >= 4 else 1
+    for index, host in enumerate(unassigned):
         host["roles"] = ["control-plane", "etcd"] if index < control_planes else ["node"]
 
 
@@ -163,6 +189,3 @@ def version(output: str) -> None:
         emit_json(info)
     else:
         click.echo(f"kubesmith {__version__}; Kubernetes {registry.minors[0]} to {registry.newest}")
-
-
-COMMANDS = (validate, plan, options, schema, init, version)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kubesmith.modules.agent import AgentModule
 from kubesmith.modules.apiserver import ApiserverModule
 from kubesmith.modules.base import Module
+from kubesmith.modules.ca_service import CaServiceModule
 from kubesmith.modules.controller_manager import ControllerManagerModule
 from kubesmith.modules.etcd import EtcdModule
 from kubesmith.modules.kubelet import KubeletModule
@@ -17,4 +19,6 @@ MODULES: tuple[Module, ...] = (
     SchedulerModule(),
     KubeletModule(),
     ProxyModule(),
+    CaServiceModule(),
+    AgentModule(),
 )

@@ -15,7 +15,7 @@ from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext,
                                     system_user)
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import Port, StrictModel
+from kubesmith.spec.types import IPAddress, Port, StrictModel
 
 STRONG_CIPHERS = (
     "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -47,8 +47,8 @@ class AuditLog(StrictModel):
 
 class ApiserverOptions(ComponentOptions):
     secure_port: Port = Field(default=6443, description="HTTPS port of the API.")
-    bind_address: str = Field(default="0.0.0.0", description="Address the API listens on.")
-    advertise_address: str | None = Field(default=None, description="Address advertised to the cluster; "
+    bind_address: IPAddress = Field(default="0.0.0.0", description="Address the API listens on.")
+    advertise_address: IPAddress | None = Field(default=None, description="Address advertised to the cluster; "
                                           "default: the host's address.", json_schema_extra={"x-derived-from": "spec.hosts[].address"})
     authorization_mode: list[str] = Field(default=["Node", "RBAC"], min_length=1,
                                           description="Authorizers, in order.")

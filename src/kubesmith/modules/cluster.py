@@ -15,6 +15,7 @@ from kubesmith.plan.model import Target
 
 # (target, what it means, targets it comes after when present on the same host)
 TARGETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("kube-ca-online", "cluster CA service answers (joins, renewals)", ("network-online.target",)),
     ("etcd-online", "etcd member is healthy", ("network-online.target",)),
     ("kube-apiserver-online", "API server, controller-manager and scheduler are ready",
      ("etcd-online.target",)),

@@ -14,12 +14,12 @@ from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext,
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.model import Service
-from kubesmith.spec.types import Cidr, Port
+from kubesmith.spec.types import Cidr, IPAddress, Port
 
 
 class ControllerManagerOptions(ComponentOptions):
     allocate_node_cidrs: bool = Field(default=True, description="Allocate a pod CIDR to every node.")
-    bind_address: str = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
+    bind_address: IPAddress = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
     secure_port: Port = Field(default=10257, description="HTTPS port for health and metrics.")
     cluster_cidr: Cidr | None = Field(default=None, description="Pod range; default: spec.network.clusterCidr.",
                                       json_schema_extra={"x-derived-from": "spec.network.clusterCidr"})

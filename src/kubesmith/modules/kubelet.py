@@ -17,7 +17,7 @@ from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import ExtraConfig, Port
+from kubesmith.spec.types import ExtraConfig, IPAddress, Port
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
 
@@ -31,7 +31,7 @@ class KubeletOptions(ComponentOptions):
     container_runtime_endpoint: str = Field(default="unix:///run/containerd/containerd.sock",
                                             description="CRI socket of the container runtime.")
     cgroup_driver: str = Field(default="systemd", pattern="^(systemd|cgroupfs)$", description="Cgroup driver.")
-    cluster_dns: list[str] | None = Field(default=None, description="DNS servers for pods; default: "
+    cluster_dns: list[IPAddress] | None = Field(default=None, description="DNS servers for pods; default: "
                                           "spec.network.dnsServiceIp.",
                                           json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
     cluster_domain: str | None = Field(default=None, description="DNS domain for pods; default: "

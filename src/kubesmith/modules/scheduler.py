@@ -11,11 +11,11 @@ from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.model import File, Service
-from kubesmith.spec.types import ExtraConfig, Port
+from kubesmith.spec.types import ExtraConfig, IPAddress, Port
 
 
 class SchedulerOptions(ComponentOptions):
-    bind_address: str = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
+    bind_address: IPAddress = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
     secure_port: Port = Field(default=10259, description="HTTPS port for health and metrics.")
     leader_elect: bool = Field(default=True, description="Elect a leader among control-plane hosts.")
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")

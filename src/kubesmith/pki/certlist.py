@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 from typing import TYPE_CHECKING
 
 from kubesmith import layout
@@ -116,6 +117,10 @@ CERTIFICATES: tuple[CertSpec, ...] = (
              "kubelet-serving", "root", "kubelet's HTTPS endpoint (port 10250)"),
     CertSpec("kube-proxy-client", "kubernetes-ca", "system:kube-proxy", (), CLIENT, Sans.NONE,
              "kube-proxy-client", "root", "kube-proxy's identity towards the API"),
+    CertSpec("ca-service-serving", "kubernetes-ca", "kubesmith-ca-service", (), SERVER, Sans.HOST,
+             "ca-service/serving", "root", "HTTPS certificate of `kubesmith ca serve` (join, renewal)"),
+    CertSpec("agent-client", "kubernetes-ca", "kubesmith:agent:{host}", ("kubesmith:agents",), CLIENT, Sans.NONE,
+             "agent-client", "root", "the host's agent towards the CA service (mTLS renewal); no RBAC rights"),
 )
 
 _BY_NAME = {spec.name: spec for spec in CERTIFICATES}
@@ -162,6 +167,7 @@ def san_lists(policy: Sans, cluster: ClusterFacts, host: HostFacts) -> tuple[tup
     return tuple(sorted(set(names))), tuple(sorted(set(ips), key=_ip_sort_key))
 
 
+@cache
 def is_ip(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
@@ -170,6 +176,7 @@ def is_ip(value: str) -> bool:
     return True
 
 
+@cache  # the same few addresses recur on every host of a cluster
 def _ip_sort_key(value: str) -> tuple[int, int]:
     address = ipaddress.ip_address(value)
     return address.version, int(address)

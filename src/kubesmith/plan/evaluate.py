@@ -15,10 +15,10 @@ class PlanError(Exception):
     """A module produced something the registry forbids: a bug in kubesmith, not in the spec."""
 
 
-def cluster_facts(cluster: Cluster) -> ClusterFacts:
+def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) -> ClusterFacts:
     spec = cluster.spec
     components = spec.components
-    hosts = [_host_facts(host) for host in spec.hosts]
+    hosts = hosts or tuple(_host_facts(host) for host in spec.hosts)
     control_plane = tuple(h for h in hosts if "control-plane" in h.roles)
     api_port = components.apiserver.secure_port
     if spec.control_plane_endpoint:
@@ -53,9 +53,9 @@ def _host_facts(host) -> HostFacts:  # type: ignore[no-untyped-def]
 
 
 def evaluate(cluster: Cluster, registry: VersionRegistry) -> Plan:
-    facts = cluster_facts(cluster)
-    hosts = tuple(_host_plan(HostContext(cluster, facts, _host_facts(host), registry))
-                  for host in cluster.spec.hosts)
+    host_facts = tuple(_host_facts(host) for host in cluster.spec.hosts)
+    facts = cluster_facts(cluster, host_facts)
+    hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry)) for host in host_facts)
     roles = [(host.name, frozenset(host.roles)) for host in cluster.spec.hosts]
     pki = cluster.spec.pki
     return Plan(
@@ -116,6 +116,6 @@ def _unique_files(files: list[File]) -> tuple[File, ...]:
     by_path: dict[str, File] = {}
     for file in files:
         previous = by_path.setdefault(file.path, file)
-        if previous != file:
+        if previous is not file and previous != file:
             raise PlanError(f"two modules want different content at {file.path} (kubesmith bug)")
     return tuple(by_path[path] for path in sorted(by_path))

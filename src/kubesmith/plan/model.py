@@ -7,7 +7,7 @@ downstream re-derives policy. `Plan.to_json()` is byte-identical for the same sp
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
@@ -191,7 +191,19 @@ class Plan:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **asdict(self)}
+        return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **plain(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses as dicts, tuples as lists, recursively: what `dataclasses.asdict` gives the JSON encoder,
+    without its deep copies (the plan is immutable, so sharing its leaves is safe)."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value

@@ -43,9 +43,8 @@ def _network(cluster: Cluster) -> list[Finding]:
     if services.num_addresses < 16:
         findings.append((("spec", "network", "serviceCidr"),
                          f"{services} is too small: it needs room for the API and DNS service IPs", "error"))
-    if network.dns_service_ip and ipaddress.ip_address(network.dns_service_ip) not in services:
-        findings.append((("spec", "network", "dnsServiceIp"), f"{network.dns_service_ip} is outside serviceCidr "
-                         f"{services}", "error"))
+    if network.dns_service_ip:
+        findings += _dns_service_ip(ipaddress.ip_address(network.dns_service_ip), services)
     for index, host in enumerate(cluster.spec.hosts):
         address = ipaddress.ip_address(host.address)
         for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
@@ -53,6 +52,19 @@ def _network(cluster: Cluster) -> list[Finding]:
                 findings.append((("spec", "hosts", index, "address"),
                                  f"{address} lies inside {name} {cidr}", "error"))
     return findings
+
+
+def _dns_service_ip(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+                    services: ipaddress.IPv4Network | ipaddress.IPv6Network) -> list[Finding]:
+    where = ("spec", "network", "dnsServiceIp")
+    if address not in services:
+        return [(where, f"{address} is outside serviceCidr {services}", "error")]
+    if address == services.network_address:
+        return [(where, f"{address} is the network address of serviceCidr {services}", "error")]
+    if address == services.network_address + 1:
+        return [(where, f"{address} is the API server's service IP (first address of serviceCidr {services}); "
+                 "use another address, by default the tenth", "error")]
+    return []
 
 
 def _hosts(cluster: Cluster) -> list[Finding]:

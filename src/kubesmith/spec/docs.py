@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 from pydantic_core import PydanticUndefined
 
 from kubesmith.spec.model import Cluster
@@ -28,11 +28,10 @@ def option_docs(model: type[BaseModel] = Cluster, prefix: str = "") -> list[Opti
         path = f"{prefix}{info.alias or name}"
         nested = _nested_model(info.annotation)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if nested is None or _is_list(info.annotation):  # a list of objects is an option itself
+            docs.append(OptionDoc(path, _type_name(info.annotation), _default(info, extra), info.description or ""))
         if nested is not None:
             docs += option_docs(nested, f"{path}[]." if _is_list(info.annotation) else f"{path}.")
-            if not _is_list(info.annotation):
-                continue
-        docs.append(OptionDoc(path, _type_name(info.annotation), _default(info, extra), info.description or ""))
     return docs
 
 
@@ -61,6 +60,9 @@ def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
+        schema = next((meta.json_schema for meta in args[1:] if isinstance(meta, WithJsonSchema)), None)
+        if schema and isinstance(schema.get("type"), list):  # e.g. flag values: string, integer or boolean
+            return _one_of_types(schema["type"])
         return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(arg) for arg in args)
@@ -73,11 +75,15 @@ def _type_name(annotation: Any) -> str:
     if annotation is type(None):
         return "null"
     if annotation is typing.Any:
-        return "string, integer or boolean"
+        return "any value"
     names = {str: "string", int: "integer", float: "number", bool: "boolean"}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "object"
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _one_of_types(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
 
 
 def options_markdown(docs: list[OptionDoc]) -> str:

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, create_model, field_validator
 
 from kubesmith.modules import MODULES
-from kubesmith.spec.types import (Cidr, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, ReleaseVersion,
-                                  StrictModel, derived)
+from kubesmith.spec.types import (Cidr, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey, LabelValue,
+                                  ReleaseVersion, StrictModel, derived)
 
 API_VERSION = "kubesmith.io/v1alpha1"
 Role = Literal["control-plane", "etcd", "node"]
@@ -41,7 +41,7 @@ class Host(StrictModel):
     roles: Annotated[list[Role], Field(min_length=1)] = Field(
         description="What the host runs: control-plane (API server, controller-manager, scheduler), "
                     "etcd (an etcd member), node (kubelet and kube-proxy).")
-    labels: dict[str, str] = Field(default={}, description="Node labels the kubelet registers with.")
+    labels: dict[LabelKey, LabelValue] = Field(default={}, description="Node labels the kubelet registers with.")
 
     @field_validator("roles")
     @classmethod
@@ -59,6 +59,16 @@ class Pki(StrictModel):
     ca_validity_days: int = Field(default=3650, ge=1, le=36500, description="Lifetime of CA certificates.")
     renew_fraction: float = Field(default=2 / 3, gt=0, lt=1,
                                   description="Renew a certificate once it has used this fraction of its lifetime.")
+
+
+class Ssh(StrictModel):
+    user: str = Field(default="root", description="User kubesmith logs in as (it needs root or passwordless sudo).")
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port of every host.")
+    config_file: str | None = Field(default=None, description="OpenSSH client config to use (ProxyCommand, ...); "
+                                    "default: none, or the lab's when every host is a lab host.")
+    known_hosts_file: str | None = Field(default=None, description="known_hosts with every host's key; "
+                                         "default: ~/.ssh/known_hosts. Unknown keys are always refused.")
+    identity_file: str | None = Field(default=None, description="Private key to log in with; default: ssh's usual.")
 
 
 def _components_model() -> type[StrictModel]:
@@ -81,6 +91,7 @@ class ClusterSpec(StrictModel):
     network: Network = Field(default_factory=Network, description="Cluster address ranges and DNS.")
     hosts: Annotated[list[Host], Field(min_length=1)] = Field(description="The machines of the cluster.")
     pki: Pki = Field(default_factory=Pki, description="Certificate authority and key settings.")
+    ssh: Ssh = Field(default_factory=Ssh, description="How kubesmith reaches the hosts (apply, status).")
     components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
                                    description="Per-component options.")
 

@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[^:\[\]]+):(?P<port>[0-9]{1,5})$")
 
 
@@ -55,8 +56,33 @@ def _dns_subdomain(value: str) -> str:
 
 def _host_port(value: str) -> str:
     match = _HOST_PORT.match(value)
-    if not match or not 1 <= int(match["port"]) <= 65535:
+    if not match or not 1 <= int(match["port"]) <= 65535 or not _is_host(match["host"]):
         raise ValueError(f"{value!r} must be HOST:PORT (for example 10.0.0.10:6443)")
+    return value
+
+
+def _is_host(text: str) -> bool:
+    """An IP address (IPv6 in brackets) or a DNS name."""
+    try:
+        address = ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        looks_numeric = bool(re.fullmatch(r"[0-9.]+", text))  # a mistyped address, not a name
+        return not text.startswith("[") and not looks_numeric and bool(_DNS_SUBDOMAIN.match(text))
+    return (address.version == 6) == text.startswith("[")
+
+
+def _label_key(value: str) -> str:
+    prefix, slash, name = value.rpartition("/")
+    valid_prefix = not slash or bool(_DNS_SUBDOMAIN.match(prefix))
+    if not _LABEL_NAME.match(name) or not valid_prefix:
+        raise ValueError(f"{value!r} is not a valid label key: [prefix/]name, name at most 63 of "
+                         "letters, digits, '-', '_', '.'")
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and not _LABEL_NAME.match(value):
+        raise ValueError(f"{value!r} is not a valid label value: at most 63 of letters, digits, '-', '_', '.'")
     return value
 
 
@@ -71,6 +97,8 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_subdomain)]
 HostPort = Annotated[str, AfterValidator(_host_port)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Verbosity = Annotated[int, Field(ge=0, le=10)]

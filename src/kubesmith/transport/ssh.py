@@ -8,7 +8,6 @@ never leaves a torn file, and a re-run overwrites nothing that did not change.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import secrets
 import shlex
 from collections.abc import Sequence
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import asyncssh
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from kubesmith.hostfile import HostFile
 
 
 class TransportError(Exception):
@@ -56,19 +57,6 @@ class CommandResult:
         return self.exit_status == 0
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteFile:
-    path: str
-    data: bytes
-    mode: int
-    owner: str = "root"
-    group: str = "root"
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
-
-
 @dataclass(slots=True)
 class SshTransport:
     """One connection per host, opened on first use and shared by every operation on it."""
@@ -104,7 +92,7 @@ class SshTransport:
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
-    async def upload(self, host: str, files: Sequence[RemoteFile]) -> None:
+    async def upload(self, host: str, files: Sequence[HostFile]) -> None:
         """Place every file atomically; directories are created as needed (0755, root)."""
         if not files:
             return
@@ -169,6 +157,9 @@ class SshTransport:
     async def _connect_once(self, host: str) -> asyncssh.SSHClientConnection:
         opts = self.options
         known_hosts = str(opts.known_hosts) if opts.known_hosts else str(Path.home() / ".ssh" / "known_hosts")
+        if not Path(known_hosts).is_file():
+            raise TransportError(f"{host}: known_hosts file {known_hosts} does not exist; kubesmith only talks to "
+                                 "hosts whose keys are known (give one with --known-hosts or spec.ssh)")
         try:
             return await asyncssh.connect(
                 host, port=opts.port, username=opts.user,

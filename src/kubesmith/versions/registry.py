@@ -24,6 +24,7 @@ class FlagChange:
     added_in: str | None
     removed_in: str | None
     replacement: str | None
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class VersionRegistry:
 
     def check_flag(self, binary: str, flag: str, minor: str) -> str | None:
         """None when accepted; otherwise a message that says why and what to use instead."""
-        name = flag.removeprefix("--")
+        name = flag.lstrip("-")
         if flag.startswith("-"):
             return f"write flag names without leading dashes: {name!r}"
         if self.accepts(binary, name, minor):
@@ -104,7 +105,7 @@ class VersionRegistry:
             return f"{binary} --{name} is not available in Kubernetes {minor}; it was added in {added}"
         close = difflib.get_close_matches(name, sorted(self.flags(binary, minor)), n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{binary} has no flag --{name} in Kubernetes {minor}{hint}"
+        return f"{binary} has no flag --{name} in {self._release(binary, minor)}{hint}"
 
     def config_api(self, kind: str, minor: str) -> str:
         api = self._config_apis[kind].get(minor)
@@ -114,14 +115,19 @@ class VersionRegistry:
 
     def _removal(self, binary: str, flag: str, minor: str) -> str | None:
         changes = [c for c in self._binaries[binary].history if c.flag == flag and c.removed_in]
-        removed = [RemovedFlag(binary, c.flag, c.removed_in, c.replacement) for c in changes  # type: ignore[arg-type]
-                   if minor_key(c.removed_in) <= minor_key(minor)]  # type: ignore[arg-type]
+        removed = [RemovedFlag(binary, c.flag, c.removed_in, c.replacement, c.note)  # type: ignore[arg-type]
+                   for c in changes if minor_key(c.removed_in) <= minor_key(minor)]  # type: ignore[arg-type]
         removed += [r for r in self._removed if r.binary == binary and r.flag == flag]
         if not removed:
             return None
         entry = removed[0]
         instead = f"; use {entry.replacement} instead" if entry.replacement else (f"; {entry.note}" if entry.note else "")
         return f"{binary} --{flag} was removed in Kubernetes {entry.removed_in}{instead}"
+
+    def _release(self, binary: str, minor: str) -> str:
+        """The release whose flags apply: etcd is versioned on its own, the rest with Kubernetes."""
+        documented_in = self._binaries[binary].documented_in
+        return f"Kubernetes {minor}" if documented_in in self.minors else f"{binary} {documented_in}"
 
     def _added_later(self, binary: str, flag: str, minor: str) -> str | None:
         for change in self._binaries[binary].history:
@@ -136,7 +142,8 @@ def _binary(entry: dict[str, Any]) -> BinaryFlags:
         flags=frozenset(entry["flags"]),
         deprecated=frozenset(entry.get("deprecated", ())),
         history=tuple(FlagChange(item["flag"], item.get("added_in"), item.get("removed_in"),
-                                 item.get("replacement")) for item in entry.get("history", ())),
+                                 item.get("replacement"), item.get("note"))
+                      for item in entry.get("history", ())),
     )
 
 

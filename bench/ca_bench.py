@@ -1,0 +1,189 @@
+"""Signing throughput of `kubesmith ca serve` against a real `cfssl serve` (baseline), in one run.
+
+Same CA (ECDSA P-256), same transport (HTTPS with the same serving certificate), same endpoint
+(`/api/v1/cfssl/authsign` with the same HMAC key), same pre-generated CSRs (ECDSA P-256, one per
+request so none is a replay), same client load: aiohttp, 32 concurrent requests over 32 pooled
+connections. Prints certificates/s of each and the ratio kubesmith / cfssl.
+
+    python bench/ca_bench.py [--requests 3000] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from kubesmith.pki import issue, keys
+from kubesmith.plan.model import CertificateRequest
+from kubesmith.runtime import ca_client, tokens
+
+NODE = "bench"
+PROFILE = "kubelet-client"
+
+
+def make_ca(directory: Path) -> dict[str, Path]:
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key = keys.generate("ecdsa-p256")
+    ca_cert = issue.new_ca("kubernetes-ca", ca_key, 3650, now)
+    tls_key = keys.generate("ecdsa-p256")
+    serving = CertificateRequest("ca-service-serving", "kubernetes-ca", "kubesmith-ca-service", (),
+                                 ("digital signature", "key encipherment", "server auth"), ("localhost",),
+                                 ("127.0.0.1",), "", "", "root", "root")
+    tls_cert = issue.new_leaf(serving, tls_key.public_key(), ca_cert, ca_key, 30, now)
+    paths = {name: directory / f"{name}.pem" for name in ("ca", "ca-key", "tls", "tls-key")}
+    paths["ca"].write_bytes(ca_cert.public_bytes(Encoding.PEM))
+    paths["ca-key"].write_bytes(keys.to_pem(ca_key))
+    paths["tls"].write_bytes(tls_cert.public_bytes(Encoding.PEM))
+    paths["tls-key"].write_bytes(keys.to_pem(tls_key))
+    return paths
+
+
+def bodies(count: int, key: bytes) -> list[bytes]:
+    """Pre-built authsign bodies, one fresh CSR each (CSR generation is not measured)."""
+    out = []
+    for _ in range(count):
+        csr = ca_client.build_csr(keys.generate("ecdsa-p256"),
+                                  ca_client.Subject(f"system:node:{NODE}", ("system:nodes",)))
+        request = ca_client.sign_request_bytes(csr, PROFILE, None)
+        out.append(json.dumps(ca_client.authsign_body(key, request)).encode())
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, process: subprocess.Popen, deadline: float = 20) -> None:
+    stop = time.monotonic() + deadline
+    while time.monotonic() < stop:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("server did not start")
+
+
+def start_kubesmith(work: Path, paths: dict[str, Path]) -> tuple[subprocess.Popen, str]:
+    kubesmith = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))
+    log = (work / "kubesmith.log").open("w")
+    process = subprocess.Popen([kubesmith, "ca", "serve", "--listen", "127.0.0.1", "--port", "0",
+                                "--ca-cert", str(paths["ca"]), "--ca-key", str(paths["ca-key"]),
+                                "--tls-cert", str(paths["tls"]), "--tls-key", str(paths["tls-key"]),
+                                "--state-dir", str(work / "state")], stdout=log, stderr=subprocess.STDOUT)
+    stop = time.monotonic() + 20
+    while time.monotonic() < stop:
+        match = re.search(r"serving on (https://\S+)", (work / "kubesmith.log").read_text())
+        if match:
+            return process, match.group(1)
+        time.sleep(0.05)
+    raise SystemExit("kubesmith ca serve did not start")
+
+
+def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subprocess.Popen, str]:
+    config = {"signing": {"default": {"usages": ["signing", "key encipherment", "client auth"], "expiry": "8760h",
+                                      "auth_key": "key"},
+                          "profiles": {PROFILE: {"usages": ["signing", "key encipherment", "client auth"],
+                                                 "expiry": "8760h", "auth_key": "key"}}},
+              "auth_keys": {"key": {"type": "standard", "key": auth_hex}}}
+    (work / "cfssl.json").write_text(json.dumps(config))
+    port = free_port()
+    process = subprocess.Popen(["cfssl", "serve", "-address", "127.0.0.1", "-port", str(port), "-ca", str(paths["ca"]),
+                                "-ca-key", str(paths["ca-key"]), "-config", str(work / "cfssl.json"),
+                                "-tls-cert", str(paths["tls"]), "-tls-key", str(paths["tls-key"]),
+                                "-loglevel", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, process)
+    return process, f"https://127.0.0.1:{port}"
+
+
+async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes) -> tuple[float, int]:
+    """(seconds, failures) to send every payload with `concurrency` requests in flight."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
+    queue = list(reversed(payloads))
+    failures = 0
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal failures
+        while queue:
+            body = queue.pop()
+            async with session.post(url + ca_client.AUTHSIGN_PATH, data=body,
+                                    headers={"Content-Type": "application/json"}) as answer:
+                document = await answer.json(content_type=None)
+                if answer.status != 200 or not document.get("success"):
+                    failures += 1
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+        return time.perf_counter() - started, failures
+
+
+def measure(url: str, payloads: list[bytes], warmup: list[bytes], concurrency: int, ca_pem: bytes) -> float:
+    asyncio.run(load(url, warmup, concurrency, ca_pem))
+    seconds, failures = asyncio.run(load(url, payloads, concurrency, ca_pem))
+    if failures:
+        raise SystemExit(f"{url}: {failures} requests failed")
+    return len(payloads) / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=300)
+    options = parser.parse_args()
+    if shutil.which("cfssl") is None:
+        raise SystemExit("cfssl not found (Debian golang-cfssl): the baseline is required")
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        paths = make_ca(work)
+        ca_key = keys.load(paths["ca-key"].read_bytes(), "ca")
+        created = tokens.TokenStore(work / "state" / "tokens.json", ca_key).create(3600, NODE)
+        key = tokens.auth_key(created.token)
+        total = options.requests + options.warmup
+        print(f"pre-generating {2 * total} CSRs (ECDSA P-256) ...", file=sys.stderr)
+        ours, theirs = bodies(total, key), bodies(total, key)
+        ca_pem = paths["ca"].read_bytes()
+        results: dict[str, float] = {}
+        for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
+                                      ("kubesmith ca serve", lambda: start_kubesmith(work, paths), ours)):
+            process, url = start()
+            try:
+                results[name] = measure(url, payloads[options.warmup:], payloads[:options.warmup],
+                                        options.concurrency, ca_pem)
+            finally:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    print(f"authsign throughput, ECDSA P-256, HTTPS, {options.concurrency} concurrent, {options.requests} requests:")
+    for name, rate in results.items():
+        print(f"  {name:20s} {rate:9.0f} certificates/s")
+    ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
+    print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")
+
+
+if __name__ == "__main__":
+    main()

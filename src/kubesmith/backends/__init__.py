@@ -1,0 +1,1 @@
+"""Backends consume the plan: render writes host bundles; systemd, apply and run build on them."""

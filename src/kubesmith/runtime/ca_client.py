@@ -1,0 +1,197 @@
+"""Client side of the CA service (and of any cfssl 1.2 `serve` with an auth key).
+
+* `pinned_ca`: fetch `/api/v1/cfssl/info` and accept the CA certificate only if its hash equals
+  the pin. The pin is `sha256:<hex>` of the CA certificate's DER-encoded SubjectPublicKeyInfo,
+  exactly what kubeadm's `--discovery-token-ca-cert-hash` uses (so
+  `openssl x509 -pubkey | openssl pkey -pubin -outform der | sha256sum` computes it). This one
+  request runs without certificate verification because nothing is trusted yet; its answer is
+  used only after the hash matches. Everything afterwards trusts only the pinned CA.
+* `authsign`: cfssl's authenticated sign with a token's HMAC key.
+* `renew`: the agent's mTLS renewal.
+
+Every certificate received is checked before it is returned: signed by the pinned CA, carrying
+our public key, with the subject we asked for. A CA that answers with something else is an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.x509.oid import NameOID
+
+from kubesmith.pki.issue import issued_by
+from kubesmith.pki.keys import PrivateKey, same_public_key
+from kubesmith.runtime.tokens import request_mac
+
+INFO_PATH = "/api/v1/cfssl/info"
+AUTHSIGN_PATH = "/api/v1/cfssl/authsign"
+RENEW_PATH = "/api/v1/kubesmith/renew"
+
+
+class CaClientError(Exception):
+    """The CA refused or answered wrongly; `status` is the HTTP status (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CaUnavailable(CaClientError):
+    """No answer from the CA (connection refused, timeout, 5xx): worth retrying later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    common_name: str
+    organizations: tuple[str, ...] = ()
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+
+
+def spki_hash(cert: x509.Certificate) -> str:
+    """`sha256:<hex>` of the certificate's SubjectPublicKeyInfo (kubeadm's CA cert hash)."""
+    der = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def parse_pin(pin: str) -> str:
+    algorithm, _, digest = pin.strip().lower().partition(":")
+    if algorithm != "sha256" or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"{pin!r}: the CA hash must be sha256:<64 hex digits> (of the CA's public key, "
+                         "as kubeadm's --discovery-token-ca-cert-hash)")
+    return f"sha256:{digest}"
+
+
+def client_context(ca_pem: bytes | None, cert_file: str | None = None, key_file: str | None = None
+                   ) -> ssl.SSLContext:
+    """Trust only `ca_pem` (never the environment's bundles); None verifies nothing (pinning only)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if ca_pem is None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context.load_verify_locations(cadata=ca_pem.decode())
+    if cert_file and key_file:
+        context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def build_csr(key: PrivateKey, subject: Subject) -> bytes:
+    import ipaddress
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in subject.organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, subject.common_name))
+    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(attributes))
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in subject.dns_names]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in subject.ip_addresses]
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(key, hashes.SHA256()).public_bytes(Encoding.PEM)
+
+
+def sign_request_bytes(csr_pem: bytes, profile: str, hosts: tuple[str, ...] | None, label: str = "") -> bytes:
+    document: dict[str, Any] = {"certificate_request": csr_pem.decode(), "profile": profile, "label": label}
+    if hosts is not None:
+        document["hosts"] = list(hosts)
+    return json.dumps(document).encode()
+
+
+def authsign_body(key: bytes, request: bytes) -> dict[str, str]:
+    return {"token": base64.b64encode(request_mac(key, request)).decode(),
+            "request": base64.b64encode(request).decode()}
+
+
+async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl.SSLContext | bool,
+               timeout: float = 10.0) -> Any:
+    """POST JSON and unwrap cfssl's envelope; transport failures and 5xx are `CaUnavailable`."""
+    try:
+        async with session.post(url, json=body, ssl=context, timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
+            text = await answer.text()
+            status = answer.status
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise CaUnavailable(f"{url}: {exc.__class__.__name__}: {exc}") from None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if status >= 500:
+        raise CaUnavailable(f"{url}: HTTP {status}: {_message(document, text)}", status)
+    if status != 200 or not isinstance(document, dict) or not document.get("success"):
+        raise CaClientError(f"{url}: HTTP {status}: {_message(document, text)}", status)
+    return document.get("result")
+
+
+def _message(document: Any, text: str) -> str:
+    if isinstance(document, dict) and document.get("errors"):
+        return "; ".join(str(error.get("message", error)) for error in document["errors"])
+    return text.strip()[:300] or "no message"
+
+
+async def pinned_ca(session: aiohttp.ClientSession, server: str, pin: str) -> bytes:
+    """The CA certificate (PEM) of `server`, accepted only when its SPKI hash equals `pin`."""
+    want = parse_pin(pin)
+    context: ssl.SSLContext | bool = client_context(None) if server.startswith("https://") else False
+    result = await post(session, server.rstrip("/") + INFO_PATH, {"label": "", "profile": ""}, context)
+    try:
+        pem = str(result["certificate"]).encode()
+        cert = x509.load_pem_x509_certificate(pem)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CaClientError(f"{server}: info answer has no CA certificate ({exc})") from None
+    have = spki_hash(cert)
+    if not hmac.compare_digest(have, want):
+        raise CaClientError(f"{server}: the CA's public key hash is {have}, not the pinned {want}; "
+                            "refusing to trust it")
+    return cert.public_bytes(Encoding.PEM)
+
+
+async def authsign(session: aiohttp.ClientSession, server: str, auth_key: bytes, key: PrivateKey,
+                   subject: Subject, profile: str, ca_pem: bytes, hosts: tuple[str, ...] | None = None
+                   ) -> bytes:
+    """A certificate for `key` and `subject` from cfssl authsign; verified before it is returned."""
+    csr = build_csr(key, subject)
+    request = sign_request_bytes(csr, profile, hosts if hosts is not None else
+                                 (*subject.dns_names, *subject.ip_addresses) or None)
+    context = client_context(ca_pem) if server.startswith("https://") else False
+    result = await post(session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request), context)
+    return verified_certificate(result, key, subject, ca_pem)
+
+
+async def renew(session: aiohttp.ClientSession, server: str, key: PrivateKey, current: x509.Certificate,
+                subject: Subject, ca_pem: bytes, agent_cert: str, agent_key: str) -> bytes:
+    """A renewed certificate for `current` (same key, same subject) over mTLS."""
+    body = {"certificate_request": build_csr(key, subject).decode(), "profile": "renewal",
+            "current": current.public_bytes(Encoding.PEM).decode()}
+    result = await post(session, server.rstrip("/") + RENEW_PATH, body, client_context(ca_pem, agent_cert, agent_key))
+    return verified_certificate(result, key, subject, ca_pem)
+
+
+def verified_certificate(result: Any, key: PrivateKey, subject: Subject, ca_pem: bytes) -> bytes:
+    try:
+        pem = str(result["certificate"]).encode()
+        cert = x509.load_pem_x509_certificate(pem)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CaClientError(f"the CA's answer holds no certificate ({exc})") from None
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    try:
+        cert.verify_directly_issued_by(ca)
+    except Exception as exc:
+        raise CaClientError(f"the returned certificate is not signed by the pinned CA ({exc.__class__.__name__})") \
+            from None
+    if not issued_by(cert, ca) and cert.issuer != ca.subject:
+        raise CaClientError("the returned certificate names another issuer")
+    if not same_public_key(cert.public_key(), key.public_key()):
+        raise CaClientError("the returned certificate is for another key")
+    common_names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not common_names or common_names[0].value != subject.common_name:
+        raise CaClientError(f"the returned certificate is not for {subject.common_name!r}")
+    return cert.public_bytes(Encoding.PEM)

@@ -1,0 +1,34 @@
+"""Durations as operators write them (`90s`, `3m`, `1h30m`, `365d`), for token TTLs and validities."""
+
+from __future__ import annotations
+
+import re
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text`; a bare number is seconds. Raises ValueError with a message fit for users."""
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        parts = _PART.findall(value)
+        if not parts or "".join(number + unit for number, unit in parts) != value:
+            raise ValueError(f"{text!r} is not a duration (examples: 90s, 15m, 1h30m, 7d)")
+        seconds = sum(float(number) * _UNIT[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: a duration must be positive")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact `1h30m`-style text for whole seconds (cfssl's `expiry` uses Go's `8760h`)."""
+    remaining = int(round(seconds))
+    out = ""
+    for unit in ("h", "m", "s"):
+        count, remaining = divmod(remaining, int(_UNIT[unit]))
+        if count:
+            out += f"{count}{unit}"
+    return out or "0s"

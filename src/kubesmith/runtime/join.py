@@ -1,0 +1,197 @@
+"""`kubesmith join`: a new node obtains its certificates with a join token and lays down its part.
+
+Order, and why:
+1. Pin the CA: fetch `/api/v1/cfssl/info`, accept the CA certificate only if its public-key hash
+   equals `--ca-hash` (`ca_client.pinned_ca`). No trust on first use: without the hash nothing
+   else happens, and every later request verifies the server against the pinned CA.
+2. Generate every private key here; only CSRs travel. Keys never leave the node.
+3. Obtain each certificate via cfssl authsign with the token's HMAC key; verify each answer.
+4. Write atomically under `--root` (default `/`): all keys first (0600), then certificates, the CA
+   certificate, kubeconfigs and the other files of the node's plan. A crash leaves either nothing
+   or keys without certificates, and a re-run starts over with new keys.
+5. With the cluster file (`--spec`): the node's units through the systemd backend, then wait for
+   `node-online.target`. Waiting is skipped with `--no-wait`, when `--root` is not `/`, or when
+   systemd is not running (`/run/systemd/system` missing: containers, CI); the result says so.
+
+Which certificates: with `--spec`, those of the node's host plan (it must be a node-only host:
+control-plane and etcd hosts need CA material a join token must never reach; use `apply`).
+Without it, the node's standard set (`ca_policy.NODE_PROFILES`) at the standard paths, and no
+units.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from kubesmith import fsutil, layout
+from kubesmith.backends import systemd
+from kubesmith.backends.render import target_path, yaml_bytes
+from kubesmith.pki import documents, keys
+from kubesmith.pki.certlist import Sans, authority, certificate
+from kubesmith.plan.model import CertificateRequest, File, HostPlan
+from kubesmith.runtime import ca_client
+from kubesmith.runtime.ca_policy import NODE_PROFILES
+from kubesmith.runtime.tokens import auth_key, parse_token
+
+
+class JoinError(Exception):
+    """The join cannot go on; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinOptions:
+    server: str
+    token: str
+    ca_hash: str
+    node: str
+    addresses: tuple[str, ...] = ()
+    root: Path = Path("/")
+    host_plan: HostPlan | None = None
+    cluster: str = "kubernetes"
+    key_algorithm: str = "ecdsa-p256"
+    wait: bool = True
+    deadline: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    node: str
+    certificates: tuple[str, ...]
+    files_written: int
+    units_written: int
+    waited: bool
+    note: str
+
+
+def standard_requests(node: str, addresses: tuple[str, ...]) -> tuple[CertificateRequest, ...]:
+    """The node's certificates when no cluster file is given: certlist entries of the node scope."""
+    requests = []
+    for name in NODE_PROFILES:
+        spec = certificate(name)
+        # the node SAN policy (Sans.NODE): the node's name and its addresses
+        dns, ips = ((node,), tuple(addresses)) if spec.sans is Sans.NODE else ((), ())
+        requests.append(CertificateRequest(name, spec.ca, spec.common_name.format(host=node), spec.organizations,
+                                           spec.usages, dns, tuple(dict.fromkeys(ips)),
+                                           layout.pki_path(f"{spec.file}.crt"), layout.pki_path(f"{spec.file}.key"),
+                                           spec.owner, spec.owner))
+    return tuple(requests)
+
+
+def node_requests(options: JoinOptions) -> tuple[CertificateRequest, ...]:
+    if options.host_plan is None:
+        return standard_requests(options.node, options.addresses)
+    plan = options.host_plan
+    if set(plan.roles) != {"node"}:
+        raise JoinError(f"host {plan.name} has roles {', '.join(plan.roles)}: join is for node-only hosts "
+                        "(control-plane and etcd hosts get CA material; use `kubesmith apply`)")
+    outside = sorted(r.name for r in plan.certificates if r.name not in NODE_PROFILES)
+    if outside:
+        raise JoinError(f"host {plan.name} needs certificates a join token cannot obtain: {', '.join(outside)}")
+    return plan.certificates
+
+
+async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...]
+                 ) -> tuple[bytes, dict[str, tuple[bytes, bytes]]]:
+    """(CA PEM, {request name: (key PEM, certificate PEM)}); keys are generated here."""
+    key = auth_key(options.token)
+    issued: dict[str, tuple[bytes, bytes]] = {}
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        ca_pem = await ca_client.pinned_ca(session, options.server, options.ca_hash)
+        for request in requests:
+            private = keys.generate(options.key_algorithm)
+            subject = ca_client.Subject(request.common_name, request.organizations, request.dns_names,
+                                        request.ip_addresses)
+            cert = await ca_client.authsign(session, options.server, key, private, subject, request.name, ca_pem)
+            issued[request.name] = (keys.to_pem(private), cert)
+    return ca_pem, issued
+
+
+def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...], ca_pem: bytes,
+                   issued: dict[str, tuple[bytes, bytes]]) -> list[fsutil.Pending]:
+    """Keys first, then certificates, the CA certificate and (with a plan) every other file."""
+    root = options.root
+    pending = [fsutil.Pending(_under(root, r.key_path), issued[r.name][0], 0o600) for r in requests]
+    pending += [fsutil.Pending(_under(root, r.cert_path), issued[r.name][1], 0o644) for r in requests]
+    ca_path = layout.pki_path(authority("kubernetes-ca").cert_file)
+    pending.append(fsutil.Pending(_under(root, ca_path), ca_pem, 0o644))
+    written = {ca_path} | {r.key_path for r in requests} | {r.cert_path for r in requests}
+    if options.host_plan is not None:
+        for file in options.host_plan.files:
+            if file.path not in written:
+                pending.append(fsutil.Pending(_under(root, file.path), _content(options, file, ca_pem, issued), file.mode))
+    return pending
+
+
+def _content(options: JoinOptions, file: File, ca_pem: bytes, issued: dict[str, tuple[bytes, bytes]]) -> bytes:
+    source = file.source
+    if source is None:
+        if file.format == "yaml":
+            return yaml_bytes(file.data)
+        if file.format == "json":
+            return (json.dumps(file.data, indent=2, sort_keys=True) + "\n").encode()
+        return (file.content or "").encode()
+    settings = dict(source.options)
+    if source.kind == "ca-certificate" and source.name == "kubernetes-ca":
+        return ca_pem
+    if source.kind == "kubeconfig" and settings.get("certificate") in issued:
+        key_pem, cert_pem = issued[settings["certificate"]]
+        user = options.host_plan.certificate(settings["certificate"]).common_name  # type: ignore[union-attr]
+        return yaml_bytes(documents.kubeconfig(settings.get("cluster", options.cluster), settings["server"], user,
+                                               ca_pem, cert_pem, key_pem))
+    raise JoinError(f"{file.path}: a joining node cannot produce {source.kind} {source.name!r}")
+
+
+def _under(root: Path, path: str) -> Path:
+    return target_path(root, path)
+
+
+def systemd_running(root: Path) -> bool:
+    return root == Path("/") and Path("/run/systemd/system").is_dir() and shutil.which("systemctl") is not None
+
+
+def start_and_wait(plan: HostPlan, deadline: float) -> bool:
+    """Enable the node's units, start kubernetes.target, wait for node-online.target."""
+    units = [f"{s.name}.service" for s in plan.services] + [f"{t.name}.target" for t in plan.targets]
+    for command in (["systemd-sysusers"], ["systemd-tmpfiles", "--create"], ["systemctl", "daemon-reload"],
+                    ["systemctl", "enable", *units], ["systemctl", "start", "--no-block", "kubernetes.target"]):
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if completed.returncode != 0:
+            raise JoinError(f"{' '.join(command)}: {completed.stderr.strip() or completed.returncode}")
+    stop = time.monotonic() + deadline
+    while time.monotonic() < stop:
+        state = subprocess.run(["systemctl", "is-active", "node-online.target"], capture_output=True, text=True)
+        if state.stdout.strip() == "active":
+            return True
+        time.sleep(2)
+    raise JoinError(f"node-online.target not active after {deadline:g}s; see `systemctl list-jobs` and "
+                    "`journalctl -u kubelet -u kube-proxy`")
+
+
+def join(options: JoinOptions) -> JoinResult:
+    parse_token(options.token)
+    ca_client.parse_pin(options.ca_hash)
+    requests = node_requests(options)
+    ca_pem, issued = asyncio.run(obtain(options, requests))
+    pending = files_to_write(options, requests, ca_pem, issued)
+    fsutil.write_many(pending)
+    units = 0
+    if options.host_plan is not None:
+        units = systemd.write_units(options.root, systemd.unit_files(options.host_plan))
+    waited, note = False, ""
+    if options.host_plan is None:
+        note = "no cluster file given: certificates written, units not laid down"
+    elif not options.wait:
+        note = "not waiting (--no-wait)"
+    elif not systemd_running(options.root):
+        note = "not waiting: systemd is not running here (or --root is not /); start kubernetes.target yourself"
+    else:
+        waited = start_and_wait(options.host_plan, options.deadline)
+    return JoinResult(options.node, tuple(r.name for r in requests), len(pending), units, waited, note)

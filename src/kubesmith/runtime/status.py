@@ -1,0 +1,225 @@
+"""`kubesmith status`: probe what the plan promised, per host and component, and say why not.
+
+For every service: running (from the supervisor's run.json where `kubesmith run` runs the host;
+systemd hosts report through the SSH transport later, until then "unknown"), ready (one probe
+attempt: result, reason, latency), version (GET /version, or etcd's maintenance status, where the
+credentials allow), and residual life of the serving certificate as the server presented it.
+For etcd: members and leader through the JSON gateway over mTLS.
+
+Probes go through a `ProbeRunner` chosen per host (`RunnerFor`); the local runner is the
+default. Components bound to 127.0.0.1 (`Probe.run_on`) can only be probed from their own host:
+a runner that executes on that host (SSH, agent) plugs in here without other changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.runtime.probespec import ProbeSpec, parse_probe, probe_argument
+from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, describe_error
+
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """How status reaches one host: where its probes run, where its credentials are, what runs."""
+
+    runner: ProbeRunner
+    pki_dir: str
+    running: dict[str, bool] | None = None  # service name -> running; None: cannot tell from here
+    pids: dict[str, int | None] | None = None
+
+
+ViewFor = Callable[[HostPlan], Awaitable[HostView]]
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentStatus:
+    host: str
+    service: str
+    running: bool | None  # None: unknown from here
+    ready: bool
+    reason: str
+    latency_ms: float | None
+    probe: str
+    version: str | None = None
+    certificate_days_left: float | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdMember:
+    name: str
+    id: str
+    client_urls: tuple[str, ...]
+    leader: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostStatus:
+    host: str
+    components: tuple[ComponentStatus, ...]
+    etcd_members: tuple[EtcdMember, ...] = ()
+    etcd_leader: str | None = None
+    etcd_error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        etcd_ok = self.etcd_error is None and (self.etcd_leader is not None or not self.etcd_members)
+        return all(c.ready and c.running is not False for c in self.components) and etcd_ok
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    cluster: str
+    hosts: tuple[HostStatus, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return all(host.healthy for host in self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "healthy": self.healthy,
+                "hosts": [{**asdict(h), "healthy": h.healthy} for h in self.hosts]}
+
+
+def credentials_dir(state_dir: Path, host: str) -> Path:
+    """Where the host's probe credentials are: its run root when `run` prepared one, else its render."""
+    run_root = state_dir / "run" / host / "root"
+    base = run_root if run_root.is_dir() else state_dir / "rendered" / host
+    return base / "etc" / "kubernetes" / "pki"
+
+
+def supervisor_pids(state_dir: Path, host: str) -> dict[str, int | None] | None:
+    """Service pids from a live `kubesmith run` for this host; None when no supervisor runs it."""
+    path = state_dir / "run" / host / "run.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not pid_alive(state.get("supervisor")):
+        return None
+    return {name: entry.get("pid") for name, entry in state.get("services", {}).items()}
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def local_view(state_dir: Path, host: HostPlan) -> HostView:
+    """Probes from this machine with the rendered credentials; running from a live `kubesmith run`."""
+    pids = supervisor_pids(state_dir, host.name)
+    running = {name: pid_alive(pid) for name, pid in pids.items()} if pids is not None else None
+    return HostView(LocalProbeRunner(), str(credentials_dir(state_dir, host.name)), running, pids)
+
+
+async def component_status(service: Service, host: HostPlan, view: HostView, timeout: float) -> ComponentStatus:
+    pid = view.pids.get(service.name) if view.pids else None
+    running = view.running.get(service.name) if view.running is not None else None
+    if service.readiness is None:
+        return ComponentStatus(host.name, service.name, running, bool(running), "no readiness probe", None, "", pid=pid)
+    runner = view.runner
+    spec = parse_probe(probe_argument(service.readiness, host)).resolved(view.pki_dir)
+    result = await runner.check(spec, timeout)
+    version = await read_version(runner, spec, timeout) if result.ok else None
+    expiry = await served_expiry(runner, spec, timeout) if result.ok else None
+    days = (expiry - time.time()) / 86400 if expiry else None
+    return ComponentStatus(host.name, service.name, running, result.ok, result.reason,
+                           round(result.latency * 1000, 1), spec.label, version,
+                           round(days, 1) if days is not None else None, pid)
+
+
+async def served_expiry(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> float | None:
+    try:
+        return await runner.certificate_expiry(spec, timeout)
+    except Exception:  # the readiness answer already says whether the endpoint works
+        return None
+
+
+async def read_version(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> str | None:
+    """The component's version where its endpoint tells it to these credentials."""
+    try:
+        if spec.scheme == "etcd":
+            answer = await runner.request(spec, "POST", "/v3/maintenance/status", {}, timeout)
+            return answer.json().get("version") if answer.status == 200 else None
+        if spec.scheme in ("https", "http"):
+            answer = await runner.request(spec, "GET", "/version", None, timeout)
+            return answer.json().get("gitVersion") if answer.status == 200 else None
+    except Exception:  # a version is a nicety: never let it mask the readiness answer
+        return None
+    return None
+
+
+async def etcd_state(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> tuple[tuple[EtcdMember, ...], str | None]:
+    """Members and the leader's name, via the JSON gateway (ids are uint64 strings there)."""
+    members_answer = await runner.request(spec, "POST", "/v3/cluster/member/list", {}, timeout)
+    status_answer = await runner.request(spec, "POST", "/v3/maintenance/status", {}, timeout)
+    if members_answer.status != 200 or status_answer.status != 200:
+        raise RuntimeError(f"etcd gateway answered HTTP {members_answer.status}/{status_answer.status}")
+    leader_id = str(status_answer.json().get("leader", ""))
+    members = tuple(EtcdMember(m.get("name", ""), str(m.get("ID", "")), tuple(m.get("clientURLs", ())),
+                               str(m.get("ID", "")) == leader_id)
+                    for m in members_answer.json().get("members", ()))
+    leader = next((m.name for m in members if m.leader), None)
+    return members, leader
+
+
+async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
+    components = await asyncio.gather(*(component_status(s, host, view, timeout) for s in host.services))
+    etcd = next((s for s in host.services if s.component == "etcd" and s.readiness), None)
+    if etcd is None or etcd.readiness is None:
+        return HostStatus(host.name, tuple(components))
+    spec = parse_probe(probe_argument(etcd.readiness, host)).resolved(view.pki_dir)
+    try:
+        members, leader = await etcd_state(view.runner, spec, timeout)
+    except Exception as exc:
+        return HostStatus(host.name, tuple(components), etcd_error=describe_error(exc))
+    return HostStatus(host.name, tuple(components), members, leader,
+                      None if leader else "no leader")
+
+
+async def cluster_status(plan: Plan, view_for: ViewFor, hosts: list[str] | None = None,
+                         timeout: float = 3.0) -> ClusterStatus:
+    selected = [h for h in plan.hosts if not hosts or h.name in hosts]
+
+    async def one(host: HostPlan) -> HostStatus:
+        return await host_status(host, await view_for(host), timeout)
+
+    return ClusterStatus(plan.cluster, tuple(await asyncio.gather(*(one(h) for h in selected))))
+
+
+def status_lines(status: ClusterStatus) -> list[str]:
+    """The text report: one line per component, then etcd's view, then the verdict."""
+    lines: list[str] = []
+    for host in status.hosts:
+        lines.append(f"host {host.host}: {'healthy' if host.healthy else 'UNHEALTHY'}")
+        for c in host.components:
+            running = {True: "running", False: "not running", None: "running?"}[c.running]
+            ready = "ready" if c.ready else "NOT READY"
+            extra = [f"{c.latency_ms:g} ms" if c.latency_ms is not None else "",
+                     c.version or "", f"cert {c.certificate_days_left:g} days" if c.certificate_days_left is not None else ""]
+            detail = ", ".join(x for x in extra if x)
+            reason = "" if c.ready else f" ({c.reason})"
+            lines.append(f"  {c.service:<24} {running:<12} {ready}{reason}" + (f"  [{detail}]" if detail else ""))
+        if host.etcd_members or host.etcd_error:
+            names = ", ".join(m.name + ("*" if m.leader else "") for m in host.etcd_members)
+            lines.append(f"  etcd members: {names or '-'}; leader: {host.etcd_leader or '-'}"
+                         + (f" ({host.etcd_error})" if host.etcd_error else ""))
+    lines.append("cluster healthy" if status.healthy else "cluster UNHEALTHY")
+    return lines

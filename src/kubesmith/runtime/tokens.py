@@ -1,0 +1,265 @@
+"""Join tokens: short-lived secrets that let a new node obtain its certificates from the CA service.
+
+A token looks like kubeadm's: `<id>.<secret>` (6 + 32 characters of [a-z0-9], ~165 bits of secret).
+The id is public (`token list`, logs); the secret never leaves the operator and the joining node.
+
+What the HMAC needs, and what is stored
+---------------------------------------
+cfssl's `authsign` authenticates a request with HMAC-SHA256(key, request). HMAC is symmetric:
+whoever verifies must hold the key itself, so no one-way hash of the token can serve as a
+verifier the way a password hash does. The key is derived from the token,
+`key = SHA-256("kubesmith-authsign-v1" NUL token)` (`auth_key`), so `kubesmith join` needs only
+the token, and `token create` prints the key in hex for real cfssl clients (`auth_key` in a cfssl
+client config).
+
+Storing SHA-256(token) as the brief suggests would make the stored value *be* the HMAC key: a
+leaked store (a backup, a wrong mode) would let anyone sign with every live token. Instead the
+store keeps each key wrapped with AES-256-GCM under a key derived (HKDF) from the kubernetes-ca
+private key, bound to the token id. Reading the store alone yields nothing usable; whoever can
+read the CA key can sign certificates anyway, so the wrapping adds no new secret to protect.
+The token text itself is never stored.
+
+Verification (`match`) computes the HMAC with every active token's key and compares each with
+`hmac.compare_digest`, without stopping at the first match, so timing reveals neither which
+token matched nor how many bytes did. Expired and revoked tokens are never candidates.
+
+The store is one JSON file (mode 0600), replaced atomically; read-modify-write cycles hold an
+flock so `token create` and the CA service (binding a token to a node at first use) never lose
+each other's updates. The CA service re-reads the file when it changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import string
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from kubesmith import fsutil
+from kubesmith.pki.keys import PrivateKey
+
+ALPHABET = string.ascii_lowercase + string.digits
+ID_LENGTH, SECRET_LENGTH = 6, 32
+AUTH_DOMAIN = b"kubesmith-authsign-v1\x00"
+WRAP_INFO = b"kubesmith token store v1"
+PRUNE_AFTER = 24 * 3600.0  # expired or revoked records stay listed this long, then disappear
+Clock = Callable[[], float]
+
+
+class TokenError(Exception):
+    """A token operation that cannot be done (malformed token, unknown id, unreadable store)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """What the store keeps about one token: never the token, only its wrapped HMAC key."""
+
+    id: str
+    created: float
+    expires: float
+    node: str | None  # None: bound to the first node name it is used for
+    addresses: tuple[str, ...]  # IP SANs the node's serving certificate may carry
+    description: str
+    nonce: str  # base64 AES-GCM nonce
+    wrapped_key: str  # base64 AES-GCM(wrap key, auth key, aad=id)
+    revoked: float | None = None
+
+    def active(self, now: float) -> bool:
+        return self.revoked is None and now < self.expires
+
+    def state(self, now: float) -> str:
+        if self.revoked is not None:
+            return "revoked"
+        return "active" if now < self.expires else "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class NewToken:
+    token: str
+    record: TokenRecord
+
+    @property
+    def auth_key_hex(self) -> str:
+        """The key a cfssl client puts in its `auth_keys` entry (type "standard")."""
+        return auth_key(self.token).hex()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An active token with its key unwrapped, held in memory by the CA service only."""
+
+    record: TokenRecord
+    key: bytes
+
+
+def new_token() -> str:
+    pick = secrets.choice
+    return "".join(pick(ALPHABET) for _ in range(ID_LENGTH)) + "." + \
+        "".join(pick(ALPHABET) for _ in range(SECRET_LENGTH))
+
+
+def parse_token(token: str) -> tuple[str, str]:
+    """(id, secret) of a well-formed token; the message never echoes the secret."""
+    token_id, dot, secret = token.strip().partition(".")
+    if not dot or len(token_id) != ID_LENGTH or len(secret) != SECRET_LENGTH \
+            or not set(token_id + secret) <= set(ALPHABET):
+        raise TokenError(f"malformed token: expected <{ID_LENGTH} chars>.<{SECRET_LENGTH} chars> of [a-z0-9]")
+    return token_id, secret
+
+
+def auth_key(token: str) -> bytes:
+    """The HMAC key for cfssl authsign derived from a token (both ends compute it)."""
+    parse_token(token)
+    return hashlib.sha256(AUTH_DOMAIN + token.strip().encode()).digest()
+
+
+def request_mac(key: bytes, request: bytes) -> bytes:
+    return hmac.new(key, request, hashlib.sha256).digest()
+
+
+def match(candidates: tuple[Candidate, ...], mac: bytes, request: bytes) -> Candidate | None:
+    """The candidate whose key produced `mac` over `request`; every candidate is compared."""
+    found: Candidate | None = None
+    for candidate in candidates:
+        if hmac.compare_digest(request_mac(candidate.key, request), mac) and found is None:
+            found = candidate
+    return found
+
+
+def wrapping_key(ca_key: PrivateKey) -> bytes:
+    """AES-256 key for the store, derived from the CA private key (see the module docstring)."""
+    material = ca_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=WRAP_INFO).derive(material)
+
+
+class TokenStore:
+    """The token file of one CA service (`<state dir>/tokens.json`)."""
+
+    def __init__(self, path: Path, ca_key: PrivateKey, clock: Clock = time.time) -> None:
+        self.path = path
+        self._aead = AESGCM(wrapping_key(ca_key))
+        self._clock = clock
+        self._cache: tuple[tuple[int, int, int], tuple[Candidate, ...]] | None = None
+
+    # ---- operator commands
+
+    def create(self, ttl: float, node: str | None = None, addresses: tuple[str, ...] = (),
+               description: str = "") -> NewToken:
+        token = new_token()
+        token_id = parse_token(token)[0]
+        now = self._clock()
+        nonce = secrets.token_bytes(12)
+        wrapped = self._aead.encrypt(nonce, auth_key(token), token_id.encode())
+        record = TokenRecord(token_id, now, now + ttl, node, tuple(addresses), description,
+                             _b64(nonce), _b64(wrapped))
+        with self._locked():
+            records = self.records()
+            if any(existing.id == token_id for existing in records):  # 36^6 ids: astronomically rare
+                raise TokenError("token id collision; run the command again")
+            self._save([*records, record])
+        return NewToken(token, record)
+
+    def revoke(self, token_id: str) -> TokenRecord:
+        with self._locked():
+            records = self.records()
+            for index, record in enumerate(records):
+                if record.id == token_id:
+                    if record.revoked is None:
+                        records[index] = record = replace(record, revoked=self._clock())
+                        self._save(records)
+                    return record
+        raise TokenError(f"no token with id {token_id!r} (see `kubesmith token list`)")
+
+    def bind(self, token_id: str, node: str) -> TokenRecord:
+        """Bind an unbound token to `node` at first use; a bound token keeps its node."""
+        with self._locked():
+            records = self.records()
+            for index, record in enumerate(records):
+                if record.id == token_id:
+                    if record.node is None:
+                        records[index] = record = replace(record, node=node)
+                        self._save(records)
+                    return record
+        raise TokenError(f"token {token_id!r} disappeared from the store")
+
+    def records(self) -> list[TokenRecord]:
+        return read_records(self.path)
+
+    # ---- the CA service
+
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Active tokens with unwrapped keys; re-read only when the file changed."""
+        now = self._clock()
+        try:
+            stat = self.path.stat()
+            signature = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            signature = (0, 0, 0)
+        if self._cache is None or self._cache[0] != signature:
+            self._cache = (signature, tuple(Candidate(r, self._unwrap(r)) for r in self.records()
+                                            if r.revoked is None))
+        return tuple(c for c in self._cache[1] if c.record.active(now))
+
+    # ---- internals
+
+    def _unwrap(self, record: TokenRecord) -> bytes:
+        try:
+            return self._aead.decrypt(base64.b64decode(record.nonce), base64.b64decode(record.wrapped_key),
+                                      record.id.encode())
+        except Exception as exc:  # InvalidTag: another CA key, or a tampered record
+            raise TokenError(f"{self.path}: token {record.id} was not created with this CA key") from exc
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _save(self, records: list[TokenRecord]) -> None:
+        now = self._clock()
+        kept = [r for r in records if (r.revoked or r.expires) + PRUNE_AFTER > now]
+        document = {"version": 1, "tokens": [asdict(record) for record in kept]}
+        fsutil.atomic_write(self.path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o600)
+        os.chmod(self.path, 0o600)
+
+
+def read_records(path: Path) -> list[TokenRecord]:
+    """The records of a token store; listing needs no CA key because nothing is unwrapped."""
+    try:
+        document = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise TokenError(f"{path}: unreadable token store ({exc})") from exc
+    try:
+        return [_record(item) for item in document["tokens"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TokenError(f"{path}: malformed token store ({exc})") from exc
+
+
+def _record(item: dict[str, Any]) -> TokenRecord:
+    return TokenRecord(id=str(item["id"]), created=float(item["created"]), expires=float(item["expires"]),
+                       node=item.get("node"), addresses=tuple(item.get("addresses") or ()),
+                       description=str(item.get("description", "")), nonce=str(item["nonce"]),
+                       wrapped_key=str(item["wrapped_key"]),
+                       revoked=None if item.get("revoked") is None else float(item["revoked"]))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,263 @@
+"""Readiness probes and the wait loop behind `kubesmith wait`, unit gates, `run` and `status`.
+
+Why its own loop and not curl in a shell (as NixOS did): a probe here never prompts, every
+attempt has a timeout, the whole wait has a deadline, failed attempts back off exponentially
+with jitter (so a fleet of gates does not hammer a recovering API server in lockstep), and
+each failed attempt logs exactly one line that says why.
+
+Probes run through a `ProbeRunner`. `LocalProbeRunner` runs them from this process; a runner
+that executes them on another host (over SSH, or through the agent) implements the same
+protocol, which is how probes with `run_on` (components bound to 127.0.0.1) are checked.
+
+TLS always uses an explicit `ssl.SSLContext` built from the given CA file only: environment
+CA bundles (REQUESTS_CA_BUNDLE, SSL_CERT_FILE) and proxies never apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+from cryptography import x509
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay, wait_exponential_jitter
+
+from kubesmith.runtime.probespec import ProbeSpec
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One attempt: whether the target was ready, why not, and how long the attempt took."""
+
+    ok: bool
+    reason: str
+    latency: float
+    status: int | None = None
+    body: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer from a component (status reads versions and etcd state with this)."""
+
+    status: int
+    body: str
+    latency: float
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class ProbeRunner(Protocol):
+    """Runs probes somewhere: locally, or (later) on another host over SSH or via the agent."""
+
+    async def check(self, spec: ProbeSpec, timeout: float) -> ProbeResult: ...
+
+    async def request(self, spec: ProbeSpec, method: str, path: str, body: Any = None,
+                      timeout: float = 5.0) -> Answer: ...
+
+    async def certificate_expiry(self, spec: ProbeSpec, timeout: float) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPolicy:
+    """Deadline and backoff of a wait; `deadline=0` means exactly one attempt."""
+
+    deadline: float = 300.0
+    initial_interval: float = 0.1
+    max_interval: float = 2.0
+    jitter: float = 0.1
+    attempt_timeout: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitOutcome:
+    ready: bool
+    attempts: int
+    elapsed: float
+    last: tuple[ProbeResult, ...]
+
+
+def tls_context(spec: ProbeSpec) -> ssl.SSLContext:
+    """A client context trusting only `spec.ca_file`, presenting the client certificate if any."""
+    for path in (spec.ca_file, spec.cert_file, spec.key_file):
+        if path and not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such file", path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if spec.ca_file:
+        context.load_verify_locations(cafile=spec.ca_file)
+    if spec.cert_file and spec.key_file:
+        context.load_cert_chain(spec.cert_file, spec.key_file)
+    return context
+
+
+class LocalProbeRunner:
+    """Probes from this process. A fresh connection per attempt: certificates may have rotated."""
+
+    async def check(self, spec: ProbeSpec, timeout: float) -> ProbeResult:
+        started = time.monotonic()
+        try:
+            if spec.scheme == "tcp":
+                await self._connect(spec, timeout)
+                return ProbeResult(True, "connected", time.monotonic() - started)
+            answer = await self.request(spec, "GET", spec.http_path, timeout=timeout)
+        except Exception as exc:  # every failure is a reason, never a crash of the wait loop
+            return ProbeResult(False, describe_error(exc), time.monotonic() - started)
+        ok, reason = judge(spec, answer)
+        return ProbeResult(ok, reason, answer.latency, answer.status, answer.body[:2000])
+
+    async def request(self, spec: ProbeSpec, method: str, path: str, body: Any = None,
+                      timeout: float = 5.0) -> Answer:
+        ssl_context: ssl.SSLContext | bool = tls_context(spec) if spec.scheme in ("https", "etcd") else False
+        base = spec.url[: -len(spec.http_path)] if spec.url.endswith(spec.http_path) else spec.url
+        started = time.monotonic()
+        connector = aiohttp.TCPConnector(ssl=ssl_context, force_close=True)
+        async with aiohttp.ClientSession(connector=connector, trust_env=False,
+                                         timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            extra: dict[str, Any] = {"server_hostname": spec.server_name} if spec.server_name else {}
+            async with session.request(method, base + path, json=body, allow_redirects=False, **extra) as response:
+                text = await response.text(errors="replace")
+                return Answer(response.status, text, time.monotonic() - started)
+
+    async def certificate_expiry(self, spec: ProbeSpec, timeout: float) -> float | None:
+        """When the certificate the server presents expires (epoch seconds); None for plain probes."""
+        if spec.scheme not in ("https", "etcd"):
+            return None
+        _, writer = await asyncio.wait_for(asyncio.open_connection(
+            spec.host, spec.port, ssl=tls_context(spec), server_hostname=spec.server_name or spec.host), timeout)
+        try:
+            der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        finally:
+            writer.close()
+        return x509.load_der_x509_certificate(der).not_valid_after_utc.timestamp() if der else None
+
+    async def _connect(self, spec: ProbeSpec, timeout: float) -> None:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(spec.host, spec.port), timeout)
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def run_probe(runner: ProbeRunner, spec: ProbeSpec, mode: str, method: str = "GET", path: str = "/",
+                    body: Any = None, timeout: float = 3.0) -> dict[str, Any]:
+    """One probe operation as plain data: the wire format between `kubesmith probe` and SSH runners."""
+    if mode == "check":
+        result = await runner.check(spec, timeout)
+        return {"ok": result.ok, "reason": result.reason, "latency": result.latency, "status": result.status,
+                "body": result.body}
+    if mode == "request":
+        try:
+            answer = await runner.request(spec, method, path, body, timeout)
+        except Exception as exc:  # the caller turns this back into an exception with the same reason
+            return {"error": describe_error(exc)}
+        return {"status": answer.status, "body": answer.body, "latency": answer.latency}
+    try:
+        return {"expiry": await runner.certificate_expiry(spec, timeout)}
+    except Exception as exc:
+        return {"error": describe_error(exc)}
+
+
+def judge(spec: ProbeSpec, answer: Answer) -> tuple[bool, str]:
+    """Whether an HTTP answer means ready: 200, and for etcd a JSON body with health "true"."""
+    if answer.status != 200:
+        first = answer.body.strip().splitlines()[0][:200] if answer.body.strip() else ""
+        return False, f"HTTP {answer.status}" + (f": {first}" if first else "")
+    if spec.scheme != "etcd":
+        return True, "HTTP 200"
+    try:
+        health = answer.json().get("health")
+    except (ValueError, AttributeError):
+        return False, f"etcd /health answered a non-JSON body: {answer.body[:100]!r}"
+    if str(health).lower() != "true":
+        return False, f"etcd reports health={health!r}" + _etcd_reason(answer)
+    return True, "etcd healthy"
+
+
+def _etcd_reason(answer: Answer) -> str:
+    try:
+        reason = answer.json().get("reason")
+    except ValueError:
+        return ""
+    return f" ({reason})" if reason else ""
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line that tells an operator what went wrong (no traceback)."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS: server certificate not trusted ({exc.certificate_error.verify_message or exc.certificate_error})"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS: {_ssl_text(exc)}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if exc.os_error.errno == errno.ECONNREFUSED:
+            return "cannot connect: connection refused"
+        return f"cannot connect: {exc.os_error.strerror or exc.os_error}"
+    if isinstance(exc, ConnectionRefusedError):
+        return "cannot connect: connection refused"
+    if isinstance(exc, FileNotFoundError):
+        return f"credential file missing: {exc.filename}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server closed the connection (client certificate rejected?)"
+    if isinstance(exc, aiohttp.ClientOSError) and "reset" in str(exc).lower():
+        return "connection reset (client certificate rejected?)"
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _ssl_text(exc: aiohttp.ClientSSLError) -> str:
+    inner = exc.os_error if hasattr(exc, "os_error") else exc
+    return str(getattr(inner, "reason", None) or inner)
+
+
+async def check_all(runner: ProbeRunner, specs: Sequence[ProbeSpec], timeout: float) -> tuple[ProbeResult, ...]:
+    """One attempt at every probe, concurrently."""
+    return tuple(await asyncio.gather(*(runner.check(spec, timeout) for spec in specs)))
+
+
+async def wait_ready(specs: Sequence[ProbeSpec], runner: ProbeRunner, policy: WaitPolicy, *,
+                     any_of: bool = False, log: Log = lambda line: None) -> WaitOutcome:
+    """Probe until all (or, with `any_of`, one) of `specs` are ready or the deadline passes."""
+    started = time.monotonic()
+    attempts = 0
+    last: tuple[ProbeResult, ...] = ()
+
+    async def attempt() -> bool:
+        nonlocal attempts, last
+        attempts += 1
+        remaining = policy.deadline - (time.monotonic() - started)
+        last = await check_all(runner, specs, max(0.2, min(policy.attempt_timeout, remaining)))
+        ready = any(r.ok for r in last) if any_of else all(r.ok for r in last)
+        if not ready:
+            elapsed = time.monotonic() - started
+            reasons = "; ".join(f"{spec.label}: {result.reason}"
+                                for spec, result in zip(specs, last) if not result.ok)
+            log(f"not ready (attempt {attempts}, {elapsed:.1f}s of {policy.deadline:g}s): {reasons}")
+        return ready
+
+    backoff = wait_exponential_jitter(initial=policy.initial_interval, max=policy.max_interval,
+                                      jitter=policy.jitter)
+
+    def capped_wait(state: RetryCallState) -> float:
+        return max(0.0, min(backoff(state), policy.deadline - (time.monotonic() - started)))
+
+    retrying = AsyncRetrying(stop=stop_after_delay(policy.deadline), wait=capped_wait,
+                             retry=retry_if_result(lambda ready: not ready), retry_error_callback=lambda s: False,
+                             reraise=True)
+    ready = await retrying(attempt)
+    return WaitOutcome(bool(ready), attempts, time.monotonic() - started, last)

@@ -1,0 +1,267 @@
+"""`kubesmith agent`: renews before expiry with the key kept, never exposes an expired or
+mismatched certificate, keeps the old one while the CA is down, recovers when it returns."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import signal
+import ssl
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from ca_support import CFSSL, KUBESMITH, create_token, load_cert, make_ca, request, start_ca_service
+from conftest import kubesmith
+from kubesmith.pki import documents, issue, keys
+
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+def leaf(ca_cert, ca_key, cn: str, orgs=(), usages=("digital signature", "key encipherment", "client auth"),
+         validity_seconds: float = 600, age_seconds: float = 0):
+    """A certificate issued `age_seconds` ago (so it can already be due for renewal)."""
+    key = keys.generate("ecdsa-p256")
+    issued = NOW - dt.timedelta(seconds=age_seconds)
+    cert = issue.new_leaf(request("x", cn, orgs, usages), key.public_key(), ca_cert, ca_key,
+                          validity_seconds / 86400, issued, backdate=dt.timedelta(0))
+    return key, cert
+
+
+def write_pair(directory: Path, name: str, key, cert, mode: int = 0o600) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.key").write_bytes(keys.to_pem(key))
+    (directory / f"{name}.key").chmod(mode)
+    (directory / f"{name}.crt").write_bytes(cert.public_bytes(Encoding.PEM))
+
+
+def test_agent_renews_due_certificates_locally_and_reports_state(tmp_path):
+    """A host holding the CA key renews itself: same key, later expiry, kubeconfig rewritten in place."""
+    ca = make_ca(tmp_path / "ca")
+    ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+    etc = tmp_path / "etc/kubernetes"
+    pki = etc / "pki"
+    pki.mkdir(parents=True)
+    (pki / "ca.crt").write_bytes(ca.ca_pem())
+    due_key, due = leaf(ca_cert, ca_key, "system:kube-scheduler", validity_seconds=600, age_seconds=500)
+    fresh_key, fresh = leaf(ca_cert, ca_key, "kube-scheduler", validity_seconds=600, age_seconds=10)
+    write_pair(pki, "scheduler-client", due_key, due)
+    write_pair(pki, "scheduler-serving", fresh_key, fresh)
+    kc_key, kc_cert = leaf(ca_cert, ca_key, "system:kube-scheduler", validity_seconds=600, age_seconds=500)
+    kubeconfig = documents.kubeconfig("demo", "https://127.0.0.1:6443", "system:kube-scheduler", ca.ca_pem(),
+                                      kc_cert.public_bytes(Encoding.PEM), keys.to_pem(kc_key))
+    (etc / "scheduler.conf").write_text(yaml.safe_dump(kubeconfig))
+    (etc / "scheduler.conf").chmod(0o640)
+    # an etcd-ca certificate whose CA key is not on this host: reported, not renewed
+    etcd_ca_key = keys.generate("ecdsa-p256")
+    etcd_ca = issue.new_ca("etcd-ca", etcd_ca_key, 10, NOW)
+    (pki / "etcd").mkdir()
+    (pki / "etcd/ca.crt").write_bytes(etcd_ca.public_bytes(Encoding.PEM))
+    etcd_key, etcd_cert = leaf(etcd_ca, etcd_ca_key, "kube-etcd-healthcheck-client", age_seconds=500)
+    write_pair(pki / "etcd", "healthcheck-client", etcd_key, etcd_cert)
+    key_before = (pki / "scheduler-client.key").read_bytes()
+
+    state_file = tmp_path / "state.json"
+    result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(etc),
+                       "--state-file", str(state_file), "--config", _agent_config(tmp_path, ca.ca_key))
+    assert result.returncode == 0, result.stderr
+
+    renewed = load_cert((pki / "scheduler-client.crt").read_bytes())
+    assert (pki / "scheduler-client.key").read_bytes() == key_before
+    assert keys.same_public_key(renewed.public_key(), due_key.public_key())
+    assert renewed.not_valid_after_utc > due.not_valid_after_utc and renewed.serial_number != due.serial_number
+    assert issue.Identity.of_certificate(renewed) == issue.Identity.of_certificate(due)
+    renewed.verify_directly_issued_by(ca_cert)
+    assert load_cert((pki / "scheduler-serving.crt").read_bytes()) == fresh  # not due: untouched
+    assert load_cert((pki / "etcd/healthcheck-client.crt").read_bytes()) == etcd_cert
+    document = yaml.safe_load((etc / "scheduler.conf").read_text())
+    embedded = load_cert(base64.b64decode(document["users"][0]["user"]["client-certificate-data"]))
+    assert embedded.not_valid_after_utc > kc_cert.not_valid_after_utc
+    assert keys.same_public_key(embedded.public_key(), kc_key.public_key())
+    assert stat.S_IMODE((etc / "scheduler.conf").stat().st_mode) == 0o640
+
+    state = json.loads(state_file.read_text())
+    by_path = {entry["path"]: entry for entry in state["certificates"]}
+    assert by_path[str(pki / "scheduler-client.crt")]["renewer"] == "local"
+    assert by_path[str(pki / "scheduler-client.crt")]["last_renewal"] is not None
+    assert by_path[str(pki / "etcd/healthcheck-client.crt")]["renewer"] == "none"
+    assert "certs renew" in by_path[str(pki / "etcd/healthcheck-client.crt")]["last_error"]
+    assert str(pki / "ca.crt") not in by_path  # CA certificates are not leaf slots
+    assert state["last_renewal"] is not None and state["next_renewal"] is not None
+    shown = kubesmith("agent", "--show-state", "--state-file", str(state_file))
+    assert json.loads(shown.stdout)["host"] == "cp1"
+
+
+def _agent_config(tmp_path: Path, ca_key: Path) -> str:
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"ca_keys": {"kubernetes-ca": str(ca_key)}, "renew_fraction": 0.5}))
+    return str(path)
+
+
+class Consumer(threading.Thread):
+    """Reads every certificate/key pair as a component would, continuously, and records any moment
+    at which a pair does not load (torn file, key mismatch) or the certificate has expired."""
+
+    def __init__(self, pki: Path, names: tuple[str, ...]) -> None:
+        super().__init__(daemon=True)
+        self.pki, self.names = pki, names
+        self.stop = threading.Event()
+        self.checks = 0
+        self.violations: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for name in self.names:
+                crt, key = self.pki / f"{name}.crt", self.pki / f"{name}.key"
+                try:
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(crt), str(key))
+                    cert = x509.load_pem_x509_certificate(crt.read_bytes())
+                except (OSError, ssl.SSLError, ValueError) as exc:
+                    self.violations.append(f"{name}: {exc}")
+                    continue
+                now = dt.datetime.now(dt.timezone.utc)
+                if not cert.not_valid_before_utc <= now < cert.not_valid_after_utc:
+                    self.violations.append(f"{name}: not valid at {now} (until {cert.not_valid_after_utc})")
+                self.checks += 1
+            time.sleep(0.01)
+
+
+def serials(pki: Path, names: tuple[str, ...]) -> dict[str, int]:
+    return {name: load_cert((pki / f"{name}.crt").read_bytes()).serial_number for name in names}
+
+
+def wait_until(condition, deadline: float, what: str, poll: float = 0.5):
+    stop = time.monotonic() + deadline
+    while time.monotonic() < stop:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+NAMES = ("kubelet-client", "kubelet-serving", "agent-client", "kube-proxy-client")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CFSSL is None, reason="cfssl not installed (ca_support needs it only for cfssl tests)")
+def test_agent_renews_through_the_ca_service_and_survives_its_outage(tmp_path):
+    ca = make_ca(tmp_path / "ca")
+    server = start_ca_service(ca, "--validity", "2m")
+    agent = consumer = None
+    try:
+        token = create_token(ca, "--node", "w20", "--address", "127.0.0.1")
+        root = tmp_path / "root"
+        joined = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash",
+                           token["ca_hash"], "--node", "w20", "--address", "127.0.0.1", "--root", str(root),
+                           "--no-wait")
+        assert joined.returncode == 0, joined.stderr
+        pki = root / "etc/kubernetes/pki"
+        first = serials(pki, NAMES)
+        keys_before = {name: (pki / f"{name}.key").read_bytes() for name in NAMES}
+        consumer = Consumer(pki, NAMES)
+        consumer.start()
+        state_file = tmp_path / "agent-state.json"
+        log = (tmp_path / "agent.log").open("w")
+        agent = subprocess.Popen(
+            [KUBESMITH, "agent", "--host", "w20", "--pki-dir", str(pki), "--kubeconfig-dir", str(root / "etc/kubernetes"),
+             "--state-file", str(state_file), "--ca-url", server.url, "--renew-fraction", "0.3",
+             "--check-interval", "5s", "--retry-initial", "0.5s", "--retry-max", "2s"],
+            stdout=log, stderr=subprocess.STDOUT)
+
+        # 1. renewal through the CA service, before expiry, keys kept
+        wait_until(lambda: all(serials(pki, NAMES)[n] != first[n] for n in NAMES), 90, "first renewal")
+        second = serials(pki, NAMES)
+        assert {name: (pki / f"{name}.key").read_bytes() for name in NAMES} == keys_before
+        assert "by=agent:w20" in server.log_text()
+
+        # 2. the CA goes away: the agent retries, the old certificates stay in place and valid
+        port = int(server.url.rsplit(":", 1)[1])
+        server.stop()
+        state = wait_until(lambda: _state_error(state_file), 90, "the agent to report the CA unreachable")
+        assert "CA" in state["last_error"] or "Connect" in state["last_error"] or "refused" in state["last_error"]
+        assert state["next_attempt"] is not None
+        time.sleep(3)  # a few more retries while down
+        assert serials(pki, NAMES) == second
+
+        # 3. the CA returns on the same address: the agent renews without being restarted
+        server = start_ca_service(ca, "--validity", "2m", port=port)
+        wait_until(lambda: all(serials(pki, NAMES)[n] != second[n] for n in NAMES), 60, "renewal after recovery")
+        wait_until(lambda: (json.loads(state_file.read_text()) or {}).get("last_error") is None, 30,
+                   "the agent to clear its error")
+        assert agent.poll() is None
+    finally:
+        if consumer is not None:
+            consumer.stop.set()
+            consumer.join(10)
+        if agent is not None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(15)
+        server.stop()
+    assert consumer.checks > 100
+    assert consumer.violations == []
+    assert agent.returncode == 0  # SIGTERM ends it cleanly
+
+
+def _state_error(path: Path) -> dict | None:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if state.get("last_error") else None
+
+
+def test_agent_settings_errors_are_one_line(tmp_path):
+    missing = kubesmith("agent", "--config", str(tmp_path / "nope.json"), "--once")
+    assert missing.returncode == 3 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"host": "x", "surprise": 1}))
+    result = kubesmith("agent", "--config", str(bad), "--once")
+    assert result.returncode == 2 and "surprise" in result.stderr
+
+
+def test_modules_wire_the_agent_and_ca_service_into_the_plan():
+    from kubesmith.plan.evaluate import evaluate
+    from kubesmith.spec.load import load_spec_text
+    from kubesmith.versions.registry import load_registry
+
+    spec = load_spec_text("""\
+apiVersion: kubesmith.io/v1alpha1
+kind: Cluster
+metadata: {name: demo}
+spec:
+  kubernetesVersion: "1.33.2"
+  pki: {renewFraction: 0.75}
+  hosts:
+    - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}
+    - {name: cp2, address: 10.0.0.12, roles: [control-plane, etcd]}
+    - {name: w1, address: 10.0.0.21, roles: [node]}
+  components:
+    caService: {port: 9443, tokenTtl: 2h}
+""", "cluster.yaml")
+    plan = evaluate(spec.cluster, load_registry())
+    cp1, w1 = plan.host("cp1"), plan.host("w1")
+    ca = cp1.service("kubesmith-ca")
+    assert ca.wanted_by == "kube-ca-online.target" and ca.readiness.port == 9443
+    assert "kube-ca-online" in {t.name for t in cp1.targets}
+    assert "kubesmith-ca" not in {s.name for s in w1.services}
+    settings = next(f.data for f in cp1.files if f.path == "/etc/kubesmith/ca-service.json")
+    assert settings["default_token_ttl"] == 7200 and settings["reserved_nodes"] == ["cp1", "cp2", "w1"]
+    assert {r.name for r in cp1.certificates} >= {"ca-service-serving", "agent-client"}
+    agent = next(f.data for f in w1.files if f.path == "/etc/kubesmith/agent.json")
+    assert agent["ca_urls"] == ["https://10.0.0.11:9443", "https://10.0.0.12:9443"]
+    assert agent["renew_fraction"] == 0.75 and agent["ca_keys"] == {}
+    cp_agent = next(f.data for f in cp1.files if f.path == "/etc/kubesmith/agent.json")
+    assert cp_agent["ca_keys"] == {"kubernetes-ca": "/etc/kubernetes/pki/controller-manager/ca.key"}
+    assert w1.certificate("agent-client").common_name == "kubesmith:agent:w1"
+    serving = cp1.certificate("ca-service-serving")
+    assert "10.0.0.11" in serving.ip_addresses and "server auth" in serving.usages

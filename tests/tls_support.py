@@ -1,0 +1,75 @@
+"""Small test PKI: CAs and leaf certificates written as PEM files (cryptography, ECDSA P-256)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass(frozen=True)
+class Pair:
+    cert: Path
+    key: Path
+
+
+@dataclass(frozen=True)
+class CaFiles:
+    name: str
+    cert: Path
+    key: Path
+    private: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+    def issue(self, directory: Path, name: str, server: bool = False, client: bool = False) -> Pair:
+        key = ec.generate_private_key(ec.SECP256R1())
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        builder = _base(name, key.public_key(), self.certificate.subject).add_extension(
+            x509.ExtendedKeyUsage(usages), critical=False)
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        cert = builder.sign(self.private, hashes.SHA256())
+        return _write(directory, name, cert, key)
+
+
+def make_ca(directory: Path, name: str) -> CaFiles:
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (_base(name, key.public_key(), subject)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    pair = _write(directory, name, cert, key)
+    return CaFiles(name, pair.cert, pair.key, key, cert)
+
+
+def _base(name: str, public, issuer: x509.Name) -> x509.CertificateBuilder:  # type: ignore[no-untyped-def]
+    now = dt.datetime.now(dt.timezone.utc)
+    return (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(issuer).public_key(public).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=30)))
+
+
+def _write(directory: Path, name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> Pair:
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return Pair(cert_path, key_path)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
