@@ -22,9 +22,7 @@ from pathlib import Path
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from kubesmith.backends.render import render
 from kubesmith.pki.issue import new_ca, new_leaf

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+pytest_plugins = ["lab_fixture", "sshd_fixture"]  # the lab_hosts and local_sshd fixtures
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
@@ -52,5 +54,3 @@ def kubesmith_process(*args: str, cwd: Path | None = None) -> Result:
     result = subprocess.run(["kubesmith", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
     return Result(result.returncode, result.stdout, result.stderr)
 
-
-from lab_fixture import lab_hosts  # noqa: E402,F401  (session fixture: lab hosts)

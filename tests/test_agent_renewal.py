@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
 import signal
 import ssl
 import stat

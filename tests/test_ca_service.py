@@ -299,7 +299,7 @@ def test_agent_renews_only_its_own_host_over_mtls(tmp_path, ca, server):
     renewed = load_cert(renew_as(server, ca, agent7, key7, client7, tmp_path))
     assert renewed.serial_number != client7.serial_number
     assert keys.same_public_key(renewed.public_key(), key7.public_key())
-    assert f"by=agent:w7" in server.log_text()
+    assert "by=agent:w7" in server.log_text()
     with pytest.raises(CaClientError, match="may not renew a certificate of 'w8'"):
         renew_as(server, ca, agent7, key8, client8, tmp_path)  # even holding w8's key
     with pytest.raises(CaClientError, match="key differs"):

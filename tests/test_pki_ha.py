@@ -16,7 +16,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kubesmith.pki import certlist
 from kubesmith.pki.keys import load as load_key, public_pem
 from pki_support import HA_SPEC, cert_at, manifest, on_host, render_spec
 

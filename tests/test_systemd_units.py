@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import configparser
 import shutil
 import subprocess
 from pathlib import Path
@@ -140,7 +139,7 @@ def test_online_units_and_targets_mean_ready() -> None:
     host, units = host_units("single-node.yaml", "node1")
     for service in host.services:
         if service.readiness is None:  # nothing to wait for: the target requires the service itself
-            assert f"{service.name}.service" in values(units[service.wanted_by], "Unit", "Requires")
+            assert f"{service.name}.service" in values(units[service.wanted_by], "Unit", "Requisite")
             assert f"{service.name}-online.service" not in units
             continue
         online = units[f"{service.name}-online.service"]
@@ -152,12 +151,13 @@ def test_online_units_and_targets_mean_ready() -> None:
         assert command[:2] == ["/usr/local/bin/kubesmith", "wait"] and "--any" not in command
         assert parse_probe(command[-1]).port == service.readiness.port  # type: ignore[union-attr]
         target = units[service.wanted_by]
-        assert f"{service.name}-online.service" in values(target, "Unit", "Requires")
+        assert f"{service.name}-online.service" in values(target, "Unit", "Requisite")
+        assert f"{service.name}-online.service" in values(target, "Unit", "Wants")
         assert f"{service.name}-online.service" in values(target, "Unit", "After")
     top = units["kubernetes.target"]
     sub_targets = {f"{t.name}.target" for t in host.targets if t.wanted_by == "kubernetes.target"}
     assert sub_targets >= {"etcd-online.target", "kube-apiserver-online.target", "node-online.target"}
-    assert sub_targets <= set(values(top, "Unit", "Requires"))
+    assert sub_targets <= set(values(top, "Unit", "Requisite"))
     assert values(units["kube-apiserver-online.target"], "Unit", "After")[-1] == "etcd-online.target"
 
 
@@ -179,7 +179,7 @@ def test_cross_host_dependencies_are_gates_not_systemd_dependencies() -> None:
             if not name.startswith(UNITS):
                 continue
             unit = sections(text)
-            for key in ("Requires", "BindsTo", "Wants"):
+            for key in ("Requires", "Requisite", "BindsTo", "Wants", "Upholds"):
                 for value in values(unit, "Unit", key):
                     assert value in local or value == "network-online.target", (host.name, name, key, value)
         worker = [s for s in host.services if s.gates]

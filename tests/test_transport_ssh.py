@@ -12,7 +12,7 @@ import pytest
 
 from kubesmith.hostfile import HostFile
 from kubesmith.transport.ssh import HostKeyMismatch, HostUnreachable, SshOptions, SshTransport, TransportError
-from sshd_fixture import LocalSshd, _free_port, local_sshd  # noqa: F401  (fixture)
+from sshd_fixture import LocalSshd, _free_port
 
 
 def _options(sshd: LocalSshd, **overrides: object) -> SshOptions:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from kubesmith import layout
 from kubesmith.backends import runtime_bundle
@@ -35,6 +36,8 @@ APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
                "node-online.target", "kubernetes.target")
 Progress = Callable[[str], None]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ApplyError(Exception):
@@ -195,14 +198,14 @@ async def _remove(transport: SshTransport, state: HostState) -> None:
 
 
 async def start_in_order(transport: SshTransport, states: Sequence[HostState], progress: Progress,
-                         deadline: float, timings: dict[str, float]) -> None:
+                         deadline: float, timings: dict[str, float], parallel: bool = True) -> None:
     """Restart changed services, then bring targets up phase by phase across all hosts.
 
     Within a phase every host's start job is queued first (etcd members must start together
     to form a quorum), then each host's blocking `systemctl start` waits for that same job.
     """
     clock = asyncio.get_running_loop().time
-    await asyncio.gather(*(_restart_changed(transport, state) for state in states))
+    await each(states, lambda state: _restart_changed(transport, state), parallel)
     for target in START_ORDER:
         hosts = [s for s in states if target == "kubernetes.target" or
                  any(t.name == target.removesuffix(".target") for t in s.plan.targets)]
@@ -210,10 +213,10 @@ async def start_in_order(transport: SshTransport, states: Sequence[HostState], p
             continue
         progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
         mark = clock()
-        await asyncio.gather(*(_must(transport, state, f"systemctl start --no-block {target}") for state in hosts))
+        await each(hosts, lambda state: _must(transport, state, f"systemctl start --no-block {target}"), parallel)
         timings["start"] = timings.get("start", 0.0) + clock() - mark
         mark = clock()
-        await asyncio.gather(*(_start_target(transport, state, target, deadline) for state in hosts))
+        await each(hosts, lambda state: _start_target(transport, state, target, deadline), parallel)
         timings["wait"] = timings.get("wait", 0.0) + clock() - mark
         progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
 
@@ -250,29 +253,37 @@ async def record(transport: SshTransport, state: HostState) -> None:
     await transport.upload(state.plan.address, [HostFile(APPLIED_MANIFEST, 0o600, "root", "root", data)])
 
 
+async def each(items: Sequence[T], work: Callable[[T], Awaitable[R]], parallel: bool = True) -> list[R]:
+    """Run `work` for every item: all at once, or one after another (the benchmark's baseline)."""
+    if parallel:
+        return list(await asyncio.gather(*(work(item) for item in items)))
+    return [await work(item) for item in items]
+
+
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
-                      bundle: runtime_bundle.RuntimeBundle) -> list[HostState]:
+                      bundle: runtime_bundle.RuntimeBundle, parallel: bool = True) -> list[HostState]:
     hosts = [host for host in plan.hosts if host.name in files]
-    return list(await asyncio.gather(*(inspect_host(transport, h, files[h.name], bundle) for h in hosts)))
+    return await each(hosts, lambda h: inspect_host(transport, h, files[h.name], bundle), parallel)
 
 
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
-                     bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0) -> ApplyReport:
+                     bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
+                     parallel: bool = True) -> ApplyReport:
     """Converge the selected hosts; raises ApplyError/TransportError naming the host that failed."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
-    states = await inspect_all(transport, plan, files, bundle)
+    states = await inspect_all(transport, plan, files, bundle, parallel)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
     mark = clock()
     changing = [state for state in states if not state.changes.empty]
     for state in changing:
         progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
-    await asyncio.gather(*(change_host(transport, state, bundle) for state in changing))
+    await each(changing, lambda state: change_host(transport, state, bundle), parallel)
     report.timings["upload"] = clock() - mark
-    await start_in_order(transport, states, progress, deadline, report.timings)
-    await asyncio.gather(*(record(transport, state) for state in changing))
+    await start_in_order(transport, states, progress, deadline, report.timings, parallel)
+    await each(changing, lambda state: record(transport, state), parallel)
     report.timings["total"] = clock() - started
     return report
 

@@ -12,7 +12,6 @@ left alone, and files that a previous render listed but the plan no longer has a
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass

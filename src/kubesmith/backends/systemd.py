@@ -11,9 +11,12 @@ Shape of the result (after the NixOS module's targets, reference/seeds/000_* and
   `kubesmith wait` against the component's own readiness probe. It is `BindsTo=` its
   component, so a restart of the component (also systemd's automatic restart, which is a
   restart job) re-runs the readiness check, and a stopped component takes it down.
-* targets `Requires=` + `After=` the online units of their services and their sub-targets, so
-  a target is active only when every probe below it passed, and goes back to activating
-  when a component restarts (restarts propagate along Requires=/BindsTo=).
+* targets `Wants=` + `Requisite=` + `After=` the online units of their services and their
+  sub-targets: a target is active only when every probe below it passed, and stops when a
+  component stops or crashes (the online unit is bound to it). Recovery is pulled, never
+  forced: a component that systemd restarts `Upholds=` its online unit again, and an online
+  unit that passes starts its target and `kubernetes.target` again (`--no-block`). Requisite=
+  never starts a component an operator stopped on purpose (checked on systemd 252 in the lab).
 * `<svc>-certs.path` + `<svc>-certs-changed.service`: `PathChanged=` on the component's
   certificates; `systemctl try-restart` the component when one is replaced.
 
@@ -149,6 +152,8 @@ def service_unit(service: Service, host: HostPlan, options: UnitOptions) -> str:
     unit += [("Requires", name) for name in service.requires]
     if service.watch_files:
         unit.append(("Wants", f"{service.name}-certs.path"))
+    if service.readiness is not None:
+        unit.append(("Upholds", online_unit(service)))
     unit.append(("StartLimitIntervalSec", "0"))
     unit += [("ConditionPathExists", path) for path in service.needs_files]
     return render_unit([
@@ -238,6 +243,7 @@ def online_service_unit(service: Service, host: HostPlan, options: UnitOptions) 
             ("Type", "oneshot"),
             ("RemainAfterExit", "yes"),
             ("ExecStart", command_line(wait_command(options, [argument], options.online_deadline, False), head=6)),
+            ("ExecStartPost", f"systemctl start --no-block {recovered_targets(service)}"),
             ("TimeoutStartSec", seconds(options.online_deadline + 30)),
             ("Restart", "on-failure"),
             ("RestartSec", seconds(service.restart.delay_seconds)),
@@ -247,8 +253,13 @@ def online_service_unit(service: Service, host: HostPlan, options: UnitOptions) 
     ], f"{service.name}-online: readiness of {service.name} on host {host.name}")
 
 
+def recovered_targets(service: Service) -> str:
+    """The targets to start again once the service is ready (after a crash and restart)."""
+    return " ".join(dict.fromkeys((service.wanted_by, "kubernetes.target")))
+
+
 def target_unit(target: Target, host: HostPlan) -> str:
-    """A target requires the online units of its services and its sub-targets."""
+    """A target wants and requisites the online units of its services and its sub-targets."""
     onlines = [online_unit(s) for s in host.services if s.wanted_by == f"{target.name}.target" and s.readiness]
     plain = [f"{s.name}.service" for s in host.services
              if s.wanted_by == f"{target.name}.target" and s.readiness is None]
@@ -257,7 +268,8 @@ def target_unit(target: Target, host: HostPlan) -> str:
     after = [name for name in target.after if name in present or not name.endswith("-online.target")]
     required = onlines + plain + children
     unit: list[tuple[str, str]] = [("Description", target.description)]
-    unit += [("Requires", name) for name in required]
+    unit += [("Wants", name) for name in required]
+    unit += [("Requisite", name) for name in required]
     unit += [("After", name) for name in dict.fromkeys(required + after)]
     return render_unit([
         ("Unit", unit),

@@ -88,7 +88,7 @@ class ApiserverModule(Module):
 
     def contribute(self, ctx: HostContext, options: ApiserverOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host
-        pki = {name: certificate(name).request(cluster, host) for name in _CERTS}
+        pki = {name: certificate(name) for name in _CERTS}
         ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
         etcd_ca = layout.pki_path(authority("etcd-ca").cert_file)
         proxy_ca = layout.pki_path(authority("front-proxy-ca").cert_file)

@@ -7,7 +7,8 @@ returns services, files, certificate requests, users and targets; the plan colle
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import Field
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from kubesmith.versions.registry import VersionRegistry
 
 LocPart = str | int
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,14 @@ class HostContext:
     cluster: ClusterFacts
     host: HostFacts
     registry: VersionRegistry
+    memo: dict[Any, Any] = field(default_factory=dict)  # shared by every host of one evaluation
+
+    def shared(self, key: Any, build: Callable[[], T]) -> T:
+        """A value that is the same for every host, built once per evaluation (1,000 nodes: one
+        kubelet configuration document, not a thousand identical ones)."""
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)

@@ -54,7 +54,7 @@ class CaServiceModule(Module):
 
     def contribute(self, ctx: HostContext, options: CaServiceOptions) -> Contribution:
         host = ctx.host
-        serving = certificate("ca-service-serving").request(ctx.cluster, host)
+        serving = certificate("ca-service-serving")
         ca_cert = layout.pki_path(authority("kubernetes-ca").cert_file)
         validity = parse_duration(options.validity) if options.validity else \
             ctx.spec.spec.pki.certificate_validity_days * 86400.0

@@ -42,7 +42,7 @@ class ControllerManagerModule(Module):
 
     def contribute(self, ctx: HostContext, options: ControllerManagerOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host
-        serving = certificate("controller-manager-serving").request(cluster, host)
+        serving = certificate("controller-manager-serving")
         kubeconfig = kubeconfig_file(ctx, "controller-manager", "controller-manager-client", "kube-controller-manager")
         ca = authority("kubernetes-ca")
         ca_file, ca_key = layout.pki_path(ca.cert_file), layout.pki_path("controller-manager/ca.key")

@@ -39,7 +39,7 @@ class EtcdModule(Module):
 
     def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:
         host, cluster = ctx.host, ctx.cluster
-        server, peer = certificate("etcd-server").request(cluster, host), certificate("etcd-peer").request(cluster, host)
+        server, peer = certificate("etcd-server"), certificate("etcd-peer")
         ca_file = layout.pki_path(authority("etcd-ca").cert_file)
         client_url = f"https://{_url_host(host.address)}:{options.client_port}"
         peer_url = f"https://{_url_host(host.address)}:{options.peer_port}"

@@ -7,6 +7,8 @@ no --hostname-override (CIS 4.2.7): the host name in the spec is the node name.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from kubesmith import layout
@@ -54,43 +56,13 @@ class KubeletModule(Module):
     binary = "kubelet"
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
-        cluster, host = ctx.cluster, ctx.host
-        serving = certificate("kubelet-serving").request(cluster, host)
+        host = ctx.host
+        serving = certificate("kubelet-serving")
         kubeconfig = kubeconfig_file(ctx, "kubelet", "kubelet-client", "root")
         config_path = layout.config_path("kubelet.yaml")
         ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
-        gates = effective_gates(cluster, options.feature_gates)
-        document = deep_merge({
-            "apiVersion": ctx.registry.config_api("KubeletConfiguration", cluster.minor),
-            "kind": "KubeletConfiguration",
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True, "cacheTTL": "2m0s"},
-                               "x509": {"clientCAFile": ca_file}},
-            "authorization": {"mode": "Webhook"},
-            "address": "0.0.0.0",
-            "port": options.port,
-            "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": options.healthz_port,
-            "tlsCertFile": serving.cert_path,
-            "tlsPrivateKeyFile": serving.key_path,
-            "tlsCipherSuites": list(KUBELET_CIPHERS),
-            "tlsMinVersion": "VersionTLS12",
-            "clusterDomain": options.cluster_domain or cluster.dns_domain,
-            "clusterDNS": options.cluster_dns or [cluster.dns_service_ip],
-            "cgroupDriver": options.cgroup_driver,
-            "containerRuntimeEndpoint": options.container_runtime_endpoint,
-            "maxPods": options.max_pods,
-            "podPidsLimit": options.pod_pids_limit,
-            "seccompDefault": options.seccomp_default,
-            "protectKernelDefaults": options.protect_kernel_defaults,
-            "streamingConnectionIdleTimeout": options.streaming_connection_idle_timeout,
-            "makeIPTablesUtilChains": True,
-            "eventRecordQPS": 5,
-            "serverTLSBootstrap": False,
-            "registerWithTaints": [_taint(text) for text in options.register_with_taints] or None,
-            "featureGates": gates or None,
-        }, options.extra_config)
-        document = {key: value for key, value in document.items() if value is not None}
+        config = ctx.shared("kubelet-configuration", lambda: File(
+            path=config_path, mode=0o644, data=kubelet_configuration(ctx, options), format="yaml"))
         labels = ",".join(f"{key}={value}" for key, value in host.labels)
         flags = {
             "config": config_path,
@@ -121,9 +93,49 @@ class KubeletModule(Module):
         )
         return Contribution(
             services=[service],
-            files=[kubeconfig, File(path=config_path, mode=0o644, data=document, format="yaml")],
+            files=[kubeconfig, config],
             certificates=["kubelet-serving", "kubelet-client"],
         )
+
+
+def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str, Any]:
+    """The KubeletConfiguration document: identical on every node (the host shows in flags only)."""
+    cluster = ctx.cluster
+    serving = certificate("kubelet-serving")
+    ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
+    gates = effective_gates(cluster, options.feature_gates)
+    document = deep_merge({
+        "apiVersion": ctx.registry.config_api("KubeletConfiguration", cluster.minor),
+        "kind": "KubeletConfiguration",
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True, "cacheTTL": "2m0s"},
+                           "x509": {"clientCAFile": ca_file}},
+        "authorization": {"mode": "Webhook"},
+        "address": "0.0.0.0",
+        "port": options.port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": options.healthz_port,
+        "tlsCertFile": serving.cert_path,
+        "tlsPrivateKeyFile": serving.key_path,
+        "tlsCipherSuites": list(KUBELET_CIPHERS),
+        "tlsMinVersion": "VersionTLS12",
+        "clusterDomain": options.cluster_domain or cluster.dns_domain,
+        "clusterDNS": options.cluster_dns or [cluster.dns_service_ip],
+        "cgroupDriver": options.cgroup_driver,
+        "containerRuntimeEndpoint": options.container_runtime_endpoint,
+        "maxPods": options.max_pods,
+        "podPidsLimit": options.pod_pids_limit,
+        "seccompDefault": options.seccomp_default,
+        "protectKernelDefaults": options.protect_kernel_defaults,
+        "streamingConnectionIdleTimeout": options.streaming_connection_idle_timeout,
+        "makeIPTablesUtilChains": True,
+        "eventRecordQPS": 5,
+        "serverTLSBootstrap": False,
+        "registerWithTaints": [_taint(text) for text in options.register_with_taints] or None,
+        "featureGates": gates or None,
+    }, options.extra_config)
+    document = {key: value for key, value in document.items() if value is not None}
+    return document
 
 
 def _taint(text: str) -> dict[str, str]:

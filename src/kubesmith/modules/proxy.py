@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from kubesmith import layout
@@ -30,22 +32,11 @@ class ProxyModule(Module):
     binary = "kube-proxy"
 
     def contribute(self, ctx: HostContext, options: ProxyOptions) -> Contribution:
-        cluster, host = ctx.cluster, ctx.host
+        host = ctx.host
         kubeconfig = kubeconfig_file(ctx, "kube-proxy", "kube-proxy-client", "root")
         config_path = layout.config_path("kube-proxy.yaml")
-        gates = effective_gates(cluster, options.feature_gates)
-        document = deep_merge({
-            "apiVersion": ctx.registry.config_api("KubeProxyConfiguration", cluster.minor),
-            "kind": "KubeProxyConfiguration",
-            "clientConnection": {"kubeconfig": kubeconfig.path},
-            "mode": options.mode,
-            "clusterCIDR": options.cluster_cidr or cluster.cluster_cidr,
-            "bindAddress": "0.0.0.0",
-            "healthzBindAddress": f"0.0.0.0:{options.healthz_port}",
-            "metricsBindAddress": options.metrics_bind_address,
-            "featureGates": gates or None,
-        }, options.extra_config)
-        document = {key: value for key, value in document.items() if value is not None}
+        config = ctx.shared("kube-proxy-configuration", lambda: File(
+            path=config_path, mode=0o644, data=proxy_configuration(ctx, options, kubeconfig.path), format="yaml"))
         flags = {"config": config_path, "v": options.verbosity}
         service = Service(
             name="kube-proxy",
@@ -65,6 +56,25 @@ class ProxyModule(Module):
         )
         return Contribution(
             services=[service],
-            files=[kubeconfig, File(path=config_path, mode=0o644, data=document, format="yaml")],
+            files=[kubeconfig, config],
             certificates=["kube-proxy-client"],
         )
+
+
+def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str) -> dict[str, Any]:
+    """The KubeProxyConfiguration document: identical on every node."""
+    cluster = ctx.cluster
+    gates = effective_gates(cluster, options.feature_gates)
+    document = deep_merge({
+        "apiVersion": ctx.registry.config_api("KubeProxyConfiguration", cluster.minor),
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig},
+        "mode": options.mode,
+        "clusterCIDR": options.cluster_cidr or cluster.cluster_cidr,
+        "bindAddress": "0.0.0.0",
+        "healthzBindAddress": f"0.0.0.0:{options.healthz_port}",
+        "metricsBindAddress": options.metrics_bind_address,
+        "featureGates": gates or None,
+    }, options.extra_config)
+    document = {key: value for key, value in document.items() if value is not None}
+    return document

@@ -31,7 +31,7 @@ class SchedulerModule(Module):
 
     def contribute(self, ctx: HostContext, options: SchedulerOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host
-        serving = certificate("scheduler-serving").request(cluster, host)
+        serving = certificate("scheduler-serving")
         kubeconfig = kubeconfig_file(ctx, "scheduler", "scheduler-client", "kube-scheduler")
         config_path = layout.config_path("scheduler.yaml")
         ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)

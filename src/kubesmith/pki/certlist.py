@@ -55,6 +55,19 @@ class CertSpec:
     owner: str
     description: str
 
+    @property
+    def cert_path(self) -> str:
+        return layout.pki_path(f"{self.file}.crt")
+
+    @property
+    def key_path(self) -> str:
+        return layout.pki_path(f"{self.file}.key")
+
+    @property
+    def per_host(self) -> bool:
+        """Whether hosts get different certificates (subject or SANs name the host)."""
+        return self.sans is not Sans.NONE or "{host}" in self.common_name
+
     def request(self, cluster: ClusterFacts, host: HostFacts) -> CertificateRequest:
         dns, ips = san_lists(self.sans, cluster, host)
         return CertificateRequest(
@@ -65,8 +78,8 @@ class CertSpec:
             usages=self.usages,
             dns_names=dns,
             ip_addresses=ips,
-            cert_path=layout.pki_path(f"{self.file}.crt"),
-            key_path=layout.pki_path(f"{self.file}.key"),
+            cert_path=self.cert_path,
+            key_path=self.key_path,
             owner=self.owner,
             group=self.owner,
         )

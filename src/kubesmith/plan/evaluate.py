@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from kubesmith.gcpause import gc_paused
 from kubesmith.modules import MODULES
 from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
-from kubesmith.plan.model import File, HostPlan, PkiSettings, Plan, Service, Source
+from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.versions.registry import VersionRegistry
 
@@ -55,7 +56,9 @@ def _host_facts(host) -> HostFacts:  # type: ignore[no-untyped-def]
 def evaluate(cluster: Cluster, registry: VersionRegistry) -> Plan:
     host_facts = tuple(_host_facts(host) for host in cluster.spec.hosts)
     facts = cluster_facts(cluster, host_facts)
-    hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry)) for host in host_facts)
+    memo: dict[object, object] = {}
+    with gc_paused():
+        hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry, memo)) for host in host_facts)
     roles = [(host.name, frozenset(host.roles)) for host in cluster.spec.hosts]
     pki = cluster.spec.pki
     return Plan(
@@ -80,7 +83,7 @@ def _host_plan(ctx: HostContext) -> HostPlan:
     targets = {service.wanted_by for part in parts for service in part.services}
     parts.append(common_contribution(ctx, certificates, targets))
     certificates = sorted({name for part in parts for name in part.certificates})
-    requests = tuple(certificate(name).request(ctx.cluster, ctx.host) for name in certificates)
+    requests = tuple(_request(ctx, name) for name in certificates)
     files = [file for part in parts for file in part.files]
     for request in requests:
         files.append(File(request.cert_path, 0o644, "root", "root", source=Source("certificate", request.name)))
@@ -98,6 +101,13 @@ def _host_plan(ctx: HostContext) -> HostPlan:
         files=_unique_files(files),
         certificates=requests,
     )
+
+
+def _request(ctx: HostContext, name: str) -> CertificateRequest:
+    spec = certificate(name)
+    if spec.per_host:
+        return spec.request(ctx.cluster, ctx.host)
+    return ctx.shared(("certificate", name), lambda: spec.request(ctx.cluster, ctx.host))
 
 
 def _check_flags(ctx: HostContext, binary: str | None, services: list[Service]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-from collections import Counter
 from typing import Any
 
 from kubesmith.modules import MODULES
@@ -71,10 +70,9 @@ def _hosts(cluster: Cluster) -> list[Finding]:
     hosts = cluster.spec.hosts
     findings: list[Finding] = []
     for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
-        counts = Counter(values)
-        first_index = {value: values.index(value) for value in counts}
+        first_index: dict[str, int] = {}
         for index, value in enumerate(values):
-            if counts[value] > 1 and index != first_index[value]:
+            if first_index.setdefault(value, index) != index:
                 findings.append((("spec", "hosts", index, field),
                                  f"{field} {value!r} is already used by spec.hosts[{first_index[value]}]", "error"))
     if not cluster.control_plane_hosts:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from kubesmith.gcpause import gc_paused
 from kubesmith.spec.checks import Finding, flag_findings, semantic_findings
 from kubesmith.spec.errors import LocPart, Problem, SpecError, format_path
 from kubesmith.spec.model import Cluster
@@ -33,7 +34,11 @@ def load_spec_file(path: str | Path, registry: VersionRegistry | None = None) ->
 
 
 def load_spec_text(text: str, filename: str, registry: VersionRegistry | None = None) -> LoadedSpec:
-    registry = registry or load_registry()
+    with gc_paused():
+        return _load(text, filename, registry or load_registry())
+
+
+def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
     document, problems = parse_yaml(text, filename)
     if document is None:
         raise SpecError(problems)
