@@ -5,6 +5,7 @@ The tests run in order on one session-scoped lab: apply, no-op re-apply, a chang
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -81,6 +82,19 @@ def test_apply_brings_up_an_ha_control_plane(cluster: Cluster) -> None:
     assert health.count("is healthy") == 3, health
     for address in ("10.213.0.11", "10.213.0.12", "10.213.0.13"):
         assert f"https://{address}:2379 is healthy" in health
+    _assert_status_healthy(cluster)
+
+
+def _assert_status_healthy(cluster: Cluster) -> None:
+    """`kubesmith status` over SSH: every component running and ready, one etcd leader."""
+    status = cluster.kubesmith("status", "--output", "json", timeout=300)
+    assert status.returncode == 0, status.stdout + status.stderr
+    report = json.loads(status.stdout)
+    assert report["healthy"] is True
+    for host in report["hosts"]:
+        assert {c["service"] for c in host["components"]} >= set(SERVICES)
+        assert all(c["running"] is True and c["ready"] is True for c in host["components"]), host
+        assert len(host["etcd_members"]) == 3 and host["etcd_leader"] in ("h1", "h2", "h3")
 
 
 def _monotonic(cluster: Cluster, host: str, units: list[str]) -> dict[str, int]:
@@ -226,6 +240,7 @@ def test_rebooted_host_brings_its_components_back(cluster: Cluster) -> None:
         time.sleep(2)
     assert state == "active"
     assert _etcdctl(cluster).count("is healthy") == 3
+    _assert_status_healthy(cluster)
 
 
 def test_unreachable_host_fails_before_anything_changes(cluster: Cluster, tmp_path: Path) -> None:

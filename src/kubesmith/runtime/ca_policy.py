@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from kubesmith.pki import keys
-from kubesmith.pki.certlist import certificate
+from kubesmith.pki.certlist import certificate, is_ip
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateRequest
@@ -64,8 +64,8 @@ class SignRequest:
     def sans(self) -> tuple[frozenset[str], frozenset[str]]:
         """(DNS names, IP addresses) the certificate would carry."""
         names = self.hosts if self.hosts is not None else _csr_sans(self.csr)
-        dns = frozenset(name for name in names if not _is_ip(name))
-        ips = frozenset(str(ipaddress.ip_address(name)) for name in names if _is_ip(name))
+        dns = frozenset(name for name in names if not is_ip(name))
+        ips = frozenset(str(ipaddress.ip_address(name)) for name in names if is_ip(name))
         return dns, ips
 
 
@@ -275,9 +275,3 @@ def _csr_sans(csr: x509.CertificateSigningRequest) -> tuple[str, ...]:
     return (*san.get_values_for_type(x509.DNSName), *(str(ip) for ip in san.get_values_for_type(x509.IPAddress)))
 
 
-def _is_ip(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
