@@ -16,8 +16,8 @@ from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
-                                      supervisor_pids)
-from kubesmith.transport.probes import SshProbeRunner, active_units
+                                      status_operations, supervisor_pids)
+from kubesmith.transport.probes import active_units, remote_runner
 from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import SshTransport, TransportError
 from kubesmith.versions.registry import load_registry
@@ -101,7 +101,9 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
                 except TransportError:
                     active = None
                 running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
-                return HostView(SshProbeRunner(transport, host.address), layout.PKI, running)
+                operations = status_operations(host, layout.PKI)
+                runner = await remote_runner(transport, host.address, operations, timeout)
+                return HostView(runner, layout.PKI, running)
 
             return await cluster_status(plan, view_for, list(hosts) or None, timeout=timeout)
 

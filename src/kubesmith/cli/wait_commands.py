@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 import click
 
@@ -14,7 +15,7 @@ from kubesmith import layout
 from kubesmith.cli.common import emit_json, fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.runtime.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
-from kubesmith.runtime.wait import LocalProbeRunner, WaitPolicy, run_probe, wait_ready
+from kubesmith.runtime.wait import LocalProbeRunner, ProbeOperation, WaitPolicy, run_operations, wait_ready
 
 WAIT_HELP_EPILOG = """\b
 Probe forms (one argument each; relative file paths are under --pki-dir):
@@ -69,16 +70,15 @@ def parse_probes(arguments: tuple[str, ...], pki_dir: str) -> list[ProbeSpec]:
 
 
 @click.command("probe", hidden=True)
-@click.argument("probe_argument", metavar="PROBE")
-@click.option("--mode", type=click.Choice(["check", "request", "expiry"]), default="check", show_default=True)
-@click.option("--method", default="GET")
-@click.option("--path", "request_path", default="/")
-@click.option("--body", default=None, help="JSON request body.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0)
-@click.option("--pki-dir", default=layout.PKI, show_default=True)
-def probe_command(probe_argument: str, mode: str, method: str, request_path: str, body: str | None,
-                  timeout: float, pki_dir: str) -> None:
-    """One probe from this host, answered as JSON: how `status` probes hosts over SSH."""
-    spec = parse_probes((probe_argument,), pki_dir)[0]
-    emit_json(asyncio.run(run_probe(LocalProbeRunner(), spec, mode, method, request_path,
-                                    json.loads(body) if body else None, timeout)))
+def probe_command(timeout: float) -> None:
+    """Run a batch of probe operations (JSON list on stdin) from this host; print the results as JSON.
+
+    This is how `status` probes a host over SSH: one round trip per host, and components bound
+    to 127.0.0.1 are reached from their own host.
+    """
+    try:
+        operations = [ProbeOperation(**item) for item in json.load(sys.stdin)]
+    except (ValueError, TypeError) as exc:
+        fail(f"probe batch on stdin is not a JSON list of operations: {exc}", ExitCode.USAGE)
+    emit_json(asyncio.run(run_operations(LocalProbeRunner(), operations, timeout)))

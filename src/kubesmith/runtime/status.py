@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from kubesmith.plan.model import HostPlan, Plan, Service
-from kubesmith.runtime.probespec import ProbeSpec, parse_probe, probe_argument
-from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, describe_error
+from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
+from kubesmith.runtime.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 
 
 
@@ -39,6 +39,9 @@ class HostView:
 
 
 ViewFor = Callable[[HostPlan], Awaitable[HostView]]
+ETCD_MEMBERS = "/v3/cluster/member/list"
+ETCD_STATUS = "/v3/maintenance/status"
+ETCD_PATHS = (ETCD_MEMBERS, ETCD_STATUS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,24 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
+def status_operations(host: HostPlan, pki_dir: str) -> list[ProbeOperation]:
+    """Everything `host_status` may ask of the host's components: measured in one batch remotely."""
+    operations: list[ProbeOperation] = []
+    for service in host.services:
+        if service.readiness is None:
+            continue
+        spec = parse_probe(probe_argument(service.readiness, host)).resolved(pki_dir)
+        probe = format_probe(spec)
+        operations.append(ProbeOperation(probe, "check"))
+        if spec.scheme == "etcd":
+            operations += [ProbeOperation(probe, "request", "POST", path, {}) for path in ETCD_PATHS]
+        elif spec.scheme in ("https", "http"):
+            operations.append(ProbeOperation(probe, "request", "GET", "/version"))
+        if spec.scheme in ("https", "etcd"):
+            operations.append(ProbeOperation(probe, "expiry"))
+    return operations
+
+
 def local_view(state_dir: Path, host: HostPlan) -> HostView:
     """Probes from this machine with the rendered credentials; running from a live `kubesmith run`."""
     pids = supervisor_pids(state_dir, host.name)
@@ -156,7 +177,7 @@ async def read_version(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> 
     """The component's version where its endpoint tells it to these credentials."""
     try:
         if spec.scheme == "etcd":
-            answer = await runner.request(spec, "POST", "/v3/maintenance/status", {}, timeout)
+            answer = await runner.request(spec, "POST", ETCD_STATUS, {}, timeout)
             return answer.json().get("version") if answer.status == 200 else None
         if spec.scheme in ("https", "http"):
             answer = await runner.request(spec, "GET", "/version", None, timeout)
@@ -168,8 +189,8 @@ async def read_version(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> 
 
 async def etcd_state(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> tuple[tuple[EtcdMember, ...], str | None]:
     """Members and the leader's name, via the JSON gateway (ids are uint64 strings there)."""
-    members_answer = await runner.request(spec, "POST", "/v3/cluster/member/list", {}, timeout)
-    status_answer = await runner.request(spec, "POST", "/v3/maintenance/status", {}, timeout)
+    members_answer = await runner.request(spec, "POST", ETCD_MEMBERS, {}, timeout)
+    status_answer = await runner.request(spec, "POST", ETCD_STATUS, {}, timeout)
     if members_answer.status != 200 or status_answer.status != 200:
         raise RuntimeError(f"etcd gateway answered HTTP {members_answer.status}/{status_answer.status}")
     leader_id = str(status_answer.json().get("leader", ""))

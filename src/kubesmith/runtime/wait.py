@@ -29,7 +29,7 @@ import aiohttp
 from cryptography import x509
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay, wait_exponential_jitter
 
-from kubesmith.runtime.probespec import ProbeSpec
+from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe
 
 Log = Callable[[str], None]
 
@@ -150,23 +150,81 @@ class LocalProbeRunner:
             pass
 
 
-async def run_probe(runner: ProbeRunner, spec: ProbeSpec, mode: str, method: str = "GET", path: str = "/",
-                    body: Any = None, timeout: float = 3.0) -> dict[str, Any]:
-    """One probe operation as plain data: the wire format between `kubesmith probe` and SSH runners."""
-    if mode == "check":
-        result = await runner.check(spec, timeout)
-        return {"ok": result.ok, "reason": result.reason, "latency": result.latency, "status": result.status,
-                "body": result.body}
-    if mode == "request":
-        try:
-            answer = await runner.request(spec, method, path, body, timeout)
-        except Exception as exc:  # the caller turns this back into an exception with the same reason
-            return {"error": describe_error(exc)}
-        return {"status": answer.status, "body": answer.body, "latency": answer.latency}
+@dataclass(frozen=True, slots=True)
+class ProbeOperation:
+    """One thing status asks of a component; the unit of a batch run on another host."""
+
+    probe: str  # probe argument with absolute credential paths (as on that host)
+    mode: str  # check | request | expiry
+    method: str = "GET"
+    path: str = "/"
+    body: Any = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return self.probe, self.mode, self.method, self.path, json.dumps(self.body, sort_keys=True)
+
+
+async def run_operation(runner: ProbeRunner, operation: ProbeOperation, timeout: float) -> dict[str, Any]:
+    """One operation as plain data: the wire format of `kubesmith probe --batch`."""
+    spec = parse_probe(operation.probe)
     try:
+        if operation.mode == "check":
+            result = await runner.check(spec, timeout)
+            return {"ok": result.ok, "reason": result.reason, "latency": result.latency, "status": result.status,
+                    "body": result.body}
+        if operation.mode == "request":
+            answer = await runner.request(spec, operation.method, operation.path, operation.body, timeout)
+            return {"status": answer.status, "body": answer.body, "latency": answer.latency}
         return {"expiry": await runner.certificate_expiry(spec, timeout)}
-    except Exception as exc:
+    except Exception as exc:  # the reader turns this back into the same failure
         return {"error": describe_error(exc)}
+
+
+async def run_operations(runner: ProbeRunner, operations: Sequence[ProbeOperation],
+                         timeout: float) -> list[dict[str, Any]]:
+    return list(await asyncio.gather(*(run_operation(runner, op, timeout) for op in operations)))
+
+
+class RecordedProbeError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedProbeRunner:
+    """A ProbeRunner that answers from results measured elsewhere (a batch run on the host)."""
+
+    results: dict[tuple[str, str, str, str, str], dict[str, Any]]
+
+    @classmethod
+    def of(cls, operations: Sequence[ProbeOperation], results: Sequence[dict[str, Any]]) -> RecordedProbeRunner:
+        return cls({op.key: result for op, result in zip(operations, results)})
+
+    def _lookup(self, spec: ProbeSpec, mode: str, method: str = "GET", path: str = "/",
+                body: Any = None) -> dict[str, Any]:
+        found = self.results.get(ProbeOperation(format_probe(spec), mode, method, path, body).key)
+        if found is None:
+            raise RecordedProbeError(f"{mode} {path} of {spec.label} was not measured")
+        if "error" in found:
+            raise RecordedProbeError(found["error"])
+        return found
+
+    async def check(self, spec: ProbeSpec, timeout: float) -> ProbeResult:
+        try:
+            found = self._lookup(spec, "check")
+        except RecordedProbeError as exc:
+            return ProbeResult(False, str(exc), 0.0)
+        return ProbeResult(bool(found["ok"]), str(found["reason"]), float(found["latency"]), found.get("status"),
+                           str(found.get("body", "")))
+
+    async def request(self, spec: ProbeSpec, method: str, path: str, body: Any = None,
+                      timeout: float = 5.0) -> Answer:
+        found = self._lookup(spec, "request", method, path, body)
+        return Answer(int(found["status"]), str(found["body"]), float(found["latency"]))
+
+    async def certificate_expiry(self, spec: ProbeSpec, timeout: float) -> float | None:
+        expiry = self._lookup(spec, "expiry")["expiry"]
+        return float(expiry) if expiry is not None else None
 
 
 def judge(spec: ProbeSpec, answer: Answer) -> tuple[bool, str]:

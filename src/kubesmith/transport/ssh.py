@@ -20,6 +20,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from kubesmith.hostfile import HostFile
 
 
+UPLOAD_CONCURRENCY = 16  # files in flight per host: hides round trips, which dominate small files
+
+
 class TransportError(Exception):
     """A host could not be reached or refused us; the message names the host and the reason."""
 
@@ -103,9 +106,13 @@ class SshTransport:
         temps = [(f, f"{Path(f.path).parent}/.{Path(f.path).name}{suffix}") for f in files]
         try:
             async with connection.start_sftp_client() as sftp:
-                for file, temp in temps:
-                    async with sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
+                slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
+
+                async def put(file: HostFile, temp: str) -> None:
+                    async with slots, sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
                         await handle.write(file.data)
+
+                await asyncio.gather(*(put(file, temp) for file, temp in temps))
         except (OSError, asyncssh.Error) as exc:
             raise TransportError(f"{host}: upload failed: {exc}") from None
         script = [f"chmod {file.mode:o} {shlex.quote(temp)} && chown {shlex.quote(file.owner)}:"
