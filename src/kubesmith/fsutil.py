@@ -71,8 +71,10 @@ def write_many(files: Iterable[Pending]) -> int:
     _flush(temps)
     for temp, item in zip(temps, batch):
         os.replace(temp, item.path)
-    for directory in sorted({item.path.parent for item in batch}):
-        fsync_dir(directory)
+    directories = sorted({item.path.parent for item in batch})
+    if len(directories) <= 4 or not _syncfs_all(set(directories)):  # one syncfs makes every rename durable
+        for directory in directories:
+            fsync_dir(directory)
     return len(batch)
 
 

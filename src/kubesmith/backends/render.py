@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from kubesmith import fsutil
 from kubesmith.hostfile import HostFile
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
-from kubesmith.plan.model import File, HostPlan, Plan, Source
+from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
 
 try:
     _Dumper: type = yaml.CSafeDumper
@@ -63,7 +63,7 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
     fsutil.remove_stale_temps(out_dir)
     written = unchanged = removed = 0
     pending: list[fsutil.Pending] = []
-    host_docs = {host.name: asdict(host) for host in plan.hosts}
+    host_docs = {host.name: plain(host) for host in plan.hosts}
     for host in selected:
         host_dir = out_dir / host.name
         changed, same, stale = _host_changes(host_dir, files[host.name])
@@ -110,12 +110,12 @@ def manifest(host: str, files: Sequence[HostFile]) -> dict[str, Any]:
 def host_plan_document(plan: Plan, host: HostPlan, host_doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """The part of the plan a host needs: cluster facts, authorities and its own services and files."""
     return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "HostPlan", **_cluster_part(plan),
-            "host": host_doc if host_doc is not None else asdict(host)}
+            "host": host_doc if host_doc is not None else plain(host)}
 
 
 def _cluster_part(plan: Plan) -> dict[str, Any]:
     return {"cluster": plan.cluster, "kubernetes_version": plan.kubernetes_version, "api_endpoint": plan.api_endpoint,
-            "pki": asdict(plan.pki), "authorities": [asdict(ca) for ca in plan.authorities]}
+            "pki": plain(plan.pki), "authorities": [plain(ca) for ca in plan.authorities]}
 
 
 # ---- resolving the plan's files
@@ -125,6 +125,8 @@ class _Context:
     plan: Plan
     store: PkiStore
     issued: Mapping[tuple[str, str], Issued]
+    documents: dict[tuple[int, str], bytes] = field(default_factory=dict)  # serialised data by object: the plan
+    # shares one configuration document between all hosts that have the same one (1,000 kubelets)
 
 
 def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore
@@ -142,10 +144,11 @@ def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:
 def _content(ctx: _Context, host: HostPlan, file: File) -> bytes:
     if file.source is not None:
         return _resolve(ctx, host, file.source, file.path)
-    if file.format == "yaml":
-        return yaml_bytes(file.data)
-    if file.format == "json":
-        return _json_bytes(_plain(file.data))
+    if file.format in ("yaml", "json"):
+        key = (id(file.data), file.format)
+        if key not in ctx.documents:
+            ctx.documents[key] = yaml_bytes(file.data) if file.format == "yaml" else _json_bytes(_plain(file.data))
+        return ctx.documents[key]
     if file.content is None:
         raise RenderError(f"{host.name}:{file.path}: a file needs content, data or a source (kubesmith bug)")
     return file.content.encode()
