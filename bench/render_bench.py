@@ -123,8 +123,8 @@ def main() -> None:
     print(f"raw cryptography keygen+sign+PEM:     {raw_time:8.2f} s")
     note = "" if sample == len(requests) else f"   (extrapolated from {sample} certificates: {cfssl_measured:.2f} s)"
     print(f"cfssl gencert x {len(requests)}:              {cfssl_time:8.2f} s{note}")
-    print(f"ratio cfssl/render: {cfssl_time / render_time:6.1f}x faster than cfssl (target >= 20x)")
-    print(f"ratio render/raw:   {render_time / raw_time:6.2f}x the raw crypto cost (target <= 3x)")
+    print(f"ratio cfssl/render: {cfssl_time / render_time:6.1f}x faster than cfssl")
+    print(f"ratio render/raw:   {render_time / raw_time:6.2f}x the raw crypto cost")
 
 
 if __name__ == "__main__":
