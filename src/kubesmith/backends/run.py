@@ -4,6 +4,9 @@ Same plan, same ordering, same gates as the systemd backend: a service starts af
 services it is ordered after have started, behind its gates (`kubesmith wait --any` semantics),
 and counts as up only when its readiness probe passes. Failures restart with exponential
 backoff (the plan's RestartPolicy); SIGINT/SIGTERM stop services in reverse plan order. A
+service is restarted at once (no backoff, not counted as a failure) when one of its
+`watch_files` is replaced, as the systemd backend's `.path` units do: that is how a certificate
+the agent renewed reaches the component. A
 service that cannot pass its gates or its readiness probe before the deadline ends the run
 with exit code 4 and a message naming it.
 
@@ -47,6 +50,8 @@ from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wa
 
 REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes")
 STOP_TIMEOUT = 10.0
+WATCH_INTERVAL = 0.5  # seconds between looks at a service's watch_files
+WATCH_SETTLE = 1.0  # a renewal may replace several files: restart once they stopped changing
 Emit = Callable[[str, str], None]
 
 
@@ -217,6 +222,8 @@ class Child:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     ready: bool = False
     restarts: int = 0
+    reloads: int = 0  # restarts because a watched file changed
+    reload_requested: bool = False
     pump: asyncio.Task[None] | None = None
 
 
@@ -280,7 +287,7 @@ class Supervisor:
     def write_state(self) -> None:
         state = {"supervisor": os.getpid(), "host": self.host.name, "services": {
             name: {"pid": child.process.pid if child.process and child.process.returncode is None else None,
-                   "ready": child.ready, "restarts": child.restarts}
+                   "ready": child.ready, "restarts": child.restarts, "reloads": child.reloads}
             for name, child in self.children.items()}}
         data = json.dumps(state, indent=2, sort_keys=True).encode()
         if not self.paths.state_file.exists() or self.paths.state_file.read_bytes() != data:
@@ -298,11 +305,16 @@ class Supervisor:
             await self.spawn(child)
             up_since = time.monotonic()
             readiness = asyncio.create_task(self.become_ready(child))
+            watcher = asyncio.create_task(self.watch_files(child))
             code = await child.process.wait()  # type: ignore[union-attr]
             readiness.cancel()
+            watcher.cancel()
             child.ready = False
             if self.stopping.is_set():
                 return
+            if child.reload_requested:
+                child.reload_requested = False
+                continue
             if child.service.restart.policy == "no" or (child.service.restart.policy == "on-failure" and code == 0):
                 self.emit(child.service.name, f"exited with code {code}; not restarted (Restart={child.service.restart.policy})")
                 return
@@ -312,6 +324,30 @@ class Supervisor:
             self.emit(child.service.name, f"exited with {describe_exit(code)}; restart {child.restarts} in {delay:g}s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, child.service.restart.max_delay_seconds)
+
+    async def watch_files(self, child: Child) -> None:
+        """Restart the running child once one of its watch_files is replaced (renewed certificate)."""
+        paths = [Path(reroot(path, self.paths.root)) for path in child.service.watch_files]
+        if not paths:
+            return
+        seen = file_signatures(paths)
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            current = file_signatures(paths)
+            if current == seen:
+                continue
+            while True:  # wait until the writer is done, so one renewal means one restart
+                await asyncio.sleep(WATCH_SETTLE)
+                settled, current = current, file_signatures(paths)
+                if settled == current:
+                    break
+            changed = [str(path) for path in paths if seen.get(path) != current.get(path)]
+            child.reloads += 1
+            child.reload_requested = True
+            self.emit(child.service.name, f"restarting: {', '.join(changed)} changed")
+            assert child.process is not None
+            await self.terminate(child, child.process)
+            return
 
     async def pass_gates(self, child: Child) -> None:
         for gate in child.service.gates:
@@ -366,17 +402,37 @@ class Supervisor:
         process = child.process
         if process is None or process.returncode is not None:
             return
-        process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
-        except asyncio.TimeoutError:
-            self.emit(child.service.name, f"did not stop within {STOP_TIMEOUT:g}s; killing")
-            process.kill()
-            await process.wait()
+        await self.terminate(child, process)
         if child.pump:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(child.pump, 2)
         self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
+
+
+    async def terminate(self, child: Child, process: asyncio.subprocess.Process) -> None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT; returns once the process is gone."""
+        if process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+        except TimeoutError:
+            self.emit(child.service.name, f"did not stop within {STOP_TIMEOUT:g}s; killing")
+            process.kill()
+            await process.wait()
+
+
+def file_signatures(paths: list[Path]) -> dict[Path, tuple[int, int, int] | None]:
+    """(inode, mtime, size) per path, None when missing: a file replaced by rename changes its inode."""
+    signatures: dict[Path, tuple[int, int, int] | None] = {}
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            signatures[path] = None
+            continue
+        signatures[path] = (info.st_ino, info.st_mtime_ns, info.st_size)
+    return signatures
 
 
 def describe_exit(code: int | None) -> str:

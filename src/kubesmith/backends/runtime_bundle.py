@@ -19,6 +19,7 @@ from pathlib import Path
 
 import kubesmith
 from kubesmith.fsutil import atomic_write
+from kubesmith.hostfile import HostFile
 
 COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"
@@ -45,6 +46,12 @@ def wrapper_script() -> bytes:
             b"sys.path.insert(0, \"" + REMOTE_ROOT.encode() + b"/current\")\n"
             b"from kubesmith.cli import main\n"
             b"main()\n")
+
+
+def host_files(bundle: RuntimeBundle) -> list[HostFile]:
+    """What a host holds of kubesmith itself: the bundle's tarball and the `kubesmith` wrapper."""
+    return [HostFile(REMOTE_TARBALL, 0o644, "root", "root", bundle.data),
+            HostFile(WRAPPER_PATH, 0o755, "root", "root", wrapper_script())]
 
 
 def install_command(bundle: RuntimeBundle) -> str:

