@@ -3,9 +3,11 @@
 Same CA (ECDSA P-256), same transport (HTTPS with the same serving certificate), same endpoint
 (`/api/v1/cfssl/authsign` with the same HMAC key), same pre-generated CSRs (ECDSA P-256, one per
 request so none is a replay), same client load: aiohttp, 32 concurrent requests over 32 pooled
-connections. Prints certificates/s of each and the ratio kubesmith / cfssl.
+connections. Prints certificates/s of each, kubesmith's worker count (`ca serve --workers`,
+default one per CPU), the machine's load average (the client shares the machine with the server:
+a loaded machine skews both figures), and the ratio kubesmith / cfssl.
 
-    python bench/ca_bench.py [--requests 3000] [--concurrency 32]
+    python bench/ca_bench.py [--requests 3000] [--concurrency 32] [--workers N]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import re
 import shutil
 import signal
@@ -83,23 +86,27 @@ def wait_port(port: int, process: subprocess.Popen, deadline: float = 20) -> Non
     raise SystemExit("server did not start")
 
 
-def start_kubesmith(work: Path, paths: dict[str, Path]) -> tuple[subprocess.Popen, str]:
+def start_kubesmith(work: Path, paths: dict[str, Path], workers: int | None) -> tuple[subprocess.Popen, str, str]:
+    """The server, its URL and its worker count (from its `serving on URL (N workers)` line)."""
     kubesmith = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))
     log = (work / "kubesmith.log").open("w")
+    extra = ["--workers", str(workers)] if workers is not None else []
     process = subprocess.Popen([kubesmith, "ca", "serve", "--listen", "127.0.0.1", "--port", "0",
                                 "--ca-cert", str(paths["ca"]), "--ca-key", str(paths["ca-key"]),
                                 "--tls-cert", str(paths["tls"]), "--tls-key", str(paths["tls-key"]),
-                                "--state-dir", str(work / "state")], stdout=log, stderr=subprocess.STDOUT)
+                                "--state-dir", str(work / "state"), *extra], stdout=log, stderr=subprocess.STDOUT)
     stop = time.monotonic() + 20
     while time.monotonic() < stop:
-        match = re.search(r"serving on (https://\S+)", (work / "kubesmith.log").read_text())
+        match = re.search(r"serving on (https://\S+) \((\d+) workers?\)", (work / "kubesmith.log").read_text())
         if match:
-            return process, match.group(1)
+            return process, match.group(1), match.group(2)
+        if process.poll() is not None:
+            raise SystemExit(f"kubesmith ca serve exited with {process.returncode}")
         time.sleep(0.05)
     raise SystemExit("kubesmith ca serve did not start")
 
 
-def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subprocess.Popen, str]:
+def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subprocess.Popen, str, str]:
     config = {"signing": {"default": {"usages": ["signing", "key encipherment", "client auth"], "expiry": "8760h",
                                       "auth_key": "key"},
                           "profiles": {PROFILE: {"usages": ["signing", "key encipherment", "client auth"],
@@ -112,7 +119,7 @@ def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subp
                                 "-tls-cert", str(paths["tls"]), "-tls-key", str(paths["tls-key"]),
                                 "-loglevel", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, process)
-    return process, f"https://127.0.0.1:{port}"
+    return process, f"https://127.0.0.1:{port}", f"1 process, GOMAXPROCS {os.environ.get('GOMAXPROCS', os.cpu_count())}"
 
 
 async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes) -> tuple[float, int]:
@@ -151,6 +158,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="kubesmith ca serve --workers (default: its own default, one per CPU)")
     options = parser.parse_args()
     if shutil.which("cfssl") is None:
         raise SystemExit("cfssl not found (Debian golang-cfssl): the baseline is required")
@@ -165,9 +174,11 @@ def main() -> None:
         ours, theirs = bodies(total, key), bodies(total, key)
         ca_pem = paths["ca"].read_bytes()
         results: dict[str, float] = {}
+        shapes: dict[str, str] = {}
         for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
-                                      ("kubesmith ca serve", lambda: start_kubesmith(work, paths), ours)):
-            process, url = start()
+                                      ("kubesmith ca serve", lambda: start_kubesmith(work, paths, options.workers),
+                                       ours)):
+            process, url, shapes[name] = start()
             try:
                 results[name] = measure(url, payloads[options.warmup:], payloads[:options.warmup],
                                         options.concurrency, ca_pem)
@@ -178,9 +189,12 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-    print(f"authsign throughput, ECDSA P-256, HTTPS, {options.concurrency} concurrent, {options.requests} requests:")
+    print(f"authsign throughput, ECDSA P-256, HTTPS, {options.concurrency} concurrent, {options.requests} requests, "
+          f"{os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}:")
     for name, rate in results.items():
-        print(f"  {name:20s} {rate:9.0f} certificates/s")
+        workers = shapes[name] if not shapes[name].isdigit() else \
+            f"{shapes[name]} worker{'s' if shapes[name] != '1' else ''}"
+        print(f"  {name:20s} {rate:9.0f} certificates/s   ({workers})")
     ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
     print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")
 

@@ -124,24 +124,29 @@ def ca_group() -> None:
               help="Upper bound of that delay (seconds).")
 @click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
               help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes sharing the port (default 0: one per CPU).")
 def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_cert: str | None,
              ca_key: str | None, tls_cert: str | None, tls_key: str | None, state_dir: str | None,
              validity: float | None, failed_auth_delay: float | None, max_failed_auth_delay: float | None,
-             reserved: tuple[str, ...]) -> None:
+             reserved: tuple[str, ...], workers: int | None) -> None:
     """Serve cfssl's /api/v1/cfssl/authsign and /info, agent renewal and /healthz over HTTPS.
 
-    Logs one line per issuance and per refusal to stderr (the journal under systemd).
+    Logs one line per issuance and per refusal to stderr (the journal under systemd), prefixed
+    with the pid of the worker process that handled the request.
     """
     config = ca_config(config_file, listen=listen, port=port, ca_cert=ca_cert, ca_key=ca_key, tls_cert=tls_cert,
                        tls_key=tls_key, state_dir=state_dir, validity_seconds=validity,
                        failed_auth_delay=failed_auth_delay, max_failed_auth_delay=max_failed_auth_delay,
-                       reserved_nodes=reserved or None)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca: %(message)s")
+                       reserved_nodes=reserved or None, workers=workers)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca[%(process)d]: %(message)s")
     with user_errors():
         try:
-            asyncio.run(ca_service.serve_forever(config))
+            ca_service.serve(config)
         except ValueError as exc:  # a CA key that does not match its certificate
             fail(str(exc), ExitCode.IO_ERROR)
+        except RuntimeError as exc:  # a worker could not start (serving certificate, port)
+            fail(str(exc), ExitCode.FAILED)
         except KeyboardInterrupt:
             pass
 

@@ -6,7 +6,7 @@ Endpoints:
   request)), "request": b64(request)}`, where key is a join token's auth key (see `tokens`).
   Signs what the token's scope allows (`ca_policy.node_grant`); refuses modified requests (HMAC
   mismatch) and replayed ones (digests of accepted requests are remembered until their token
-  expires; tokens are short-lived, so this memory stays small).
+  expires, in the state database every worker shares; tokens are short-lived, so it stays small).
 * `GET|POST /api/v1/cfssl/info` - the signing CA certificate, usages and expiry (cfssl's shape).
 * `POST /api/v1/kubesmith/renew` - renewal for a host's agent, authenticated by its agent client
   certificate over mutual TLS; renews only that host's certificates (`ca_policy.renewal_grant`).
@@ -17,10 +17,17 @@ a bad token is HTTP 400 `invalid token`, as cfssl answers it.
 
 Repeated failed authentication from one client address is slowed down: each failure doubles a
 per-address delay (bounded by `max_failed_auth_delay`) that the failing answer and every further
-request from that address wait out first. The waits are plain `asyncio.sleep`s; no lock is held
-(the event loop is the only synchronisation), so one client's penalty never delays another.
+request from that address wait out first. The count lives in the shared state database, so a
+client gains nothing by reconnecting until another worker takes it. The waits are plain
+`asyncio.sleep`s, so one client's penalty never delays another.
 
-Every issuance is logged as one line (logger `kubesmith.ca`): client address, token id or agent
+Processes: the parent checks the CA, reserves the port and forks `workers` processes (default one
+per CPU; signing is CPU-bound and one Python process uses one core). Each worker listens on the
+port with SO_REUSEPORT and runs its own event loop; what must hold across workers (replay memory,
+failed-auth counts) is in `SharedState`; the token store is re-read by each worker when its file
+changes (checked on every request), so a revocation takes effect in every worker at once.
+
+Every issuance is logged as one line (logger `kubesmith.ca`; `ca serve` prefixes the worker's pid): client address, token id or agent
 host, profile, subject, SANs, serial and expiry. The serving certificate is reloaded when its file
 changes (the agent renews it), so renewal needs no restart of this service.
 """
@@ -33,12 +40,16 @@ import hashlib
 import json
 import logging
 import os
+import select
+import signal
+import socket
+import sqlite3
 import ssl
 import time
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from aiohttp import web
 from cryptography import x509
@@ -54,6 +65,8 @@ from kubesmith.runtime.durations import format_duration
 LOG = logging.getLogger("kubesmith.ca")
 MAX_BODY = 64 * 1024
 MAX_TRACKED_ADDRESSES = 10_000
+CHECKPOINT_INTERVAL = 1.0  # seconds between the parent's WAL checkpoints of the shared state
+BUSY_DEADLINE = 10.0  # seconds a worker waits for the shared database's write lock before failing
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,66 +86,152 @@ class CaServiceConfig:
     reserved_nodes: tuple[str, ...] = ()  # names a token bound at first use may not take
     default_token_ttl: float = 3600.0  # `token create` without --ttl
     cert_reload_interval: float = 10.0
+    workers: int = 0  # processes serving the port; 0: one per CPU this process may run on
 
     @property
     def token_file(self) -> Path:
         return self.state_dir / "tokens.json"
 
 
-class Throttle:
-    """Per-address delay after failed authentication: doubles per failure, bounded, forgotten later."""
+def penalty(failures: int, base: float, maximum: float) -> float:
+    """The wait after `failures` consecutive failed authentications: doubles per failure, bounded."""
+    return min(maximum, base * 2 ** min(failures - 1, 30)) if failures > 0 else 0.0
 
-    def __init__(self, base: float, maximum: float) -> None:
-        self.base, self.maximum = base, maximum
-        self._state: OrderedDict[str, tuple[int, float]] = OrderedDict()  # address -> (failures, last)
 
-    def delay(self, address: str, now: float) -> float:
-        """How long a request from `address` waits before it is looked at."""
-        failures, last = self._state.get(address, (0, 0.0))
-        if failures == 0:
+class Database:
+    """One SQLite file of the shared state: WAL mode, autocommit, mode 0600, no fsync per write.
+
+    Writes never wait in SQLite's busy handler (it sleeps a whole millisecond first, stalling the
+    worker's event loop) but retry within microseconds. Workers do not checkpoint (a checkpoint
+    fsyncs, which can take many milliseconds on a busy disk): the pool's parent does (`checkpoint`).
+    """
+
+    def __init__(self, path: Path, schema: tuple[str, ...], worker: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        self._db = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
+        self.write("PRAGMA journal_mode=WAL")
+        self.write("PRAGMA synchronous=NORMAL")  # WAL: commits are not fsynced; consistent after a crash
+        self.write(f"PRAGMA wal_autocheckpoint={0 if worker else 1000}")
+        self.write("PRAGMA journal_size_limit=16777216")
+        for statement in schema:
+            self.write(statement)
+
+    def read(self, statement: str, parameters: tuple[Any, ...] = ()) -> Any:
+        return self._db.execute(statement, parameters).fetchone()
+
+    def write(self, statement: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """Execute, retrying while another process holds the write lock (held for microseconds)."""
+        pause, deadline = 20e-6, time.monotonic() + BUSY_DEADLINE
+        while True:
+            try:
+                return self._db.execute(statement, parameters)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 2e-3)
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database without blocking the writers (PASSIVE); busy: next time."""
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.OperationalError as exc:
+            LOG.warning("shared state not checkpointed: %s", exc)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class SharedState:
+    """Replay memory and failed-authentication slow-down, shared by every worker process.
+
+    SQLite in the CA state dir: a replayed request must be refused whichever worker it lands on,
+    and a client cannot escape its slow-down by reconnecting until the kernel hands it to another
+    worker. Each statement runs in its own transaction, so the UNIQUE digest makes `claim` atomic
+    across processes and the upsert in `failed` never loses a count. The memory also survives a
+    restart (an in-process set did not). Expired rows are pruned. Two files: the throttle is read
+    on every request, and reads of a file that the per-issuance replay writes do not touch stay
+    cheap. Each worker opens its own connections after the fork (they must not cross a fork).
+    """
+
+    REPLAYS = (("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
+                "expires REAL NOT NULL) WITHOUT ROWID"),
+               "CREATE INDEX IF NOT EXISTS replays_expires ON replays (expires)")
+    THROTTLE = (("CREATE TABLE IF NOT EXISTS throttle (address TEXT PRIMARY KEY, failures INTEGER NOT NULL, "
+                 "last REAL NOT NULL) WITHOUT ROWID"),)
+
+    def __init__(self, state_dir: Path, base: float, maximum: float, worker: bool = True,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.base, self.maximum, self._clock = base, maximum, clock
+        self.forget_after = max(maximum * 10, 1.0)  # a quiet address starts again from the first delay
+        self._next_prune = 0.0
+        self._replays = Database(state_dir / "ca-replays.db", self.REPLAYS, worker)
+        self._throttle = Database(state_dir / "ca-throttle.db", self.THROTTLE, worker)
+
+    def close(self) -> None:
+        self._replays.close()
+        self._throttle.close()
+
+    def checkpoint(self) -> None:
+        self._replays.checkpoint()
+        self._throttle.checkpoint()
+
+    # ---- replay memory
+
+    def claim(self, digest: bytes, token_id: str, expires: float) -> bool:
+        """Record an accepted request; False when any worker has recorded it before (a replay)."""
+        self._prune()
+        try:
+            self._replays.write("INSERT INTO replays (digest, token_id, expires) VALUES (?, ?, ?)",
+                                (digest, token_id, expires))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    # ---- failed-authentication slow-down
+
+    def failures(self, address: str) -> tuple[int, float] | None:
+        """(failures, time of the last one) recorded for `address`, None when it has none."""
+        row = self._throttle.read("SELECT failures, last FROM throttle WHERE address = ?", (address,))
+        return None if row is None else (int(row[0]), float(row[1]))
+
+    def delay(self, record: tuple[int, float] | None) -> float:
+        """How long a request from an address with this record waits before it is looked at."""
+        if record is None:
             return 0.0
-        if now - last > self.maximum * 10:
-            self._state.pop(address, None)
+        failures, last = record
+        now = self._clock()
+        if now - last > self.forget_after:
             return 0.0
-        return max(0.0, last + self._penalty(failures) - now)
+        return min(self.maximum, max(0.0, last + penalty(failures, self.base, self.maximum) - now))
 
-    def failed(self, address: str, now: float) -> float:
-        failures, last = self._state.pop(address, (0, 0.0))
-        if now - last > self.maximum * 10:
-            failures = 0
-        self._state[address] = (failures + 1, now)
-        while len(self._state) > MAX_TRACKED_ADDRESSES:
-            self._state.popitem(last=False)
-        return self._penalty(failures + 1)
+    def failed(self, address: str) -> float:
+        """Count one more failure for `address` (atomically, whichever worker); the new penalty."""
+        now = self._clock()
+        row = self._throttle.write(
+            "INSERT INTO throttle (address, failures, last) VALUES (?1, 1, ?2) ON CONFLICT (address) DO UPDATE "
+            "SET failures = CASE WHEN ?2 - last > ?3 THEN 1 ELSE failures + 1 END, last = ?2 RETURNING failures",
+            (address, now, self.forget_after)).fetchone()
+        return penalty(int(row[0]), self.base, self.maximum)
 
     def succeeded(self, address: str) -> None:
-        self._state.pop(address, None)
+        self._throttle.write("DELETE FROM throttle WHERE address = ?", (address,))
 
-    def _penalty(self, failures: int) -> float:
-        return min(self.maximum, self.base * 2 ** min(failures - 1, 30))
-
-
-class ReplayGuard:
-    """Digests of accepted requests per token, kept until that token expires."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[float, set[bytes]]] = {}
-
-    def seen(self, token_id: str, digest: bytes) -> bool:
-        entry = self._seen.get(token_id)
-        return entry is not None and digest in entry[1]
-
-    def remember(self, token_id: str, digest: bytes, expires: float, now: float) -> None:
-        self._prune(now)
-        self._seen.setdefault(token_id, (expires, set()))[1].add(digest)
-
-    def _prune(self, now: float) -> None:
-        for token_id in [t for t, (expires, _) in self._seen.items() if expires <= now]:
-            del self._seen[token_id]
+    def _prune(self) -> None:
+        """Forget replays of expired tokens and quiet addresses, at most once a minute per worker."""
+        now = self._clock()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + 60.0
+        self._replays.write("DELETE FROM replays WHERE expires <= ?", (now,))
+        self._throttle.write("DELETE FROM throttle WHERE last < ?", (now - self.forget_after,))
+        self._throttle.write("DELETE FROM throttle WHERE address IN (SELECT address FROM throttle "
+                             "ORDER BY last DESC LIMIT -1 OFFSET ?)", (MAX_TRACKED_ADDRESSES,))
 
 
 class CaService:
-    """The signing state of one `ca serve` process (no globals: one instance per application)."""
+    """The signing state of `ca serve`: built once in the parent, inherited by each forked worker."""
 
     def __init__(self, config: CaServiceConfig) -> None:
         self.config = config
@@ -142,8 +241,11 @@ class CaService:
         if not keys.same_public_key(self.ca_cert.public_key(), self.ca_key.public_key()):
             raise ValueError(f"{config.ca_key} does not belong to {config.ca_cert}")
         self.tokens = tokens.TokenStore(config.token_file, self.ca_key)
-        self.throttle = Throttle(config.failed_auth_delay, config.max_failed_auth_delay)
-        self.replays = ReplayGuard()
+
+    def shared_state(self, worker: bool = True) -> SharedState:
+        """This process's connections to the state every worker shares (open them after forking)."""
+        return SharedState(self.config.state_dir, self.config.failed_auth_delay, self.config.max_failed_auth_delay,
+                           worker)
 
     def issue(self, grant: Grant, request: SignRequest, who: str, client: str) -> str:
         now = utc_now()
@@ -158,6 +260,7 @@ class CaService:
 
 
 SERVICE_KEY = web.AppKey("service", CaService)
+SHARED_KEY = web.AppKey("shared", SharedState)
 
 
 def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Response:
@@ -168,9 +271,10 @@ def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Re
 
 
 async def authsign(request: web.Request) -> web.Response:
-    service = request.app[SERVICE_KEY]
+    service, shared = request.app[SERVICE_KEY], request.app[SHARED_KEY]
     client = request.remote or "unknown"
-    delay = service.throttle.delay(client, time.monotonic())
+    record = shared.failures(client)
+    delay = shared.delay(record)
     if delay > 0:
         await asyncio.sleep(delay)
     try:
@@ -182,23 +286,28 @@ async def authsign(request: web.Request) -> web.Response:
     except tokens.TokenError as exc:
         LOG.error("token store: %s", exc)
         return envelope(status=500, message="token store unreadable")
-    digest = hashlib.sha256(raw).digest()
-    if candidate is None or service.replays.seen(candidate.record.id, digest):
-        reason = "invalid token" if candidate is None else "replayed request"
-        penalty = service.throttle.failed(client, time.monotonic())
-        LOG.warning("refused authsign from %s: %s (next attempts wait %.1fs)", client, reason, penalty)
-        await asyncio.sleep(penalty)
-        return envelope(status=400, message=reason)
-    service.throttle.succeeded(client)
+    if candidate is None:
+        return await _refuse(shared, client, "invalid token")
     try:
         sign_request = ca_policy.parse_sign_request(raw)
         grant = await _node_grant(service, candidate.record, sign_request)
     except PolicyError as exc:
         LOG.warning("refused authsign from %s (token %s): %s", client, candidate.record.id, exc)
         return envelope(status=exc.status, message=str(exc))
-    service.replays.remember(candidate.record.id, digest, candidate.record.expires, time.time())
+    if not shared.claim(hashlib.sha256(raw).digest(), candidate.record.id, candidate.record.expires):
+        return await _refuse(shared, client, "replayed request")
+    if record is not None:
+        shared.succeeded(client)
     pem = service.issue(grant, sign_request, f"token:{candidate.record.id}", client)
     return envelope({"certificate": pem})
+
+
+async def _refuse(shared: SharedState, client: str, reason: str) -> web.Response:
+    """A failed authentication: counted for the address (in every worker) and answered late."""
+    wait = shared.failed(client)
+    LOG.warning("refused authsign from %s: %s (next attempts wait %.1fs)", client, reason, wait)
+    await asyncio.sleep(wait)
+    return envelope(status=400, message=reason)
 
 
 async def _authsign_body(request: web.Request) -> tuple[bytes, bytes]:
@@ -274,9 +383,10 @@ async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def application(service: CaService) -> web.Application:
+def application(service: CaService, shared: SharedState) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[SERVICE_KEY] = service
+    app[SHARED_KEY] = shared
     app.router.add_post("/api/v1/cfssl/authsign", authsign)
     app.router.add_route("*", "/api/v1/cfssl/info", info)
     app.router.add_post("/api/v1/kubesmith/renew", renew)
@@ -294,29 +404,55 @@ def server_context(config: CaServiceConfig) -> ssl.SSLContext:
     return context
 
 
+def listen_addresses(config: CaServiceConfig) -> list[tuple[int, Any]]:
+    """(family, sockaddr) for every address `listen` resolves to (a name may have IPv4 and IPv6)."""
+    found = socket.getaddrinfo(config.listen or None, config.port, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    unique: list[tuple[int, Any]] = []
+    for family, _, _, _, sockaddr in found:
+        if (family, sockaddr) not in unique:
+            unique.append((family, sockaddr))
+    return unique
+
+
+def port_socket(family: int, sockaddr: Any) -> socket.socket:
+    """A socket in the port's SO_REUSEPORT group: the kernel spreads connections over the workers
+    by address hash (one shared accept queue would let one worker's accept loop take them all)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # same user only (Linux)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.bind(sockaddr)
+    return sock
+
+
 @dataclass(frozen=True, slots=True)
 class Running:
     runner: web.AppRunner
     port: int
     reloader: asyncio.Task[None]
+    shared: SharedState
 
     async def close(self) -> None:
         self.reloader.cancel()
         await self.runner.cleanup()
+        self.shared.close()
 
 
-async def start(config: CaServiceConfig) -> Running:
-    """Start serving; returns the bound port (config.port 0 picks a free one)."""
-    service = CaService(config)
+async def start(service: CaService, port: int, addresses: list[tuple[int, Any]]) -> Running:
+    """Serve on `port` of every address, in this process (one worker of the pool)."""
+    config = service.config
     context = server_context(config)
-    runner = web.AppRunner(application(service), access_log=None, handle_signals=False)
+    shared = service.shared_state()
+    runner = web.AppRunner(application(service, shared), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.listen, config.port, ssl_context=context, backlog=1024)
-    await site.start()
-    server = site._server  # aiohttp exposes the bound sockets only here
-    port = server.sockets[0].getsockname()[1] if server is not None and server.sockets else config.port
+    for family, sockaddr in addresses:
+        sock = port_socket(family, (sockaddr[0], port, *sockaddr[2:]))
+        sock.listen(1024)
+        await web.SockSite(runner, sock, ssl_context=context, backlog=1024).start()
     reloader = asyncio.create_task(_reload_serving_cert(config, context))
-    return Running(runner, port, reloader)
+    return Running(runner, port, reloader, shared)
 
 
 async def _reload_serving_cert(config: CaServiceConfig, context: ssl.SSLContext) -> None:
@@ -337,16 +473,205 @@ async def _reload_serving_cert(config: CaServiceConfig, context: ssl.SSLContext)
             LOG.warning("serving certificate not reloaded: %s", exc)
 
 
-async def serve_forever(config: CaServiceConfig, ready: Any = None) -> None:
-    running = await start(config)
+async def serve_worker(service: CaService, port: int, addresses: list[tuple[int, Any]], ready: int) -> None:
+    """One worker: serve until SIGTERM or SIGINT, telling the pool through `ready` once listening."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    running = await start(service, port, addresses)
     try:
-        LOG.info("serving on https://%s:%d", config.listen if ":" not in config.listen else f"[{config.listen}]",
-                 running.port)
-        if ready is not None:
-            ready(running.port)
-        await asyncio.Event().wait()
+        os.write(ready, b"r")
+        await stop.wait()
     finally:
         await running.close()
+
+
+class StopPool(Exception):
+    """SIGTERM or SIGINT reached the pool's parent process."""
+
+
+class WorkerPool:
+    """N forked worker processes serving one port (SO_REUSEPORT), supervised by the parent.
+
+    Everything a worker needs is prepared before the fork (CA key and serving certificate checked,
+    port reserved, state databases created) so that a bad configuration fails once, in the parent. A worker that dies is
+    replaced; the workers die with the parent (PR_SET_PDEATHSIG), so a SIGKILLed `ca serve` leaves
+    no orphan holding the CA key or the port.
+    """
+
+    def __init__(self, service: CaService, workers: int, addresses: list[tuple[int, Any]]) -> None:
+        self.service, self.workers, self.addresses = service, workers, addresses
+        self.port = 0
+        self.children: dict[int, int] = {}  # pid -> worker index
+
+    def serve(self, ready: Callable[[int], None] | None = None) -> None:
+        reserved = port_socket(*self.addresses[0])  # holds the port (never listens, gets no connections)
+        self.port = reserved.getsockname()[1]
+        self._checkpoint()  # creates the databases and their schema once, before the workers
+        self._trap_signals()
+        try:
+            self._start_all()
+            LOG.info("serving on https://%s:%d (%d worker%s)", _host_for_url(self.service.config.listen),
+                     self.port, self.workers, "s" if self.workers != 1 else "")
+            if ready is not None:
+                ready(self.port)
+            self._supervise()
+        except StopPool:
+            pass
+        finally:
+            self._stop_all()
+            reserved.close()
+
+    def _trap_signals(self) -> None:
+        def stop(signum: int, frame: Any) -> None:
+            raise StopPool()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, stop)
+
+    def _start_all(self) -> None:
+        read_end, write_end = os.pipe()
+        try:
+            for index in range(self.workers):
+                self._fork(index, write_end)
+            _wait_ready(read_end, self.workers, self.children)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+
+    def _fork(self, index: int, ready: int) -> None:
+        """Signals stay blocked across the fork: the child must not run the parent's handlers, and
+        the parent records the child before a SIGTERM can interrupt it."""
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        pid = os.fork()
+        if pid == 0:
+            _worker_main(self.service, self.port, self.addresses, ready, previous)
+        self.children[pid] = index
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def _checkpoint(self) -> None:
+        """The parent's checkpoint; its connection is closed again so no SQLite file descriptor
+        (and its POSIX locks) is ever inherited by a forked worker."""
+        state = self.service.shared_state(worker=False)
+        try:
+            state.checkpoint()
+        finally:
+            state.close()
+
+    def _supervise(self) -> None:
+        """Checkpoint the shared state now and then; replace a worker that exits (a worker failing
+        right after start is a broken setup: that ends the pool)."""
+        while True:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                time.sleep(CHECKPOINT_INTERVAL)  # a signal ends the sleep by raising StopPool
+                self._checkpoint()
+                continue
+            index = self.children.pop(pid, None)
+            if index is None:
+                continue
+            LOG.error("worker %d (pid %d) exited (%s); starting another", index, pid, _exit_text(status))
+            time.sleep(1.0)
+            read_end, write_end = os.pipe()
+            try:
+                self._fork(index, write_end)
+                _wait_ready(read_end, 1, self.children)
+            finally:
+                os.close(read_end)
+                os.close(write_end)
+
+    def _stop_all(self) -> None:
+        for pid in self.children:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10.0
+        while self.children and time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.05)
+            self.children.pop(pid, None)
+        for pid in self.children:
+            _signal(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        self.children.clear()
+
+
+def _worker_main(service: CaService, port: int, addresses: list[tuple[int, Any]], ready: int,
+                 previous: set[signal.Signals]) -> NoReturn:
+    """The forked child: never returns into the parent's code, whatever happens."""
+    code = 1
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        _die_with_parent()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        asyncio.run(serve_worker(service, port, addresses, ready))
+        code = 0
+    except BaseException:  # report, then leave through os._exit
+        LOG.exception("worker failed")
+    finally:
+        logging.shutdown()
+        os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel sends SIGTERM when the parent dies (Linux only; else a no-op)."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the call
+        os._exit(1)
+
+
+def _wait_ready(read_end: int, count: int, children: dict[int, int], deadline: float = 60.0) -> None:
+    """Until `count` workers listen; a worker exiting first (bad certificate, port taken) is fatal."""
+    stop = time.monotonic() + deadline
+    received = 0
+    while received < count:
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                del children[pid]
+                raise RuntimeError(f"a CA service worker exited while starting ({_exit_text(status)})")
+        if time.monotonic() > stop:
+            raise RuntimeError("CA service workers did not start in time")
+        if select.select([read_end], [], [], 0.1)[0]:
+            received += len(os.read(read_end, count - received))
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_text(status: int) -> str:
+    return f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {os.waitstatus_to_exitcode(status)}"
+
+
+def _host_for_url(listen: str) -> str:
+    return f"[{listen}]" if ":" in listen else listen
+
+
+def worker_count(config: CaServiceConfig) -> int:
+    """config.workers, or one per CPU this process may run on."""
+    if config.workers > 0:
+        return config.workers
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def serve(config: CaServiceConfig, ready: Callable[[int], None] | None = None) -> None:
+    """`ca serve`: check the CA and the serving certificate, then run the worker pool until SIGTERM
+    or SIGINT (a configuration error is reported once, here, not by every worker)."""
+    service = CaService(config)
+    server_context(config)
+    WorkerPool(service, worker_count(config), listen_addresses(config)).serve(ready)
 
 
 def config_document(config: CaServiceConfig) -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""`kubesmith ca serve --workers N`: the properties that must hold whichever worker process a
+request lands on (replay refusal, revocation, failed-auth slow-down), and the pool's lifecycle.
+
+The kernel spreads connections over the workers (SO_REUSEPORT, by address hash); every helper
+here opens a fresh connection per request, and each log line names the worker's pid, so a test
+keeps sending until it has seen more than one worker answer (bounded), then checks the property.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from ca_support import (
+    CFSSL,
+    CaFiles,
+    create_token,
+    kubesmith,
+    make_ca,
+    start_ca_service,
+)
+
+from kubesmith.pki import keys
+from kubesmith.runtime import ca_client, tokens
+from kubesmith.runtime.ca_service import SharedState
+from kubesmith.runtime.ca_client import Subject
+
+pytestmark = pytest.mark.skipif(CFSSL is None, reason="ca_support needs cfssl (Debian golang-cfssl)")
+TRIES = 60  # fresh connections before giving up on seeing a second worker (chance 2**-59 with 2 workers)
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory) -> CaFiles:
+    return make_ca(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture(scope="module")
+def server(ca):
+    running = start_ca_service(ca, "--workers", "2", "--failed-auth-delay", "0.1", "--max-failed-auth-delay", "0.8")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def sign_request(cn: str = "system:node:w1", orgs: tuple[str, ...] = ("system:nodes",)) -> bytes:
+    csr = ca_client.build_csr(keys.generate("ecdsa-p256"), Subject(cn, orgs))
+    return ca_client.sign_request_bytes(csr, "kubelet-client", None)
+
+
+def authsign(url: str, key: bytes, request: bytes) -> tuple[int, str]:
+    """One authsign over a new connection: (HTTP status, error message or "")."""
+    async def go() -> tuple[int, str]:
+        body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
+                "request": base64.b64encode(request).decode()}
+        async with aiohttp.ClientSession() as session, \
+                session.post(url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
+            document = await answer.json(content_type=None)
+            return answer.status, (document["errors"] or [{"message": ""}])[0]["message"]
+    return asyncio.run(go())
+
+
+def concurrent_authsign(url: str, key: bytes, request: bytes, copies: int) -> list[int]:
+    """The same request sent `copies` times at once, each over its own connection."""
+    async def one() -> int:
+        body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
+                "request": base64.b64encode(request).decode()}
+        async with aiohttp.ClientSession() as session, \
+                session.post(url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
+            return answer.status
+
+    async def go() -> list[int]:
+        return list(await asyncio.gather(*(one() for _ in range(copies))))
+    return asyncio.run(go())
+
+
+def new_lines(server, since: int) -> list[str]:
+    return server.log_text().splitlines()[since:]
+
+
+def pids(lines: list[str], pattern: str) -> list[int]:
+    """Pids of the workers that logged a line matching `pattern`, in order."""
+    return [int(m.group(1)) for line in lines if (m := re.match(r"kubesmith ca\[(\d+)\]: .*" + pattern, line))]
+
+
+def worker_pids(parent: int) -> set[int]:
+    return {int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()}
+
+
+def test_the_log_names_two_workers_and_the_pool_parent(server):
+    assert re.search(r"serving on https://\S+ \(2 workers\)", server.log_text())
+    assert len(worker_pids(server.process.pid)) == 2
+
+
+def test_a_replay_is_refused_by_every_worker(ca, server):
+    token = create_token(ca, "--node", "w1")["token"]
+    key, request = tokens.auth_key(token), sign_request()
+    since = len(server.log_text().splitlines())
+    assert authsign(server.url, key, request) == (200, "")
+    issuer = pids(new_lines(server, since), "issued serial=")
+    assert len(issuer) == 1
+    for _ in range(TRIES):
+        assert authsign(server.url, key, request) == (400, "replayed request")
+        if set(pids(new_lines(server, since), "replayed request")) - set(issuer):
+            break
+    else:
+        pytest.fail("every replay landed on the issuing worker; the cross-worker case was never exercised")
+
+
+def test_simultaneous_copies_of_one_request_are_signed_once(ca, server):
+    token = create_token(ca, "--node", "w1")["token"]
+    statuses = concurrent_authsign(server.url, tokens.auth_key(token), sign_request(), 12)
+    assert sorted(statuses) == [200] + [400] * 11
+
+
+def test_a_revoked_token_is_refused_by_every_worker(ca, server):
+    created = create_token(ca, "--node", "w1")
+    key = tokens.auth_key(created["token"])
+    since = len(server.log_text().splitlines())
+    for _ in range(TRIES):  # both workers have used (and cached) the token
+        assert authsign(server.url, key, sign_request())[0] == 200
+        if len(set(pids(new_lines(server, since), f"by=token:{created['id']}"))) == 2:
+            break
+    else:
+        pytest.fail("one worker issued everything; the cross-worker case was never exercised")
+    kubesmith("token", "revoke", created["id"], "--ca-key", str(ca.ca_key), "--state-dir", str(ca.directory / "state"))
+    since = len(server.log_text().splitlines())
+    for _ in range(TRIES):
+        assert authsign(server.url, key, sign_request()) == (400, "invalid token")
+        if len(set(pids(new_lines(server, since), "invalid token"))) == 2:
+            break
+    else:
+        pytest.fail("every refusal came from one worker; the cross-worker case was never exercised")
+
+
+def test_failed_authentication_slow_down_is_counted_across_workers(ca, server):
+    token = create_token(ca, "--node", "w1")["token"]
+    request = sign_request()
+    assert authsign(server.url, tokens.auth_key(token), sign_request())[0] == 200  # success clears earlier counts
+    since = len(server.log_text().splitlines())
+    for attempt in range(TRIES):
+        assert authsign(server.url, bytes(32), request) == (400, "invalid token")
+        if attempt >= 4 and len(set(pids(new_lines(server, since), "invalid token"))) == 2:
+            break
+    else:
+        pytest.fail("every failure landed on one worker; the cross-worker case was never exercised")
+    waits = [float(w) for w in re.findall(r"next attempts wait ([0-9.]+)s", "\n".join(new_lines(server, since)))]
+    # one count for the address, whichever worker saw the failure: 0.1, 0.2, 0.4, then the bound
+    assert waits == [min(0.8, 0.1 * 2 ** i) for i in range(len(waits))]
+    assert authsign(server.url, tokens.auth_key(token), request)[0] == 200  # a valid request still passes
+
+
+def test_a_dead_worker_is_replaced_and_sigterm_ends_every_worker(ca):
+    running = start_ca_service(ca, "--workers", "2")
+    try:
+        before = worker_pids(running.process.pid)
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (victim in worker_pids(running.process.pid)
+                                               or len(worker_pids(running.process.pid)) < 2):
+            time.sleep(0.1)
+        after = worker_pids(running.process.pid)
+        assert victim not in after and len(after) == 2
+        assert f"(pid {victim}) exited (signal 9); starting another" in running.log_text()
+        token = create_token(ca, "--node", "w1")["token"]
+        assert authsign(running.url, tokens.auth_key(token), sign_request())[0] == 200
+    finally:
+        running.stop()
+    assert running.process.returncode == 0
+    assert not [pid for pid in after if Path(f"/proc/{pid}").exists()]  # reaped by the pool, none orphaned
+
+
+def test_the_shared_state_databases_are_private(ca, server):
+    for name in ("ca-replays.db", "ca-throttle.db"):
+        database = ca.directory / "state" / name
+        assert database.exists() and (database.stat().st_mode & 0o777) == 0o600
+
+
+# ---- the shared state itself, as two workers see it (two connections to the same files) --------
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_shared_state_claims_once_counts_failures_together_and_forgets_expired(tmp_path):
+    clock = Clock()
+    one, two = (SharedState(tmp_path, 0.5, 4.0, clock=clock) for _ in range(2))
+    try:
+        assert one.claim(b"a" * 32, "tok001", clock.now + 60)
+        assert not two.claim(b"a" * 32, "tok001", clock.now + 60)  # the other worker sees the claim
+        assert [one.failed("10.0.0.9"), two.failed("10.0.0.9"), one.failed("10.0.0.9")] == [0.5, 1.0, 2.0]
+        assert two.delay(two.failures("10.0.0.9")) == 2.0
+        assert one.failures("10.0.0.8") is None and one.delay(None) == 0.0
+        two.succeeded("10.0.0.9")
+        assert one.failures("10.0.0.9") is None
+        clock.now += 61  # the token expired: its digests go at the next prune
+        assert one.claim(b"b" * 32, "tok002", clock.now + 60)
+        assert two.claim(b"a" * 32, "tok001", clock.now + 60)
+    finally:
+        one.close()
+        two.close()
