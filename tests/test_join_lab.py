@@ -255,7 +255,7 @@ def test_renewal_on_a_control_plane_host_restarts_the_api_server_with_the_new_ce
         cluster: Cluster, ca_file: Path) -> None:
     """h1 holds the kubernetes-ca key and renews itself; its path units restart the API server,
     which serves the new certificate, and the node's kubelet reaches it again. A re-apply then
-    puts back the PKI state's certificates, so the session's cluster ends as apply left it."""
+    keeps the renewed certificates: it changes nothing on h1 and restarts nothing."""
     lab = cluster.lab
     address = lab.address("h1")
     with lab.connect(address, 6443) as sock:
@@ -276,7 +276,10 @@ def test_renewal_on_a_control_plane_host_restarts_the_api_server_with_the_new_ce
     assert cert.serial_number != before_cert.serial_number and cert.public_key() == before_cert.public_key()
     assert cert.not_valid_after_utc > before_cert.not_valid_after_utc
     poll(lambda: kubelet_healthz(cluster) == "ok", 60, "h4's kubelet to reach the restarted API server")
-    restored = cluster.apply()
-    assert restored.returncode == 0, restored.stdout + restored.stderr
+    renewed_pid = main_pids(cluster, "h1", ("kube-apiserver.service",))["kube-apiserver.service"]
+    again = cluster.apply()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "h1: no changes" in again.stdout, again.stdout  # the renewed certificates are kept
+    assert main_pids(cluster, "h1", ("kube-apiserver.service",))["kube-apiserver.service"] == renewed_pid
     for host in cluster.hosts:
         assert active(cluster, host, "kubernetes.target"), host

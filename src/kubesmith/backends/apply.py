@@ -17,6 +17,8 @@ A no-op re-apply uploads nothing and restarts nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
 import json
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +29,7 @@ from typing import TypeVar
 from kubesmith import layout
 from kubesmith.backends import runtime_bundle
 from kubesmith.backends.render import bundles
+from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, unit_files
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.model import HostPlan, Plan
@@ -129,6 +132,7 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
         found = python.stdout.strip() or "no python3"
         raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
     current = await transport.hashes(address, [f.path for f in files])
+    files = await keep_renewed(transport, host, files, current)
     manifest = await transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true")
     previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
     names = " ".join(shlex.quote(user.name) for user in host.users)
@@ -137,6 +141,21 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     existing = frozenset(users.stdout.split())
     changes = diff_host(host, files, current, previous, existing)
     return HostState(host, tuple(files), current, previous, existing, changes)
+
+
+async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[HostFile],
+                       current: dict[str, str | None]) -> list[HostFile]:
+    """Where the host's agent renewed a certificate (or a kubeconfig's), keep the host's newer copy:
+    going back to the PKI state's older one would only restart the component."""
+    kinds = {f.path: f.source.kind for f in host.files if f.source and f.source.kind in RENEWABLE_SOURCES}
+    candidates = [f for f in files if f.path in kinds and current.get(f.path) not in (None, f.sha256)]
+    if not candidates:
+        return files
+    found = await transport.read(host.address, [f.path for f in candidates])
+    now = dt.datetime.now(dt.timezone.utc)
+    kept = {f.path: dataclasses.replace(f, data=data) for f in candidates
+            if (data := found.get(f.path)) is not None and is_renewal(kinds[f.path], f.data, data, now)}
+    return [kept.get(f.path, f) for f in files]
 
 
 def diff_host(host: HostPlan, files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],

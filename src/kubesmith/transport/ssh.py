@@ -121,6 +121,22 @@ class SshTransport:
         script += [f"mv -f -- {shlex.quote(temp)} {shlex.quote(file.path)}" for file, temp in temps]
         await self._checked(host, " && ".join(script))
 
+    async def read(self, host: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+        """The contents of files on the host; None where a file does not exist or cannot be read."""
+        connection = await self._connection(host)
+        found: dict[str, bytes | None] = {}
+        try:
+            async with connection.start_sftp_client() as sftp:
+                for path in paths:
+                    try:
+                        async with sftp.open(path, "rb") as handle:
+                            found[path] = await handle.read()
+                    except asyncssh.SFTPError:
+                        found[path] = None
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{host}: reading files failed: {exc}") from None
+        return found
+
     async def hashes(self, host: str, paths: Sequence[str]) -> dict[str, str | None]:
         """sha256 of each path on the host; None where the file does not exist."""
         if not paths:
