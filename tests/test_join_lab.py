@@ -3,7 +3,8 @@
 h1..h3 run examples/lab.yaml (the session's `lab_cluster`, applied here if no earlier module did).
 h4 starts bare: it gets kubesmith's runtime the way apply installs it, the kubelet and kube-proxy
 stand-ins, and a cluster file that lists it as a node; then `kubesmith join` runs on h4 over ssh
-with a token created on h1, where the CA service keeps its token store. Stand-ins prove the
+with a token created from this machine (`token create --cluster`) on h1, where the CA service
+keeps its token store. Stand-ins prove the
 plumbing (certificates, gates, units), not Kubernetes.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,10 +98,17 @@ def prepare_node(cluster: Cluster) -> None:
 
 
 def create_token(cluster: Cluster) -> dict[str, Any]:
-    """A token bound to h4, created where the CA service keeps its token store (h1)."""
-    out = cluster.lab.ssh("h1", ["kubesmith", "token", "create", "--node", NODE, "--address",
-                                 cluster.lab.address(NODE), "--ttl", "15m", "--output", "json"]).stdout
-    return json.loads(out)
+    """A token bound to h4, created from this machine with `--cluster`: over SSH on h1, where the CA
+    service keeps its token store; the answer names h1's CA service for the join."""
+    result = subprocess.run(
+        ["kubesmith", "token", "create", "--cluster", str(cluster.spec), "--node", NODE, "--address",
+         cluster.lab.address(NODE), "--ttl", "15m", "--output", "json", "--ssh-config", str(cluster.lab.ssh_config),
+         "--known-hosts", str(cluster.lab.config.known_hosts), "--identity", str(cluster.lab.config.client_key)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    info: dict[str, Any] = json.loads(result.stdout)
+    assert info["server"] == f"https://{cluster.lab.address('h1')}:{ca_port(cluster)}"
+    return info
 
 
 def ca_port(cluster: Cluster) -> int:
@@ -183,7 +192,7 @@ def test_a_fourth_host_joins_as_a_node_with_a_token(cluster: Cluster, ca_file: P
     assert lab.ssh(NODE, "test -e /usr/local/bin/kubesmith || test -e /etc/kubernetes", check=False).returncode != 0
     prepare_node(cluster)
     token = create_token(cluster)
-    join = lab.ssh(NODE, ["kubesmith", "join", "--server", f"https://{lab.address('h1')}:{ca_port(cluster)}",
+    join = lab.ssh(NODE, ["kubesmith", "join", "--server", token["server"],
                           "--token", token["token"], "--ca-hash", token["ca_hash"], "--spec", "/root/cluster.yaml",
                           "--deadline", "150"], check=False, timeout=240)
     assert join.returncode == 0, join.stdout + join.stderr

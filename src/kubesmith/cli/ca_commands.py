@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,12 +22,14 @@ import click
 from cryptography import x509
 
 from kubesmith import layout
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_service, tokens
 from kubesmith.runtime.ca_client import CaClientError, spki_hash
 from kubesmith.runtime.durations import parse_duration
+from kubesmith.transport.settings import ssh_options
+from kubesmith.transport.ssh import CommandResult, SshTransport, TransportError
 
 CA_CONFIG = f"{layout.KUBESMITH_ETC}/ca-service.json"
 AGENT_CONFIG = f"{layout.KUBESMITH_ETC}/agent.json"
@@ -184,11 +187,28 @@ def token_options(command: Any) -> Any:
               help="IP address the node's serving certificate may carry (repeatable).")
 @click.option("--description", default="", help="Free text shown by `token list`.")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@click.option("--cluster", "cluster_file", default=None, metavar="FILE",
+              help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
+                   "--on, else the first), and print the complete join command for that host's CA service.")
+@click.option("--on", "on_host", default=None, metavar="HOST", help="With --cluster: the control-plane host.")
+@click.option("--ssh-config", default=None, help="With --cluster: OpenSSH client config (default: spec.ssh, or the lab's).")
+@click.option("--known-hosts", default=None, help="With --cluster: known_hosts file.")
+@click.option("--identity", default=None, help="With --cluster: private key to log in with.")
 @token_options
 def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str, output: str,
-                 config_file: str | None, state_dir: str | None, ca_key: str | None, ca_cert: str | None) -> None:
-    """Create a join token; prints it once (it is not stored), with its cfssl auth key."""
+                 cluster_file: str | None, on_host: str | None, ssh_config: str | None, known_hosts: str | None,
+                 identity: str | None, config_file: str | None, state_dir: str | None, ca_key: str | None,
+                 ca_cert: str | None) -> None:
+    """Create a join token; prints it once (it is not stored), with its cfssl auth key.
+
+    Run it on a control-plane host (its CA service keeps the token store), or from anywhere
+    with --cluster FILE, which runs it there over SSH.
+    """
     _check_addresses(addresses)
+    if cluster_file is not None:
+        ssh = (ssh_config, known_hosts, identity)
+        _token_create_remote(cluster_file, on_host, ssh, ttl, node, addresses, description, output)
+        return
     store = token_store(config_file, state_dir, ca_key)
     ttl = ttl or ca_config(config_file).default_token_ttl
     with user_errors():
@@ -204,6 +224,42 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     click.echo(f"cfssl auth key (hex, type standard): {created.auth_key_hex}", err=True)
     click.echo(f"join with: kubesmith join --server https://<control-plane>:<port> --token {created.token} "
                f"--ca-hash {ca_hash}", err=True)
+
+
+def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str | None, str | None, str | None],
+                         ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str,
+                         output: str) -> None:
+    loaded = load_spec_or_fail(cluster_file)
+    signers = loaded.cluster.control_plane_hosts
+    host = next((h for h in signers if h.name == on_host), None) if on_host else signers[0]
+    if host is None:
+        fail(f"--on {on_host}: not a control-plane host of {cluster_file}; control-plane hosts: "
+             f"{', '.join(h.name for h in signers)}", ExitCode.USAGE)
+    arguments = ["/usr/local/bin/kubesmith", "token", "create", "--output", "json", "--description", description]
+    arguments += (["--ttl", f"{ttl:g}s"] if ttl else []) + (["--node", node] if node else [])
+    arguments += [part for address in addresses for part in ("--address", address)]
+    options, _ = ssh_options(loaded.cluster, *ssh)
+
+    async def remote() -> CommandResult:
+        async with SshTransport(options) as transport:
+            return await transport.run(host.address, shlex.join(arguments))
+
+    try:
+        result = asyncio.run(remote())
+    except TransportError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    if not result.ok:
+        fail(f"{host.name}: kubesmith token create failed: {result.stderr.strip()[-300:]}", ExitCode.FAILED)
+    info = json.loads(result.stdout)
+    port = loaded.cluster.spec.components.ca_service.port
+    info["server"] = f"https://{host.address}:{port}"
+    if output == "json":
+        emit_json(info)
+        return
+    click.echo(info["token"])
+    click.echo(f"id {info['id']} on {host.name}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
+    click.echo(f"join with: kubesmith join --server {info['server']} --token {info['token']} "
+               f"--ca-hash {info['ca_hash']}", err=True)
 
 
 @token_group.command("list")
