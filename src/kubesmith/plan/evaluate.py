@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from kubesmith.gcpause import gc_paused
 from kubesmith.modules import MODULES
 from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
-from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
+from kubesmith.plan.model import (
+    CertificateRequest,
+    File,
+    HostPlan,
+    PkiSettings,
+    Plan,
+    Service,
+    Source,
+)
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.versions.registry import VersionRegistry
 
@@ -81,14 +91,13 @@ def _host_plan(ctx: HostContext) -> HostPlan:
             parts.append(contribution)
     certificates = sorted({name for part in parts for name in part.certificates})
     targets = {service.wanted_by for part in parts for service in part.services}
-    parts.append(common_contribution(ctx, certificates, targets))
+    key = ("common", ctx.host.roles, tuple(certificates), frozenset(targets))
+    parts.append(ctx.shared(key, lambda: common_contribution(ctx, certificates, targets)))
     certificates = sorted({name for part in parts for name in part.certificates})
     requests = tuple(_request(ctx, name) for name in certificates)
     files = [file for part in parts for file in part.files]
     for request in requests:
-        files.append(File(request.cert_path, 0o644, "root", "root", source=Source("certificate", request.name)))
-        files.append(File(request.key_path, 0o600, request.owner, request.group,
-                          source=Source("private-key", request.name)))
+        files += ctx.shared(("certificate-files", request.name), partial(_certificate_files, request))
     return HostPlan(
         name=ctx.host.name,
         address=ctx.host.address,
@@ -101,6 +110,12 @@ def _host_plan(ctx: HostContext) -> HostPlan:
         files=_unique_files(files),
         certificates=requests,
     )
+
+
+def _certificate_files(request: CertificateRequest) -> tuple[File, File]:
+    """Where a certificate and its key land: the same paths and owners on every host that has it."""
+    return (File(request.cert_path, 0o644, "root", "root", source=Source("certificate", request.name)),
+            File(request.key_path, 0o600, request.owner, request.group, source=Source("private-key", request.name)))
 
 
 def _request(ctx: HostContext, name: str) -> CertificateRequest:
