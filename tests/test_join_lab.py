@@ -14,12 +14,11 @@ import asyncio
 import base64
 import json
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from polling import poll
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import (
@@ -59,17 +58,6 @@ def ca_file(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("join") / "ca.crt"
     path.write_text(cluster.lab.ssh("h1", f"cat {layout.pki_path('ca.crt')}").stdout)
     return path
-
-
-def poll(condition: Callable[[], T | None], deadline: float, what: str) -> T:
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline:g}s waiting for {what}")
-        time.sleep(1)
 
 
 def node_spec(cluster: Cluster) -> str:

@@ -13,12 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import poll
 import yaml
 from tls_support import free_port, served_certificate
 
@@ -72,17 +71,6 @@ def status(spec: Path, state: Path) -> tuple[int, dict[str, Any]]:
     result = subprocess.run([*CLI, "status", str(spec), "--state-dir", str(state), "-o", "json"],
                             capture_output=True, text=True, timeout=60)
     return result.returncode, json.loads(result.stdout)
-
-
-def poll(condition: Callable[[], Any], deadline: float, what: str) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
 
 
 def components(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
