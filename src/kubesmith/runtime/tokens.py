@@ -12,7 +12,7 @@ verifier the way a password hash does. The key is derived from the token,
 the token, and `token create` prints the key in hex for real cfssl clients (`auth_key` in a cfssl
 client config).
 
-Storing SHA-256(token) as the brief suggests would make the stored value *be* the HMAC key: a
+Storing SHA-256(token), the obvious scheme, would make the stored value *be* the HMAC key: a
 leaked store (a backup, a wrong mode) would let anyone sign with every live token. Instead the
 store keeps each key wrapped with AES-256-GCM under a key derived (HKDF) from the kubernetes-ca
 private key, bound to the token id. Reading the store alone yields nothing usable; whoever can
