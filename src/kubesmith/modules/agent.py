@@ -15,6 +15,7 @@ from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
 from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.spec.types import StrictModel
+from kubesmith.urls import url_host
 
 CONFIG_PATH = f"{layout.KUBESMITH_ETC}/agent.json"
 STATE_DIR = f"{layout.LIB}/kubesmith/agent"
@@ -45,7 +46,7 @@ class AgentModule(Module):
 
     def contribute(self, ctx: HostContext, options: AgentOptions) -> Contribution:
         port = ctx.spec.spec.components.ca_service.port
-        urls = options.ca_urls or [f"https://{_url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
+        urls = options.ca_urls or [f"https://{url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
         settings = {
             "host": ctx.host.name, "pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC,
             "state_file": f"{STATE_DIR}/state.json", "ca_urls": urls,
@@ -74,7 +75,3 @@ class AgentModule(Module):
             files=[File(path=CONFIG_PATH, mode=0o644, data=settings, format="json")],
             certificates=["agent-client"],
         )
-
-
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address else address

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from kubesmith.plan.model import File, Probe, Service, Source, Target, User
 from kubesmith.spec.types import ExtraArgs, FeatureGates, StrictModel
+from kubesmith.urls import url_host
 
 if TYPE_CHECKING:
     from kubesmith.spec.model import Cluster
@@ -55,8 +56,7 @@ class ClusterFacts:
 
     @property
     def api_endpoint(self) -> str:
-        host = f"[{self.api_endpoint_host}]" if ":" in self.api_endpoint_host else self.api_endpoint_host
-        return f"{host}:{self.api_endpoint_port}"
+        return f"{url_host(self.api_endpoint_host)}:{self.api_endpoint_port}"
 
     @property
     def api_url(self) -> str:

@@ -12,6 +12,7 @@ from kubesmith.modules.base import (Contribution, HostContext, Module, render_fl
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.model import Probe, RestartPolicy, Service
 from kubesmith.spec.types import ExtraArgs, Port, StrictModel
+from kubesmith.urls import url_host
 
 
 class EtcdOptions(StrictModel):
@@ -41,10 +42,10 @@ class EtcdModule(Module):
         host, cluster = ctx.host, ctx.cluster
         server, peer = certificate("etcd-server"), certificate("etcd-peer")
         ca_file = layout.pki_path(authority("etcd-ca").cert_file)
-        client_url = f"https://{_url_host(host.address)}:{options.client_port}"
-        peer_url = f"https://{_url_host(host.address)}:{options.peer_port}"
+        client_url = f"https://{url_host(host.address)}:{options.client_port}"
+        peer_url = f"https://{url_host(host.address)}:{options.peer_port}"
         initial_cluster = ",".join(
-            f"{member.name}=https://{_url_host(member.address)}:{options.peer_port}" for member in cluster.etcd_members)
+            f"{member.name}=https://{url_host(member.address)}:{options.peer_port}" for member in cluster.etcd_members)
         flags = {
             "name": host.name,
             "data-dir": options.data_dir,
@@ -96,7 +97,3 @@ class EtcdModule(Module):
             certificates=["etcd-server", "etcd-peer", "etcd-healthcheck-client"],
             users=[system_user("etcd", options.data_dir, "etcd key-value store")],
         )
-
-
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address else address

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from kubesmith.urls import url_host
+
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
                      "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config"]
@@ -31,9 +33,8 @@ class Probe:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
         scheme = "https" if self.kind in ("https", "etcd") else self.kind
-        return f"{scheme}://{host}:{self.port}{self.path}"
+        return f"{scheme}://{url_host(self.host)}:{self.port}{self.path}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ from kubesmith.pki.store import utc_now
 from kubesmith.runtime import ca_policy, tokens
 from kubesmith.runtime.ca_policy import Grant, PolicyError, SignRequest
 from kubesmith.runtime.durations import format_duration
+from kubesmith.urls import url_host
 
 LOG = logging.getLogger("kubesmith.ca")
 MAX_BODY = 64 * 1024
@@ -512,7 +513,7 @@ class WorkerPool:
         self._trap_signals()
         try:
             self._start_all()
-            LOG.info("serving on https://%s:%d (%d worker%s)", _host_for_url(self.service.config.listen),
+            LOG.info("serving on https://%s:%d (%d worker%s)", url_host(self.service.config.listen),
                      self.port, self.workers, "s" if self.workers != 1 else "")
             if ready is not None:
                 ready(self.port)
@@ -653,10 +654,6 @@ def _signal(pid: int, signum: int) -> None:
 
 def _exit_text(status: int) -> str:
     return f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {os.waitstatus_to_exitcode(status)}"
-
-
-def _host_for_url(listen: str) -> str:
-    return f"[{listen}]" if ":" in listen else listen
 
 
 def worker_count(config: CaServiceConfig) -> int:

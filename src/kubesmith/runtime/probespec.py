@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from kubesmith import layout
 from kubesmith.pki.certlist import authority
 from kubesmith.plan.model import HostPlan, Probe
+from kubesmith.urls import url_host
 
 Scheme = Literal["https", "http", "tcp", "etcd"]
 SCHEMES: tuple[str, ...] = ("https", "http", "tcp", "etcd")
@@ -53,9 +54,8 @@ class ProbeSpec:
     @property
     def url(self) -> str:
         """The HTTP(S) URL a client connects to (etcd probes are HTTPS underneath)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
         scheme = "https" if self.scheme == "etcd" else self.scheme
-        return f"{scheme}://{host}:{self.port}{self.http_path}"
+        return f"{scheme}://{url_host(self.host)}:{self.port}{self.http_path}"
 
     @property
     def http_path(self) -> str:
@@ -66,9 +66,8 @@ class ProbeSpec:
     @property
     def label(self) -> str:
         """Short human name for log lines: scheme://host:port/path."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
         suffix = "" if self.scheme == "tcp" else self.http_path
-        return f"{self.scheme}://{host}:{self.port}{suffix}"
+        return f"{self.scheme}://{url_host(self.host)}:{self.port}{suffix}"
 
     def resolved(self, pki_dir: str) -> ProbeSpec:
         """The same probe with relative credential paths made absolute under `pki_dir`."""
@@ -82,13 +81,12 @@ class ProbeSpec:
 
 def format_probe(spec: ProbeSpec) -> str:
     """The one-argument form of a probe (inverse of `parse_probe`)."""
-    host = f"[{spec.host}]" if ":" in spec.host else spec.host
     path = "" if spec.scheme == "tcp" else quote(spec.path, safe="/-._~")
     query = [(key, value) for key, value in (("ca", spec.ca_file), ("cert", spec.cert_file),
                                               ("key", spec.key_file), ("servername", spec.server_name))
              if value is not None]
     text = "&".join(f"{key}={quote(value, safe='/-._~:')}" for key, value in query)
-    return f"{spec.scheme}://{host}:{spec.port}{path}" + (f"?{text}" if text else "")
+    return f"{spec.scheme}://{url_host(spec.host)}:{spec.port}{path}" + (f"?{text}" if text else "")
 
 
 def parse_probe(argument: str) -> ProbeSpec:
