@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -93,11 +94,17 @@ def new_leaf(request: CertificateRequest, public: PublicKeyTypes, ca_cert: x509.
     extended = [_EXTENDED[u] for u in request.usages if u in _EXTENDED]
     if extended:
         builder = builder.add_extension(x509.ExtendedKeyUsage(extended), critical=False)
-    names: list[x509.GeneralName] = [x509.DNSName(name) for name in request.dns_names]
-    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in request.ip_addresses]
-    if names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    names = subject_alt_names(request.dns_names, request.ip_addresses)
+    if names is not None:
+        builder = builder.add_extension(names, critical=False)
     return builder.sign(ca_key, _hash_for(ca_key))
+
+
+def subject_alt_names(dns_names: Sequence[str], ip_addresses: Sequence[str]) -> x509.SubjectAlternativeName | None:
+    """The SAN extension for names and addresses (certificates and CSRs alike); None when both are empty."""
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    return x509.SubjectAlternativeName(names) if names else None
 
 
 def usages_of(cert: x509.Certificate) -> frozenset[str]:

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 
-from kubesmith.pki.issue import issued_by
+from kubesmith.pki.issue import issued_by, subject_alt_names
 from kubesmith.pki.keys import PrivateKey, same_public_key
 from kubesmith.runtime.tokens import request_mac
 
@@ -88,14 +88,12 @@ def client_context(ca_pem: bytes | None, cert_file: str | None = None, key_file:
 
 
 def build_csr(key: PrivateKey, subject: Subject) -> bytes:
-    import ipaddress
     attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in subject.organizations]
     attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, subject.common_name))
     builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(attributes))
-    names: list[x509.GeneralName] = [x509.DNSName(name) for name in subject.dns_names]
-    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in subject.ip_addresses]
-    if names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    names = subject_alt_names(subject.dns_names, subject.ip_addresses)
+    if names is not None:
+        builder = builder.add_extension(names, critical=False)
     return builder.sign(key, hashes.SHA256()).public_bytes(Encoding.PEM)
 
 
