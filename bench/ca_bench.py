@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,12 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
-from cryptography.hazmat.primitives.serialization import Encoding
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from kubesmith.pki import issue, keys
-from kubesmith.plan.model import CertificateRequest
-from kubesmith.runtime import ca_client, tokens
+import aiohttp  # noqa: E402
+from cryptography.hazmat.primitives.serialization import Encoding  # noqa: E402
+from net_support import free_port, listening  # noqa: E402
+
+from kubesmith.pki import issue, keys  # noqa: E402
+from kubesmith.plan.model import CertificateRequest  # noqa: E402
+from kubesmith.runtime import ca_client, tokens  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"
@@ -67,23 +69,9 @@ def bodies(count: int, key: bytes) -> list[bytes]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, process: subprocess.Popen, deadline: float = 20) -> None:
-    stop = time.monotonic() + deadline
-    while time.monotonic() < stop:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("server did not start")
+def wait_port(port: int, process: subprocess.Popen, deadline: float = 20) -> None:  # type: ignore[type-arg]
+    if not listening(port, process, deadline):
+        raise SystemExit(f"server on port {port} did not start (exit status {process.poll()})")
 
 
 def start_kubesmith(work: Path, paths: dict[str, Path], workers: int | None) -> tuple[subprocess.Popen, str, str]:

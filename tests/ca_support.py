@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith.pki import issue, keys
+from net_support import free_port, listening
 from kubesmith.plan.model import CertificateRequest
 
 CFSSL = shutil.which("cfssl")
@@ -120,12 +120,6 @@ def start_ca_service(files: CaFiles, *extra: str, port: int = 0) -> Server:
     raise AssertionError(f"ca serve did not start:\n{log.read_text()}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def cfssl_config(auth_key_hex: str, profiles: dict[str, list[str]], expiry: str = "1h",
                  remote: str | None = None) -> dict:
     """A cfssl config: every profile requires the auth key; with `remote`, a client config."""
@@ -158,25 +152,12 @@ def start_cfssl_serve(directory: Path, ca: CaFiles, config: dict, tls: bool = Fa
             args += ["-tls-cert", str(ca.tls_cert), "-tls-key", str(ca.tls_key)]
         process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, text=True)
         handle.close()
-        if _wait_port(port, process):
+        if listening(port, process):
             scheme = "https" if tls else "http"
             return Server(process, f"{scheme}://127.0.0.1:{port}", log)
         process.kill()
         process.wait()
     raise AssertionError(f"cfssl serve did not start:\n{log.read_text()}")
-
-
-def _wait_port(port: int, process: subprocess.Popen[str]) -> bool:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def load_cert(pem: bytes | str) -> x509.Certificate:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from net_support import free_port, listening
 
 
 @dataclass(frozen=True)
@@ -20,12 +19,6 @@ class LocalSshd:
     known_hosts: Path
     identity: Path
     host_key_pub: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _keygen(path: Path) -> None:
@@ -41,7 +34,7 @@ def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
     _keygen(base / "host_key")
     _keygen(base / "client_key")
     (base / "authorized_keys").write_text((base / "client_key.pub").read_text())
-    port = _free_port()
+    port = free_port()
     config = base / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {base / 'host_key'}\n"
@@ -53,21 +46,11 @@ def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
     known_hosts = base / "known_hosts"
     known_hosts.write_text(f"[127.0.0.1]:{port} {(base / 'host_key.pub').read_text()}")
     try:
-        _wait_listening(port, process)
+        if not listening(port, process, deadline=10):
+            raise RuntimeError(f"sshd did not start listening: {process.stderr.read().decode() if process.stderr else ''}")
         yield LocalSshd(port, known_hosts, base / "client_key", base / "host_key.pub")
     finally:
         process.terminate()
         process.wait(timeout=10)
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"sshd exited: {process.stderr.read().decode() if process.stderr else ''}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("sshd did not start listening")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from net_support import free_port
 
 VERSION = "1.33.2"
 
@@ -75,8 +75,5 @@ def test_missing_binary_is_one_clear_error(mirror: tuple[str, Path], tmp_path: P
 
 
 def test_unreachable_mirror(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    result = _fetch(f"http://127.0.0.1:{port}", tmp_path / "bin", "kubectl")
+    result = _fetch(f"http://127.0.0.1:{free_port()}", tmp_path / "bin", "kubectl")
     assert result.returncode == 5 and "127.0.0.1" in result.stderr and "Traceback" not in result.stderr

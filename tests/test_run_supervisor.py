@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from polling import poll
 import yaml
-from tls_support import free_port, served_certificate
+from net_support import free_port
+from tls_support import served_certificate
 
 from kubesmith.runtime.status import pid_alive
 

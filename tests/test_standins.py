@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tls_support import CaFiles, free_port, make_ca
+from net_support import free_port
+from tls_support import CaFiles, make_ca
 
 STANDINS = Path(__file__).resolve().parent / "standins"
 

@@ -12,7 +12,8 @@ import pytest
 
 from kubesmith.hostfile import HostFile
 from kubesmith.transport.ssh import HostKeyMismatch, HostUnreachable, SshOptions, SshTransport, TransportError
-from sshd_fixture import LocalSshd, _free_port
+from net_support import free_port
+from sshd_fixture import LocalSshd
 
 
 def _options(sshd: LocalSshd, **overrides: object) -> SshOptions:
@@ -67,7 +68,7 @@ def test_unknown_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> N
 
 
 def test_unreachable_host_fails_after_retries(local_sshd: LocalSshd) -> None:
-    options = _options(local_sshd, port=_free_port(), connect_attempts=2, connect_timeout=1.0)
+    options = _options(local_sshd, port=free_port(), connect_attempts=2, connect_timeout=1.0)
     with pytest.raises(HostUnreachable, match="cannot connect on port"):
         asyncio.run(_run(options, "true"))
 

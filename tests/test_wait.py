@@ -17,7 +17,8 @@ import pytest
 from aiohttp import web
 
 from kubesmith.runtime.probespec import ProbeSpec, ProbeSyntaxError, format_probe, parse_probe
-from tls_support import Pair, CaFiles, free_port, make_ca
+from net_support import free_port
+from tls_support import Pair, CaFiles, make_ca
 
 
 

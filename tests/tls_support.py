@@ -70,12 +70,6 @@ def _write(directory: Path, name: str, cert: x509.Certificate, key: ec.EllipticC
     return Pair(cert_path, key_path)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def served_certificate(sock: socket.socket, ca_file: Path) -> x509.Certificate:
     """The certificate a TLS server presents on a connected socket, verified against ca_file.
 
