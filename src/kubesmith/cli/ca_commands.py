@@ -22,7 +22,8 @@ import click
 from cryptography import x509
 
 from kubesmith import layout
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail,
+                                   report_problems)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_service, tokens
@@ -380,13 +381,8 @@ def ca_client_pin(pin: str) -> str:
 
 
 def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
-    from kubesmith.cli.common import load_spec_or_fail, report_problems
-    from kubesmith.plan.evaluate import evaluate
-    from kubesmith.versions.registry import load_registry
-
-    loaded = load_spec_or_fail(spec_file)
+    loaded, plan = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
-    plan = evaluate(loaded.cluster, load_registry())
     try:
         return plan.host(name), plan.cluster, plan.pki.key_algorithm
     except KeyError:

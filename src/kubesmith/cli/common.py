@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -13,6 +14,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import Problem, SpecError
 
 if TYPE_CHECKING:
+    from kubesmith.plan.model import Plan
     from kubesmith.spec.load import LoadedSpec
 
 OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
@@ -76,6 +78,23 @@ def load_spec_or_fail(path: str) -> LoadedSpec:
         fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
     except OSError as exc:
         fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
+
+
+def load_plan_or_fail(path: str) -> tuple[LoadedSpec, Plan]:
+    """The spec and its plan: where every command that acts on hosts starts."""
+    from kubesmith.plan.evaluate import evaluate
+    from kubesmith.versions.registry import load_registry
+
+    loaded = load_spec_or_fail(path)
+    return loaded, evaluate(loaded.cluster, load_registry())
+
+
+def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
+    """Refuse (exit 2) a host name the cluster file does not have, listing the ones it has."""
+    known = [host.name for host in plan.hosts]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        fail(f"no host named {unknown[0]!r} in {path}; hosts: {', '.join(known)}", ExitCode.USAGE)
 
 
 def emit_json(data: Any) -> None:

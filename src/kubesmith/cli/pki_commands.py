@@ -13,14 +13,13 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import RenderError, render as render_plan, select_hosts
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail,
+                                   report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
 from kubesmith.pki.store import PkiError, PkiStore, default_state_dir, store_root, utc_now
-from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.model import Plan
-from kubesmith.versions.registry import load_registry
 
 STATE_DIR_HELP = ("PKI state directory (CAs, issued keys and certificates, secrets). Default: $KUBESMITH_STATE_DIR, "
                   "else .kubesmith/<cluster name> next to FILE.")
@@ -120,9 +119,8 @@ def renew(spec_file: str, name: str, hosts: tuple[str, ...], state_dir: str | No
 
 
 def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
-    loaded = load_spec_or_fail(spec_file)
+    loaded, plan = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
-    plan = evaluate(loaded.cluster, load_registry())
     return plan, default_state_dir(Path(spec_file), plan.cluster, state_dir)
 
 

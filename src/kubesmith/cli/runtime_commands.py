@@ -10,22 +10,16 @@ import click
 from kubesmith import layout
 from kubesmith.backends.render import RenderError, render as render_plan
 from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, spec_argument
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+                                   spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
-from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.plan.model import HostPlan
 from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
                                       status_operations, supervisor_pids)
 from kubesmith.transport.probes import active_units, remote_runner
 from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import SshTransport, TransportError
-from kubesmith.versions.registry import load_registry
-
-
-def load_plan(spec_file: str) -> Plan:
-    loaded = load_spec_or_fail(spec_file)
-    return evaluate(loaded.cluster, load_registry())
 
 
 @click.command("run")
@@ -49,9 +43,8 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
     stops everything in reverse order on Ctrl-C/SIGTERM. Exit 4 names a service that could not
     become ready before its deadline.
     """
-    plan = load_plan(spec_file)
-    if host_name not in {host.name for host in plan.hosts}:
-        fail(f"no host named {host_name!r}; hosts: {', '.join(h.name for h in plan.hosts)}", ExitCode.USAGE)
+    _, plan = load_plan_or_fail(spec_file)
+    check_host_names(plan, [host_name], spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     try:
         render_plan(plan, state, state / "rendered", [host_name])
@@ -82,11 +75,8 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     the others over SSH, where each probe runs on the component's own host and systemd says
     what runs. Exit 0 when everything is healthy, 4 otherwise.
     """
-    loaded = load_spec_or_fail(spec_file)
-    plan = evaluate(loaded.cluster, load_registry())
-    unknown = sorted(set(hosts) - {host.name for host in plan.hosts})
-    if unknown:
-        fail(f"no host named {unknown[0]!r}", ExitCode.USAGE)
+    loaded, plan = load_plan_or_fail(spec_file)
+    check_host_names(plan, hosts, spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
 

@@ -11,9 +11,9 @@ import click
 import yaml
 
 from kubesmith import __version__
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_spec_or_fail, report_problems, spec_argument
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+                                   load_spec_or_fail, report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.text import plan_text
 from kubesmith.spec.docs import option_docs, options_markdown
 from kubesmith.spec.errors import SpecError
@@ -74,13 +74,9 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
         show_live_diff(spec_file, state_dir, ",".join(hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, output)
         return
-    loaded = load_spec_or_fail(spec_file)
+    loaded, result = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
-    result = evaluate(loaded.cluster, load_registry())
-    known = [host.name for host in result.hosts]
-    unknown = [name for name in hosts if name not in known]
-    if unknown:
-        fail(f"no host named {unknown[0]!r} in {spec_file}; hosts: {', '.join(known)}", ExitCode.USAGE)
+    check_host_names(result, hosts, spec_file)
     if hosts:
         result = dataclasses.replace(result, hosts=tuple(h for h in result.hosts if h.name in hosts))
     if output == "json":
