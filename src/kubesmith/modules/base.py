@@ -50,8 +50,6 @@ class ClusterFacts:
     control_plane: tuple[HostFacts, ...]
     etcd_members: tuple[HostFacts, ...]
     etcd_client_port: int
-    etcd_peer_port: int
-    apiserver_port: int
     apiserver_extra_sans: tuple[str, ...]
 
     @property

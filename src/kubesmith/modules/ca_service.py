@@ -25,12 +25,6 @@ STATE_DIR = f"{layout.LIB}/kubesmith/ca"
 CA_KEY_PATH = layout.pki_path("controller-manager/ca.key")
 
 
-def _duration(value: str | None) -> str | None:
-    if value is not None:
-        parse_duration(value)
-    return value
-
-
 class CaServiceOptions(StrictModel):
     port: Port = Field(default=8443, description="HTTPS port of the CA service (authsign, info, renewal, healthz).")
     token_ttl: str = Field(default="1h", pattern=r"^(\d+(\.\d+)?[dhms])+$",

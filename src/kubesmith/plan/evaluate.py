@@ -52,8 +52,6 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) 
         control_plane=control_plane,
         etcd_members=tuple(h for h in hosts if "etcd" in h.roles),
         etcd_client_port=components.etcd.client_port,
-        etcd_peer_port=components.etcd.peer_port,
-        apiserver_port=api_port,
         apiserver_extra_sans=tuple(components.apiserver.extra_sans),
     )
 

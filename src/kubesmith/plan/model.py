@@ -15,7 +15,6 @@ from kubesmith.urls import url_host
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
                      "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config"]
-Usage = Literal["digital signature", "key encipherment", "server auth", "client auth", "cert sign", "crl sign"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,6 @@ class AgentConfig:
     check_interval: float = 300.0
     retry_initial: float = 1.0
     retry_max: float = 60.0
-    request_timeout: float = 10.0
     agent_certificate: str = "agent-client"  # PKI-relative name without .crt/.key
     ca_keys: dict[str, str] = field(default_factory=dict)  # CA name -> key file held here (default: PKI layout)
 

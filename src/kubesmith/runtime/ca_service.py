@@ -671,11 +671,6 @@ def serve(config: CaServiceConfig, ready: Callable[[int], None] | None = None) -
     WorkerPool(service, worker_count(config), listen_addresses(config)).serve(ready)
 
 
-def config_document(config: CaServiceConfig) -> dict[str, Any]:
-    return {key: (str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value)
-            for key, value in {field: getattr(config, field) for field in CaServiceConfig.__dataclass_fields__}.items()}
-
-
 def config_from_document(document: dict[str, Any], **overrides: Any) -> CaServiceConfig:
     merged = {**document, **{k: v for k, v in overrides.items() if v is not None}}
     for field in ("ca_cert", "ca_key", "tls_cert", "tls_key", "state_dir"):

@@ -101,7 +101,6 @@ LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-Verbosity = Annotated[int, Field(ge=0, le=10)]
 
 
 def _flag_value(value: Any) -> str | int | bool:
