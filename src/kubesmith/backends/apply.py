@@ -127,17 +127,18 @@ def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runti
 async def inspect_host(transport: SshTransport, host: HostPlan, files: list[HostFile],
                        bundle: runtime_bundle.RuntimeBundle) -> HostState:
     address = host.address
-    python = await transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    names = " ".join(shlex.quote(user.name) for user in host.users)
+    python, current, manifest, users = await asyncio.gather(  # independent reads: one round trip, not four
+        transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
+        transport.hashes(address, [f.path for f in files]),
+        transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true"),
+        transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
+                      if names else "true"))
     if python.stdout.strip() != bundle.python:
         found = python.stdout.strip() or "no python3"
         raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
-    current = await transport.hashes(address, [f.path for f in files])
     files = await keep_renewed(transport, host, files, current)
-    manifest = await transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true")
     previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
-    names = " ".join(shlex.quote(user.name) for user in host.users)
-    users = await transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
-                                if names else "true")
     existing = frozenset(users.stdout.split())
     changes = diff_host(host, files, current, previous, existing)
     return HostState(host, tuple(files), current, previous, existing, changes)

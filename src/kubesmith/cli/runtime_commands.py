@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from kubesmith import layout
 from kubesmith.backends.render import RenderError, render as render_plan
 from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
@@ -16,10 +15,10 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.model import HostPlan
 from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
-                                      status_operations, supervisor_pids)
-from kubesmith.transport.probes import active_units, remote_runner
+                                      supervisor_pids)
+from kubesmith.transport.probes import ssh_view
 from kubesmith.transport.settings import ssh_options
-from kubesmith.transport.ssh import SshTransport, TransportError
+from kubesmith.transport.ssh import SshTransport
 
 
 @click.command("run")
@@ -85,15 +84,7 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
             async def view_for(host: HostPlan) -> HostView:
                 if supervisor_pids(state, host.name) is not None:
                     return local_view(state, host)
-                units = [f"{service.name}.service" for service in host.services]
-                try:
-                    active = await active_units(transport, host.address, units)
-                except TransportError:
-                    active = None
-                running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
-                operations = status_operations(host, layout.PKI)
-                runner = await remote_runner(transport, host.address, operations, timeout)
-                return HostView(runner, layout.PKI, running)
+                return await ssh_view(transport, host, timeout)
 
             return await cluster_status(plan, view_for, list(hosts) or None, timeout=timeout)
 

@@ -11,6 +11,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from kubesmith import layout
+from kubesmith.plan.model import HostPlan
+from kubesmith.runtime.status import HostView, status_operations
 from kubesmith.runtime.wait import ProbeOperation, RecordedProbeRunner
 from kubesmith.transport.ssh import SshTransport, TransportError
 
@@ -30,6 +33,18 @@ async def remote_runner(transport: SshTransport, address: str, operations: Seque
     except (TransportError, ValueError) as exc:
         answers = [{"error": str(exc)}] * len(operations)
     return RecordedProbeRunner.of(operations, answers)
+
+
+async def ssh_view(transport: SshTransport, host: HostPlan, timeout: float) -> HostView:
+    """How status sees a host it reaches over SSH: systemd says what runs, probes run on the host."""
+    units = [f"{service.name}.service" for service in host.services]
+    try:
+        active = await active_units(transport, host.address, units)
+    except TransportError:
+        active = None
+    running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
+    runner = await remote_runner(transport, host.address, status_operations(host, layout.PKI), timeout)
+    return HostView(runner, layout.PKI, running)
 
 
 async def active_units(transport: SshTransport, address: str, units: list[str]) -> dict[str, bool]:
