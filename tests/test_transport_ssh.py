@@ -60,6 +60,30 @@ def test_wrong_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> Non
         asyncio.run(_run(_options(local_sshd, known_hosts=wrong), "true"))
 
 
+def test_a_refused_host_leaves_no_connect_half_done(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    """One host fails while another is still connecting through a (slow) ProxyCommand: the
+    transport lets that attempt finish before closing rather than leaving it to be cancelled
+    mid-spawn, which on Python 3.11 can hang the program's exit forever."""
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {tmp_path / 'other'}")
+    port = local_sshd.port
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {(tmp_path / 'other.pub').read_text()}"
+                     f"[localhost]:{port} {local_sshd.host_key_pub.read_text()}")
+    config = tmp_path / "ssh_config"
+    config.write_text("Host localhost\n  ProxyCommand bash -c 'sleep 0.5; exec 3<>/dev/tcp/127.0.0.1/%p; "
+                      "cat <&3 & exec cat >&3'\n")
+
+    async def scenario() -> list[str]:
+        with pytest.raises(HostKeyMismatch):
+            async with SshTransport(_options(local_sshd, known_hosts=known, config_file=config)) as transport:
+                await asyncio.gather(transport.run("127.0.0.1", "true"), transport.run("localhost", "true"))
+        pending = [t for t in asyncio.all_tasks() if not t.done() and t is not asyncio.current_task()]
+        return [t.get_coro().cr_code.co_filename for t in pending]  # type: ignore[union-attr]
+
+    leftovers = asyncio.run(scenario())
+    assert not [name for name in leftovers if "asyncssh" in name], leftovers
+
+
 def test_unknown_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")

@@ -65,8 +65,7 @@ class SshTransport:
     """One connection per host, opened on first use and shared by every operation on it."""
 
     options: SshOptions
-    _connections: dict[str, asyncssh.SSHClientConnection] = field(default_factory=dict)
-    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _connecting: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = field(default_factory=dict)
     _slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> SshTransport:
@@ -77,10 +76,15 @@ class SshTransport:
         await self.close()
 
     async def close(self) -> None:
-        for connection in self._connections.values():
+        """Close every connection, first letting attempts still in flight finish (see `_connection`)."""
+        attempts = list(self._connecting.values())
+        self._connecting.clear()
+        if attempts:
+            await asyncio.wait(attempts)
+        connections = [task.result() for task in attempts if not task.cancelled() and task.exception() is None]
+        for connection in connections:
             connection.close()
-        await asyncio.gather(*(c.wait_closed() for c in self._connections.values()), return_exceptions=True)
-        self._connections.clear()
+        await asyncio.gather(*(c.wait_closed() for c in connections), return_exceptions=True)
 
     async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
                   timeout: float | None = 120.0) -> CommandResult:
@@ -157,11 +161,22 @@ class SshTransport:
         return result
 
     async def _connection(self, host: str) -> asyncssh.SSHClientConnection:
-        lock = self._locks.setdefault(host, asyncio.Lock())
-        async with lock:
-            if host not in self._connections:
-                self._connections[host] = await self._connect(host)
-            return self._connections[host]
+        """The host's connection, opened once by a task the transport owns; callers wait shielded.
+
+        An attempt is never cancelled half-way: on Python 3.11 cancelling asyncio's subprocess_exec
+        while it connects the pipes (asyncssh's ProxyCommand) leaves the cancelled task waiting
+        forever, so one failed host would hang the whole run. `close` awaits the attempts instead.
+        """
+        attempt = self._connecting.get(host)
+        if attempt is None:
+            attempt = self._connecting[host] = asyncio.get_running_loop().create_task(self._connect(host))
+            attempt.add_done_callback(lambda task: self._forget_failed(host, task))
+        return await asyncio.shield(attempt)
+
+    def _forget_failed(self, host: str, attempt: asyncio.Task[asyncssh.SSHClientConnection]) -> None:
+        """A failed attempt is not cached: the next operation on the host tries again."""
+        if (attempt.cancelled() or attempt.exception() is not None) and self._connecting.get(host) is attempt:
+            del self._connecting[host]
 
     async def _connect(self, host: str) -> asyncssh.SSHClientConnection:
         assert self._slots is not None, "use SshTransport as an async context manager"
