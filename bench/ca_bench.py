@@ -3,10 +3,14 @@
 Same CA (ECDSA P-256), same transport (HTTPS with the same serving certificate), same endpoint
 (`/api/v1/cfssl/authsign` with the same HMAC key), same pre-generated CSRs (ECDSA P-256, one per
 request so none is a replay), same client load: aiohttp, 32 concurrent requests over 32 pooled
-connections. Prints certificates/s of each, kubesmith's worker count (`ca serve --workers`,
-default one per CPU), the machine's load average (the client shares the machine with the server:
-a loaded machine skews both figures), and the ratio kubesmith / cfssl.
+connections, same logging (both log every issuance: cfssl at its default level, to a file).
+Prints certificates/s of each, the CPU time each server spends per certificate (its whole process
+tree, from psutil: the client shares the two cores, so CPU per certificate is what decides the
+rate), the CPU of the signing work alone in-process (CSR parse and signature check, then the
+certificate: the floor for any server built on `cryptography`), kubesmith's worker count
+(`ca serve --workers`, default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
 
+    pip install -e '.[bench]'
     python bench/ca_bench.py [--requests 3000] [--concurrency 32] [--workers N]
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -30,12 +35,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import aiohttp  # noqa: E402
+import psutil  # noqa: E402
+from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives.serialization import Encoding  # noqa: E402
 from net_support import free_port, listening  # noqa: E402
 
 from kubesmith.pki import issue, keys  # noqa: E402
+from kubesmith.pki.store import utc_now  # noqa: E402
 from kubesmith.plan.model import CertificateRequest  # noqa: E402
-from kubesmith.runtime import ca_client, tokens  # noqa: E402
+from kubesmith.runtime import ca_client, ca_policy, tokens  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"
@@ -102,10 +110,11 @@ def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subp
               "auth_keys": {"key": {"type": "standard", "key": auth_hex}}}
     (work / "cfssl.json").write_text(json.dumps(config))
     port = free_port()
+    log = (work / "cfssl.log").open("w")
     process = subprocess.Popen(["cfssl", "serve", "-address", "127.0.0.1", "-port", str(port), "-ca", str(paths["ca"]),
                                 "-ca-key", str(paths["ca-key"]), "-config", str(work / "cfssl.json"),
                                 "-tls-cert", str(paths["tls"]), "-tls-key", str(paths["tls-key"]),
-                                "-loglevel", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                ], stdout=log, stderr=subprocess.STDOUT)
     wait_port(port, process)
     return process, f"https://127.0.0.1:{port}", f"1 process, GOMAXPROCS {os.environ.get('GOMAXPROCS', os.cpu_count())}"
 
@@ -133,12 +142,39 @@ async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes)
         return time.perf_counter() - started, failures
 
 
-def measure(url: str, payloads: list[bytes], warmup: list[bytes], concurrency: int, ca_pem: bytes) -> float:
+def tree_cpu_seconds(process: psutil.Process) -> float:
+    """User + system CPU of a server and its worker processes so far."""
+    total = 0.0
+    for member in (process, *process.children(recursive=True)):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def measure(url: str, server: int, payloads: list[bytes], warmup: list[bytes], concurrency: int,
+            ca_pem: bytes) -> tuple[float, float]:
+    """(certificates/s, server CPU seconds per certificate) over the measured requests."""
     asyncio.run(load(url, warmup, concurrency, ca_pem))
+    tree = psutil.Process(server)
+    before = tree_cpu_seconds(tree)
     seconds, failures = asyncio.run(load(url, payloads, concurrency, ca_pem))
     if failures:
         raise SystemExit(f"{url}: {failures} requests failed")
-    return len(payloads) / seconds
+    return len(payloads) / seconds, (tree_cpu_seconds(tree) - before) / len(payloads)
+
+
+def signing_floor(paths: dict[str, Path], payloads: list[bytes]) -> float:
+    """CPU seconds per certificate of parsing and checking the sign request and issuing, in-process."""
+    ca_cert = x509.load_pem_x509_certificate(paths["ca"].read_bytes())
+    ca_key = keys.load(paths["ca-key"].read_bytes(), "ca")
+    raws = [ca_policy.decode_b64(json.loads(body)["request"], "request") for body in payloads]
+    started = time.process_time()
+    for raw in raws:
+        request = ca_policy.parse_sign_request(raw)
+        grant = ca_policy.node_grant(NODE, (), request)
+        ca_policy.sign(grant, request.public_key, ca_cert, ca_key, 365 * 86400.0, utc_now())
+    return (time.process_time() - started) / len(raws)
 
 
 def main() -> None:
@@ -162,14 +198,15 @@ def main() -> None:
         ours, theirs = bodies(total, key), bodies(total, key)
         ca_pem = paths["ca"].read_bytes()
         results: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         shapes: dict[str, str] = {}
         for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
                                       ("kubesmith ca serve", lambda: start_kubesmith(work, paths, options.workers),
                                        ours)):
             process, url, shapes[name] = start()
             try:
-                results[name] = measure(url, payloads[options.warmup:], payloads[:options.warmup],
-                                        options.concurrency, ca_pem)
+                results[name], cpu[name] = measure(url, process.pid, payloads[options.warmup:],
+                                                   payloads[:options.warmup], options.concurrency, ca_pem)
             finally:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -177,12 +214,15 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        floor = signing_floor(paths, ours[: min(len(ours), 2000)])
     print(f"authsign throughput, ECDSA P-256, HTTPS, {options.concurrency} concurrent, {options.requests} requests, "
           f"{os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}:")
     for name, rate in results.items():
         workers = shapes[name] if not shapes[name].isdigit() else \
             f"{shapes[name]} worker{'s' if shapes[name] != '1' else ''}"
-        print(f"  {name:20s} {rate:9.0f} certificates/s   ({workers})")
+        print(f"  {name:20s} {rate:9.0f} certificates/s   server CPU {cpu[name] * 1e6:5.0f} us/certificate   "
+              f"({workers})")
+    print(f"  signing work alone (in-process, cryptography): {floor * 1e6:.0f} us/certificate")
     ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
     print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")
 
