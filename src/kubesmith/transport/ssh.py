@@ -65,7 +65,7 @@ class SshTransport:
     """One connection per host, opened on first use and shared by every operation on it."""
 
     options: SshOptions
-    _connecting: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = field(default_factory=dict)
+    _attempts: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = field(default_factory=dict)  # opened or opening
     _slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> SshTransport:
@@ -77,8 +77,8 @@ class SshTransport:
 
     async def close(self) -> None:
         """Close every connection, first letting attempts still in flight finish (see `_connection`)."""
-        attempts = list(self._connecting.values())
-        self._connecting.clear()
+        attempts = list(self._attempts.values())
+        self._attempts.clear()
         if attempts:
             await asyncio.wait(attempts)
         connections = [task.result() for task in attempts if not task.cancelled() and task.exception() is None]
@@ -167,16 +167,16 @@ class SshTransport:
         while it connects the pipes (asyncssh's ProxyCommand) leaves the cancelled task waiting
         forever, so one failed host would hang the whole run. `close` awaits the attempts instead.
         """
-        attempt = self._connecting.get(host)
+        attempt = self._attempts.get(host)
         if attempt is None:
-            attempt = self._connecting[host] = asyncio.get_running_loop().create_task(self._connect(host))
+            attempt = self._attempts[host] = asyncio.get_running_loop().create_task(self._connect(host))
             attempt.add_done_callback(lambda task: self._forget_failed(host, task))
         return await asyncio.shield(attempt)
 
     def _forget_failed(self, host: str, attempt: asyncio.Task[asyncssh.SSHClientConnection]) -> None:
         """A failed attempt is not cached: the next operation on the host tries again."""
-        if (attempt.cancelled() or attempt.exception() is not None) and self._connecting.get(host) is attempt:
-            del self._connecting[host]
+        if (attempt.cancelled() or attempt.exception() is not None) and self._attempts.get(host) is attempt:
+            del self._attempts[host]
 
     async def _connect(self, host: str) -> asyncssh.SSHClientConnection:
         assert self._slots is not None, "use SshTransport as an async context manager"
