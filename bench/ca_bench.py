@@ -32,10 +32,14 @@ import tempfile
 import time
 from pathlib import Path
 
+try:
+    import psutil
+except ModuleNotFoundError:
+    raise SystemExit("ca_bench needs psutil: pip install -e '.[bench]'") from None
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import aiohttp  # noqa: E402
-import psutil  # noqa: E402
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives.serialization import Encoding  # noqa: E402
 from net_support import free_port, listening  # noqa: E402
