@@ -103,19 +103,19 @@ def supervisor(config: LabConfig, name: str) -> ProcessRecord | None:
 
 
 def nspawn(config: LabConfig, name: str) -> ProcessRecord | None:
-    parent = supervisor(config, name)
-    if parent is None:
-        return None
-    found = children(parent.pid, "systemd-nspawn")
-    return ProcessRecord(pid=found[0].pid, start_time=found[0].start_time) if found else None
+    return _child(supervisor(config, name), "systemd-nspawn")
 
 
 def leader(config: LabConfig, name: str) -> ProcessRecord | None:
     """The host's systemd (its PID 1) as the machine sees it; it changes on every reboot."""
-    parent = nspawn(config, name)
+    return _child(nspawn(config, name), "systemd")
+
+
+def _child(parent: ProcessRecord | None, command: str) -> ProcessRecord | None:
+    """The first live child of `parent` running `command`."""
     if parent is None:
         return None
-    found = children(parent.pid, "systemd")
+    found = children(parent.pid, command)
     return ProcessRecord(pid=found[0].pid, start_time=found[0].start_time) if found else None
 
 
