@@ -6,12 +6,14 @@ request so none is a replay), same client load: aiohttp, 32 concurrent requests 
 connections, same logging (both log every issuance: cfssl at its default level, to a file).
 Prints certificates/s of each, the CPU time each server spends per certificate (its whole process
 tree, from psutil: the client shares the two cores, so CPU per certificate is what decides the
-rate), the CPU of the signing work alone in-process (CSR parse and signature check, then the
-certificate: the floor for any server built on `cryptography`), kubesmith's worker count
+rate), the CPU each spends per request of the same load on `/api/v1/cfssl/info` (no signing:
+what HTTPS, HTTP and JSON cost alone), the CPU of the signing work alone in-process (CSR parse
+and signature check, then the certificate: the floor for any server built on `cryptography`,
+with warm caches), kubesmith's worker count
 (`ca serve --workers`, default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
 
     pip install -e '.[bench]'
-    python bench/ca_bench.py [--requests 3000] [--concurrency 32] [--workers N]
+    python bench/ca_bench.py [--requests 10000] [--concurrency 32] [--workers N]
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from kubesmith.runtime import ca_client, ca_policy, tokens  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"
+INFO_PATH, INFO_BODY = "/api/v1/cfssl/info", b'{"label": ""}'
 
 
 def make_ca(directory: Path) -> dict[str, Path]:
@@ -123,8 +126,9 @@ def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subp
     return process, f"https://127.0.0.1:{port}", f"1 process, GOMAXPROCS {os.environ.get('GOMAXPROCS', os.cpu_count())}"
 
 
-async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes) -> tuple[float, int]:
-    """(seconds, failures) to send every payload with `concurrency` requests in flight."""
+async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes,
+               path: str = ca_client.AUTHSIGN_PATH) -> tuple[float, int]:
+    """(seconds, failures) to POST every payload to `path` with `concurrency` requests in flight."""
     context = ssl.create_default_context(cadata=ca_pem.decode())
     connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
     queue = list(reversed(payloads))
@@ -134,7 +138,7 @@ async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes)
         nonlocal failures
         while queue:
             body = queue.pop()
-            async with session.post(url + ca_client.AUTHSIGN_PATH, data=body,
+            async with session.post(url + path, data=body,
                                     headers={"Content-Type": "application/json"}) as answer:
                 document = await answer.json(content_type=None)
                 if answer.status != 200 or not document.get("success"):
@@ -157,15 +161,22 @@ def tree_cpu_seconds(process: psutil.Process) -> float:
 
 
 def measure(url: str, server: int, payloads: list[bytes], warmup: list[bytes], concurrency: int,
-            ca_pem: bytes) -> tuple[float, float]:
-    """(certificates/s, server CPU seconds per certificate) over the measured requests."""
+            ca_pem: bytes) -> tuple[float, float, float]:
+    """(certificates/s, server CPU seconds per certificate, server CPU seconds per request of the
+    same load without signing: `/info`, what HTTPS, HTTP and JSON cost alone)."""
     asyncio.run(load(url, warmup, concurrency, ca_pem))
     tree = psutil.Process(server)
     before = tree_cpu_seconds(tree)
     seconds, failures = asyncio.run(load(url, payloads, concurrency, ca_pem))
     if failures:
         raise SystemExit(f"{url}: {failures} requests failed")
-    return len(payloads) / seconds, (tree_cpu_seconds(tree) - before) / len(payloads)
+    per_certificate = (tree_cpu_seconds(tree) - before) / len(payloads)
+    info = [INFO_BODY] * len(payloads)
+    before = tree_cpu_seconds(tree)
+    _, failures = asyncio.run(load(url, info, concurrency, ca_pem, INFO_PATH))
+    if failures:
+        raise SystemExit(f"{url}: {failures} info requests failed")
+    return len(payloads) / seconds, per_certificate, (tree_cpu_seconds(tree) - before) / len(info)
 
 
 def signing_floor(paths: dict[str, Path], payloads: list[bytes]) -> float:
@@ -183,7 +194,7 @@ def signing_floor(paths: dict[str, Path], payloads: list[bytes]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--requests", type=int, default=10000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--workers", type=int, default=None,
@@ -203,14 +214,15 @@ def main() -> None:
         ca_pem = paths["ca"].read_bytes()
         results: dict[str, float] = {}
         cpu: dict[str, float] = {}
+        transport: dict[str, float] = {}
         shapes: dict[str, str] = {}
         for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
                                       ("kubesmith ca serve", lambda: start_kubesmith(work, paths, options.workers),
                                        ours)):
             process, url, shapes[name] = start()
             try:
-                results[name], cpu[name] = measure(url, process.pid, payloads[options.warmup:],
-                                                   payloads[:options.warmup], options.concurrency, ca_pem)
+                results[name], cpu[name], transport[name] = measure(
+                    url, process.pid, payloads[options.warmup:], payloads[:options.warmup], options.concurrency, ca_pem)
             finally:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -226,6 +238,8 @@ def main() -> None:
             f"{shapes[name]} worker{'s' if shapes[name] != '1' else ''}"
         print(f"  {name:20s} {rate:9.0f} certificates/s   server CPU {cpu[name] * 1e6:5.0f} us/certificate   "
               f"({workers})")
+    print("  server CPU per request of the same load without signing (/info: HTTPS, HTTP, JSON): "
+          + ", ".join(f"{name.split()[0]} {seconds * 1e6:.0f} us" for name, seconds in transport.items()))
     print(f"  signing work alone (in-process, cryptography): {floor * 1e6:.0f} us/certificate")
     ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
     print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import re
+import ssl
 import stat
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ca_support import (CFSSL, CaFiles, cfssl_config, create_token, env_with_ca, load_cert, make_ca,
@@ -241,6 +243,45 @@ def test_modified_and_replayed_requests_are_refused(ca, server):
     assert status == 200 and body["success"] is True
     status, body = raw_authsign(server.url, key, request)
     assert (status, body["errors"][0]["message"]) == (400, "replayed request")
+
+
+def request_with_a_broken_csr_signature(cn: str, orgs: tuple[str, ...], profile: str) -> bytes:
+    document = json.loads(sign_request(cn, orgs, profile))
+    der = bytearray(x509.load_pem_x509_csr(document["certificate_request"].encode()).public_bytes(Encoding.DER))
+    der[-1] ^= 0x01  # the last byte of the ECDSA signature's s
+    document["certificate_request"] = ssl.DER_cert_to_PEM_cert(bytes(der)).replace("CERTIFICATE", "CERTIFICATE REQUEST")
+    return json.dumps(document).encode()
+
+
+def test_concurrent_requests_each_get_their_own_answer_and_a_replay_wins_once(ca, server):
+    """Requests that arrive together share the workers' batched steps (CSR check, replay claim,
+    signing): each still gets its own certificate or its own refusal."""
+    token = create_token(ca, "--node", "w2")["token"]
+    key = tokens.auth_key(token)
+    distinct = [sign_request("system:node:w2", ("system:nodes",), "kubelet-client") for _ in range(12)]
+    twice = sign_request("system:node:w2", ("system:nodes",), "kubelet-client")
+    bad_signature = request_with_a_broken_csr_signature("system:node:w2", ("system:nodes",), "kubelet-client")
+
+    async def go() -> list[tuple[int, dict]]:
+        connector = aiohttp.TCPConnector(limit=32, ssl=False)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async def post(request: bytes) -> tuple[int, dict]:
+                body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
+                        "request": base64.b64encode(request).decode()}
+                async with session.post(server.url + ca_client.AUTHSIGN_PATH, json=body) as answer:
+                    return answer.status, await answer.json(content_type=None)
+            return await asyncio.gather(*(post(r) for r in (*distinct, twice, twice, twice, bad_signature)))
+
+    answers = asyncio.run(go())
+    assert all(status == 200 for status, _ in answers[:12])
+    serials = {load_cert(body["result"]["certificate"]).serial_number for _, body in answers[:12]}
+    assert len(serials) == 12
+    replayed = answers[12:15]
+    assert sorted(status for status, _ in replayed) == [200, 400, 400]
+    assert [body["errors"][0]["message"] for status, body in replayed if status == 400] == ["replayed request"] * 2
+    assert answers[15][0] == 400 and "signature does not verify" in answers[15][1]["errors"][0]["message"]
+    # the replays counted as failed authentication; a valid request clears the count for later tests
+    assert raw_authsign(server.url, key, sign_request("system:node:w2", ("system:nodes",), "kubelet-client"))[0] == 200
 
 
 def test_repeated_failures_from_one_address_are_slowed_down(ca, server):

@@ -29,7 +29,7 @@ from ca_support import (
 
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_client, tokens
-from kubesmith.runtime.ca_service import SharedState
+from kubesmith.runtime.ca_service import Claim, SharedState
 from kubesmith.runtime.ca_client import Subject
 
 pytestmark = pytest.mark.skipif(CFSSL is None, reason="ca_support needs cfssl (Debian golang-cfssl)")
@@ -198,16 +198,22 @@ def test_shared_state_claims_once_counts_failures_together_and_forgets_expired(t
     clock = Clock()
     one, two = (SharedState(tmp_path, 0.5, 4.0, clock=clock) for _ in range(2))
     try:
-        assert one.claim(b"a" * 32, "tok001", clock.now + 60)
-        assert not two.claim(b"a" * 32, "tok001", clock.now + 60)  # the other worker sees the claim
+        first = Claim(b"a" * 32, "tok001", clock.now + 60)
+        assert one.claim_all([first]) == [True]
+        assert two.claim_all([first]) == [False]  # the other worker sees the claim
+        # one batch: a request claimed twice in it is a replay the second time; a refused claim
+        # does not undo the others of its transaction
+        assert two.claim_all([Claim(b"c" * 32, "tok001", clock.now + 60), first,
+                              Claim(b"c" * 32, "tok001", clock.now + 60)]) == [True, False, False]
+        assert one.claim_all([Claim(b"c" * 32, "tok001", clock.now + 60)]) == [False]
         assert [one.failed("10.0.0.9"), two.failed("10.0.0.9"), one.failed("10.0.0.9")] == [0.5, 1.0, 2.0]
         assert two.delay(two.failures("10.0.0.9")) == 2.0
         assert one.failures("10.0.0.8") is None and one.delay(None) == 0.0
         two.succeeded("10.0.0.9")
         assert one.failures("10.0.0.9") is None
         clock.now += 61  # the token expired: its digests go at the next prune
-        assert one.claim(b"b" * 32, "tok002", clock.now + 60)
-        assert two.claim(b"a" * 32, "tok001", clock.now + 60)
+        assert one.claim_all([Claim(b"b" * 32, "tok002", clock.now + 60)]) == [True]
+        assert two.claim_all([first]) == [True]
     finally:
         one.close()
         two.close()

@@ -26,6 +26,9 @@ per CPU; signing is CPU-bound and one Python process uses one core). Each worker
 port with SO_REUSEPORT and runs its own event loop; what must hold across workers (replay memory,
 failed-auth counts) is in `SharedState`; the token store is re-read by each worker when its file
 changes (checked on every request), so a revocation takes effect in every worker at once.
+Within a worker, the heavy steps of the requests that are ready together (CSR checks; replay
+claims in one transaction, then signing) run back to back (`Steps`, `batch`): that cut the
+CPU per certificate by about a third (`bench/ca_bench.py`).
 
 Every issuance is logged as one line (logger `kubesmith.ca`; `ca serve` prefixes the worker's pid): client address, token id or agent
 host, profile, subject, SANs, serial and expiry. The serving certificate is reloaded when its file
@@ -35,6 +38,7 @@ changes (the agent renews it), so renewal needs no restart of this service.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -46,7 +50,7 @@ import socket
 import sqlite3
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -59,6 +63,7 @@ from kubesmith.pki import keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
 from kubesmith.runtime import ca_policy, tokens
+from kubesmith.runtime.batch import IterationBatch, each
 from kubesmith.runtime.ca_policy import Grant, PolicyError, SignRequest
 from kubesmith.runtime.durations import format_duration
 from kubesmith.urls import url_host
@@ -92,6 +97,15 @@ class CaServiceConfig:
     @property
     def token_file(self) -> Path:
         return self.state_dir / "tokens.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An accepted authsign request, remembered until its token expires to refuse its replay."""
+
+    digest: bytes  # SHA-256 of the signed request
+    token_id: str
+    expires: float
 
 
 def penalty(failures: int, base: float, maximum: float) -> float:
@@ -133,6 +147,17 @@ class Database:
             time.sleep(pause)
             pause = min(pause * 2, 2e-3)
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (its lock taken up front): several statements, one commit."""
+        self.write("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def checkpoint(self) -> None:
         """Copy the WAL into the database without blocking the writers (PASSIVE); busy: next time."""
         try:
@@ -149,9 +174,9 @@ class SharedState:
 
     SQLite in the CA state dir: a replayed request must be refused whichever worker it lands on,
     and a client cannot escape its slow-down by reconnecting until the kernel hands it to another
-    worker. Each statement runs in its own transaction, so the UNIQUE digest makes `claim` atomic
-    across processes and the upsert in `failed` never loses a count. The memory also survives a
-    restart (an in-process set did not). Expired rows are pruned. Two files: the throttle is read
+    worker. The UNIQUE digest makes `claim_all` atomic across processes (a worker's batch of
+    claims is one transaction), and the upsert in `failed` never loses a count. The memory also
+    survives a restart (an in-process set did not). Expired rows are pruned. Two files: the throttle is read
     on every request, and reads of a file that the per-issuance replay writes do not touch stay
     cheap. Each worker opens its own connections after the fork (they must not cross a fork).
     """
@@ -180,15 +205,23 @@ class SharedState:
 
     # ---- replay memory
 
-    def claim(self, digest: bytes, token_id: str, expires: float) -> bool:
-        """Record an accepted request; False when any worker has recorded it before (a replay)."""
+    def claim_all(self, claims: Sequence[Claim]) -> list[bool]:
+        """Record accepted requests, in one transaction; False for each one that any worker has
+        recorded before, or that comes earlier in `claims` (a replay)."""
+        if not claims:
+            return []
         self._prune()
-        try:
-            self._replays.write("INSERT INTO replays (digest, token_id, expires) VALUES (?, ?, ?)",
-                                (digest, token_id, expires))
-        except sqlite3.IntegrityError:
-            return False
-        return True
+        claimed: list[bool] = []
+        with self._replays.transaction() as db:
+            for claim in claims:
+                try:
+                    db.execute("INSERT INTO replays (digest, token_id, expires) VALUES (?, ?, ?)",
+                               (claim.digest, claim.token_id, claim.expires))
+                except sqlite3.IntegrityError:
+                    claimed.append(False)
+                else:
+                    claimed.append(True)
+        return claimed
 
     # ---- failed-authentication slow-down
 
@@ -248,20 +281,59 @@ class CaService:
         return SharedState(self.config.state_dir, self.config.failed_auth_delay, self.config.max_failed_auth_delay,
                            worker)
 
-    def issue(self, grant: Grant, request: SignRequest, who: str, client: str) -> str:
+    def issue(self, issuance: Issuance) -> str:
+        grant = issuance.grant
         now = utc_now()
-        cert = ca_policy.sign(grant, request.public_key, self.ca_cert, self.ca_key,
+        cert = ca_policy.sign(grant, issuance.request.public_key, self.ca_cert, self.ca_key,
                               self.config.validity_seconds, now)
         LOG.info("issued serial=%x profile=%s subject=%r O=%s sans=%s expires=%s by=%s client=%s",
                  cert.serial_number, grant.profile, grant.request.common_name,
                  ",".join(grant.request.organizations) or "-",
                  ",".join((*grant.request.dns_names, *grant.request.ip_addresses)) or "-",
-                 cert.not_valid_after_utc.isoformat(), who, client)
+                 cert.not_valid_after_utc.isoformat(), issuance.who, issuance.client)
         return cert.public_bytes(Encoding.PEM).decode()
+
+
+class ReplayedRequest(Exception):
+    """An authsign request that was accepted before, by any worker."""
+
+
+@dataclass(frozen=True, slots=True)
+class Issuance:
+    """One certificate to sign, who asked for it (for the issuance log line), and for authsign
+    the claim that refuses a replay of its request (renewals are bound to mTLS, not replayable)."""
+
+    grant: Grant
+    request: SignRequest
+    who: str  # token:<id> or agent:<host>
+    client: str  # the client's address
+    claim: Claim | None = None
+
+
+def issue_batch(service: CaService, shared: SharedState, issuances: Sequence[Issuance]) -> list[str | Exception]:
+    """Claim the batch's requests in one transaction, then sign each one that is not a replay."""
+    claimed = iter(shared.claim_all([i.claim for i in issuances if i.claim is not None]))
+    fresh = [issuance.claim is None or next(claimed) for issuance in issuances]
+    signed = iter(each(service.issue)([issuance for issuance, ok in zip(issuances, fresh) if ok]))
+    return [next(signed) if ok else ReplayedRequest() for ok in fresh]
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """A worker's CPU- and lock-heavy request steps, each batched per loop iteration (`batch`)."""
+
+    parse: IterationBatch[bytes, SignRequest]  # parse the sign request, check the CSR's signature
+    issue: IterationBatch[Issuance, str]  # claim (replay memory), sign, log, PEM
+
+    @staticmethod
+    def of(service: CaService, shared: SharedState) -> Steps:
+        return Steps(IterationBatch(each(ca_policy.parse_sign_request)),
+                     IterationBatch(lambda issuances: issue_batch(service, shared, issuances)))
 
 
 SERVICE_KEY = web.AppKey("service", CaService)
 SHARED_KEY = web.AppKey("shared", SharedState)
+STEPS_KEY = web.AppKey("steps", Steps)
 
 
 def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Response:
@@ -272,7 +344,7 @@ def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Re
 
 
 async def authsign(request: web.Request) -> web.Response:
-    service, shared = request.app[SERVICE_KEY], request.app[SHARED_KEY]
+    service, shared, steps = request.app[SERVICE_KEY], request.app[SHARED_KEY], request.app[STEPS_KEY]
     client = request.remote or "unknown"
     record = shared.failures(client)
     delay = shared.delay(record)
@@ -290,16 +362,18 @@ async def authsign(request: web.Request) -> web.Response:
     if candidate is None:
         return await _refuse(shared, client, "invalid token")
     try:
-        sign_request = ca_policy.parse_sign_request(raw)
+        sign_request = await steps.parse(raw)
         grant = await _node_grant(service, candidate.record, sign_request)
     except PolicyError as exc:
         LOG.warning("refused authsign from %s (token %s): %s", client, candidate.record.id, exc)
         return envelope(status=exc.status, message=str(exc))
-    if not shared.claim(hashlib.sha256(raw).digest(), candidate.record.id, candidate.record.expires):
+    claim = Claim(hashlib.sha256(raw).digest(), candidate.record.id, candidate.record.expires)
+    try:
+        pem = await steps.issue(Issuance(grant, sign_request, f"token:{candidate.record.id}", client, claim))
+    except ReplayedRequest:
         return await _refuse(shared, client, "replayed request")
     if record is not None:
         shared.succeeded(client)
-    pem = service.issue(grant, sign_request, f"token:{candidate.record.id}", client)
     return envelope({"certificate": pem})
 
 
@@ -346,7 +420,7 @@ async def info(request: web.Request) -> web.Response:
 
 
 async def renew(request: web.Request) -> web.Response:
-    service = request.app[SERVICE_KEY]
+    service, steps = request.app[SERVICE_KEY], request.app[STEPS_KEY]
     client = request.remote or "unknown"
     host = _agent_host(request)
     if host is None:
@@ -354,14 +428,14 @@ async def renew(request: web.Request) -> web.Response:
     try:
         document = json.loads(await request.read())
         current = x509.load_pem_x509_certificate(str(document["current"]).encode())
-        sign_request = ca_policy.parse_sign_request(json.dumps(document).encode())
+        sign_request = await steps.parse(json.dumps(document).encode())
         grant = ca_policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now())
     except PolicyError as exc:
         LOG.warning("refused renewal for host %s from %s: %s", host, client, exc)
         return envelope(status=exc.status, message=str(exc))
     except (ValueError, KeyError, TypeError) as exc:
         return envelope(status=400, message=f"malformed renewal request ({exc.__class__.__name__})")
-    return envelope({"certificate": service.issue(grant, sign_request, f"agent:{host}", client)})
+    return envelope({"certificate": await steps.issue(Issuance(grant, sign_request, f"agent:{host}", client))})
 
 
 def _agent_host(request: web.Request) -> str | None:
@@ -388,6 +462,7 @@ def application(service: CaService, shared: SharedState) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[SERVICE_KEY] = service
     app[SHARED_KEY] = shared
+    app[STEPS_KEY] = Steps.of(service, shared)
     app.router.add_post("/api/v1/cfssl/authsign", authsign)
     app.router.add_route("*", "/api/v1/cfssl/info", info)
     app.router.add_post("/api/v1/kubesmith/renew", renew)
