@@ -160,23 +160,25 @@ def tree_cpu_seconds(process: psutil.Process) -> float:
     return total
 
 
+def timed_load(url: str, tree: psutil.Process, payloads: list[bytes], concurrency: int, ca_pem: bytes,
+               path: str = ca_client.AUTHSIGN_PATH) -> tuple[float, float]:
+    """(seconds, server CPU seconds per request) to send every payload to `path`; any failure ends the bench."""
+    before = tree_cpu_seconds(tree)
+    seconds, failures = asyncio.run(load(url, payloads, concurrency, ca_pem, path))
+    if failures:
+        raise SystemExit(f"{url}{path}: {failures} requests failed")
+    return seconds, (tree_cpu_seconds(tree) - before) / len(payloads)
+
+
 def measure(url: str, server: int, payloads: list[bytes], warmup: list[bytes], concurrency: int,
             ca_pem: bytes) -> tuple[float, float, float]:
     """(certificates/s, server CPU seconds per certificate, server CPU seconds per request of the
     same load without signing: `/info`, what HTTPS, HTTP and JSON cost alone)."""
     asyncio.run(load(url, warmup, concurrency, ca_pem))
     tree = psutil.Process(server)
-    before = tree_cpu_seconds(tree)
-    seconds, failures = asyncio.run(load(url, payloads, concurrency, ca_pem))
-    if failures:
-        raise SystemExit(f"{url}: {failures} requests failed")
-    per_certificate = (tree_cpu_seconds(tree) - before) / len(payloads)
-    info = [INFO_BODY] * len(payloads)
-    before = tree_cpu_seconds(tree)
-    _, failures = asyncio.run(load(url, info, concurrency, ca_pem, INFO_PATH))
-    if failures:
-        raise SystemExit(f"{url}: {failures} info requests failed")
-    return len(payloads) / seconds, per_certificate, (tree_cpu_seconds(tree) - before) / len(info)
+    seconds, per_certificate = timed_load(url, tree, payloads, concurrency, ca_pem)
+    _, per_info = timed_load(url, tree, [INFO_BODY] * len(payloads), concurrency, ca_pem, INFO_PATH)
+    return len(payloads) / seconds, per_certificate, per_info
 
 
 def signing_floor(paths: dict[str, Path], payloads: list[bytes]) -> float:

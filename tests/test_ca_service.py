@@ -266,9 +266,8 @@ def test_concurrent_requests_each_get_their_own_answer_and_a_replay_wins_once(ca
         connector = aiohttp.TCPConnector(limit=32, ssl=False)
         async with aiohttp.ClientSession(connector=connector) as session:
             async def post(request: bytes) -> tuple[int, dict]:
-                body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
-                        "request": base64.b64encode(request).decode()}
-                async with session.post(server.url + ca_client.AUTHSIGN_PATH, json=body) as answer:
+                async with session.post(server.url + ca_client.AUTHSIGN_PATH,
+                                        json=ca_client.authsign_body(key, request)) as answer:
                     return answer.status, await answer.json(content_type=None)
             return await asyncio.gather(*(post(r) for r in (*distinct, twice, twice, twice, bad_signature)))
 
