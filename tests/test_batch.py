@@ -40,6 +40,36 @@ def test_calls_ready_in_one_iteration_run_together_and_each_caller_gets_its_own_
     assert isinstance(outcomes[2], ValueError) and str(outcomes[2]) == "negative: -3"
 
 
+async def after_turns(batch: IterationBatch[int, int], item: int, turns: int) -> int:
+    """Call `batch` after `turns` event-loop turns (a request whose body arrives later)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    return await batch(item)
+
+
+def test_calls_queued_in_the_next_turns_join_the_batch_until_a_turn_adds_none():
+    recorder = Recorder()
+    batch: IterationBatch[int, int] = IterationBatch(recorder)
+
+    async def scenario() -> list[int]:
+        calls = ((1, 0), (2, 1), (3, 2), (4, 6))  # (item, turns before the call)
+        return await asyncio.gather(*(after_turns(batch, item, turns) for item, turns in calls))
+
+    assert asyncio.run(scenario()) == [1, 4, 9, 16]
+    assert recorder.batches == [[1, 2, 3], [4]]
+
+
+def test_a_queue_that_grows_every_turn_runs_after_max_turns():
+    recorder = Recorder()
+    batch: IterationBatch[int, int] = IterationBatch(recorder, max_turns=2)
+
+    async def scenario() -> list[int]:
+        return await asyncio.gather(*(after_turns(batch, item, item) for item in range(6)))
+
+    assert asyncio.run(scenario()) == [0, 1, 4, 9, 16, 25]
+    assert recorder.batches == [[0, 1, 2], [3, 4, 5]]
+
+
 def test_a_call_after_the_batch_ran_starts_the_next_batch():
     recorder = Recorder()
     batch: IterationBatch[int, int] = IterationBatch(recorder)

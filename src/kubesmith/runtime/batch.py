@@ -1,12 +1,13 @@
-"""One step of every request that is ready in the same event-loop iteration, run back to back.
+"""One step of the requests that a worker is handling together, run back to back.
 
 Why: a CA worker interleaves many requests. Run one at a time, between other requests' TLS,
-HTTP and SQLite work, each CSR check and each signature finds OpenSSL's tables and the code
-that uses them evicted from the CPU caches and costs about twice what it costs in a loop; one
-SQLite transaction per request pays its locks and WAL frames every time. So a request queues
-such a step here and awaits it; the step runs once, for every request queued in that
-iteration, when the loop next turns. Nothing waits for a timer or for more work: a lone request
-is handled as before, only one loop turn later.
+HTTP and SQLite work, each CSR check and each signature finds the code and data it uses
+(OpenSSL's tables, `cryptography`'s and the interpreter's paths) evicted from the CPU caches and
+costs up to twice what it costs in a loop; one SQLite transaction per request pays its locks and
+WAL frames every time. So a request queues such a step here and awaits it, and the step runs
+once for the whole queue. The queue runs once the requests being read have joined it: when an
+event-loop turn has added nothing to it, or after `max_turns` turns. No timer: under load the
+worker moves its requests through each step in waves; a lone request runs two turns later.
 """
 
 from __future__ import annotations
@@ -20,23 +21,36 @@ Result = TypeVar("Result")
 
 
 class IterationBatch(Generic[Item, Result]):
-    """`await batch(item)`: `process` sees the items of one loop iteration together.
+    """`await batch(item)`: `process` sees the items queued in the same few loop turns together.
 
     `process` returns one outcome per item, in order: the item's result, or the exception its
     caller gets. An exception raised by `process` itself reaches every caller of that batch.
     """
 
-    def __init__(self, process: Callable[[Sequence[Item]], Sequence[Result | Exception]]) -> None:
+    def __init__(self, process: Callable[[Sequence[Item]], Sequence[Result | Exception]],
+                 max_turns: int = 4) -> None:
         self._process = process
+        self._max_turns = max_turns
         self._queue: list[tuple[asyncio.Future[Result], Item]] = []
+        self._seen = 0  # queue length at the last turn
+        self._turns = 0  # turns the queue has waited
 
     async def __call__(self, item: Item) -> Result:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Result] = loop.create_future()
         if not self._queue:
-            loop.call_soon(self._run)
+            self._seen, self._turns = 0, 0
+            loop.call_soon(self._run_when_settled, loop)
         self._queue.append((future, item))
         return await future
+
+    def _run_when_settled(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the queue once a turn has added nothing to it, or after `max_turns` turns."""
+        if len(self._queue) > self._seen and self._turns < self._max_turns:
+            self._seen, self._turns = len(self._queue), self._turns + 1
+            loop.call_soon(self._run_when_settled, loop)
+            return
+        self._run()
 
     def _run(self) -> None:
         queue, self._queue = self._queue, []

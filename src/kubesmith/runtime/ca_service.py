@@ -26,9 +26,9 @@ per CPU; signing is CPU-bound and one Python process uses one core). Each worker
 port with SO_REUSEPORT and runs its own event loop; what must hold across workers (replay memory,
 failed-auth counts) is in `SharedState`; the token store is re-read by each worker when its file
 changes (checked on every request), so a revocation takes effect in every worker at once.
-Within a worker, the heavy steps of the requests that are ready together (CSR checks; replay
+Within a worker, the heavy steps of the requests it is handling together (CSR checks; replay
 claims in one transaction, then signing) run back to back (`Steps`, `batch`): that cut the
-CPU per certificate by about a third (`bench/ca_bench.py`).
+CPU per certificate by more than a third (`bench/ca_bench.py`).
 
 Every issuance is logged as one line (logger `kubesmith.ca`; `ca serve` prefixes the worker's pid): client address, token id or agent
 host, profile, subject, SANs, serial and expiry. The serving certificate is reloaded when its file
@@ -320,7 +320,7 @@ def issue_batch(service: CaService, shared: SharedState, issuances: Sequence[Iss
 
 @dataclass(frozen=True, slots=True)
 class Steps:
-    """A worker's CPU- and lock-heavy request steps, each batched per loop iteration (`batch`)."""
+    """A worker's CPU- and lock-heavy request steps, each run for a wave of requests (`batch`)."""
 
     parse: IterationBatch[bytes, SignRequest]  # parse the sign request, check the CSR's signature
     issue: IterationBatch[Issuance, str]  # claim (replay memory), sign, log, PEM
