@@ -28,7 +28,7 @@ class IterationBatch(Generic[Item, Result]):
     """
 
     def __init__(self, process: Callable[[Sequence[Item]], Sequence[Result | Exception]],
-                 max_turns: int = 4) -> None:
+                 max_turns: int = 4) -> None:  # ca_bench: 1 to 8 alike; 16 cost 8% more CPU
         self._process = process
         self._max_turns = max_turns
         self._queue: list[tuple[asyncio.Future[Result], Item]] = []
