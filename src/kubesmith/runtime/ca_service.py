@@ -587,7 +587,7 @@ class WorkerPool:
         self._checkpoint()  # creates the databases and their schema once, before the workers
         self._trap_signals()
         try:
-            self._start_all()
+            self._start(range(self.workers))
             LOG.info("serving on https://%s:%d (%d worker%s)", url_host(self.service.config.listen),
                      self.port, self.workers, "s" if self.workers != 1 else "")
             if ready is not None:
@@ -605,12 +605,13 @@ class WorkerPool:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, stop)
 
-    def _start_all(self) -> None:
+    def _start(self, indexes: Sequence[int]) -> None:
+        """Fork the workers with these indexes and wait until each one listens."""
         read_end, write_end = os.pipe()
         try:
-            for index in range(self.workers):
+            for index in indexes:
                 self._fork(index, write_end)
-            _wait_ready(read_end, self.workers, self.children)
+            _wait_ready(read_end, len(indexes), self.children)
         finally:
             os.close(read_end)
             os.close(write_end)
@@ -648,13 +649,7 @@ class WorkerPool:
                 continue
             LOG.error("worker %d (pid %d) exited (%s); starting another", index, pid, _exit_text(status))
             time.sleep(1.0)
-            read_end, write_end = os.pipe()
-            try:
-                self._fork(index, write_end)
-                _wait_ready(read_end, 1, self.children)
-            finally:
-                os.close(read_end)
-                os.close(write_end)
+            self._start([index])
 
     def _stop_all(self) -> None:
         for pid in self.children:
