@@ -132,3 +132,13 @@ def test_text_output_mentions_every_service() -> None:
         for service in host["services"]:
             assert f"service {service['name']} (user {service['user']}" in result.stdout
             assert f"exec: {service['binary']} {' '.join(service['argv'])}\n" in result.stdout
+
+
+def test_ipv6_addresses_are_bracketed_in_every_url_of_the_plan(tmp_path: Path) -> None:
+    init = kubesmith("init", "--name", "six", "--host", "h1=[fd00::1]:control-plane,etcd,node")
+    assert init.returncode == 0, init.stderr
+    spec = tmp_path / "six.yaml"
+    spec.write_text(init.stdout)
+    services = kubernetes_services(plan_json(spec)["hosts"][0])
+    assert "--etcd-servers=https://[fd00::1]:2379" in services["kube-apiserver"]["argv"]
+    assert "--advertise-client-urls=https://[fd00::1]:2379" in services["etcd"]["argv"]

@@ -31,6 +31,7 @@ from kubesmith.runtime.ca_client import CaClientError, spki_hash
 from kubesmith.runtime.durations import parse_duration
 from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import CommandResult, SshTransport, TransportError
+from kubesmith.urls import url_host
 
 CA_CONFIG = f"{layout.KUBESMITH_ETC}/ca-service.json"
 AGENT_CONFIG = f"{layout.KUBESMITH_ETC}/agent.json"
@@ -251,7 +252,7 @@ def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str 
         fail(f"{host.name}: kubesmith token create failed: {result.stderr.strip()[-300:]}", ExitCode.FAILED)
     info = json.loads(result.stdout)
     port = loaded.cluster.spec.components.ca_service.port
-    info["server"] = f"https://{host.address}:{port}"
+    info["server"] = f"https://{url_host(host.address)}:{port}"
     if output == "json":
         emit_json(info)
         return

@@ -62,7 +62,7 @@ class ClusterFacts:
 
     @property
     def etcd_client_urls(self) -> tuple[str, ...]:
-        return tuple(f"https://{member.address}:{self.etcd_client_port}" for member in self.etcd_members)
+        return tuple(f"https://{url_host(member.address)}:{self.etcd_client_port}" for member in self.etcd_members)
 
 
 @dataclass(frozen=True, slots=True)
