@@ -9,7 +9,6 @@ keeps sending until it has seen more than one worker answer (bounded), then chec
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import re
 import signal
@@ -55,30 +54,24 @@ def sign_request(cn: str = "system:node:w1", orgs: tuple[str, ...] = ("system:no
     return ca_client.sign_request_bytes(csr, "kubelet-client", None)
 
 
-def authsign(url: str, key: bytes, request: bytes) -> tuple[int, str]:
+async def post_authsign(url: str, key: bytes, request: bytes) -> tuple[int, str]:
     """One authsign over a new connection: (HTTP status, error message or "")."""
-    async def go() -> tuple[int, str]:
-        body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
-                "request": base64.b64encode(request).decode()}
-        async with aiohttp.ClientSession() as session, \
-                session.post(url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
-            document = await answer.json(content_type=None)
-            return answer.status, (document["errors"] or [{"message": ""}])[0]["message"]
-    return asyncio.run(go())
+    async with aiohttp.ClientSession() as session, \
+            session.post(url + ca_client.AUTHSIGN_PATH, json=ca_client.authsign_body(key, request),
+                         ssl=False) as answer:
+        document = await answer.json(content_type=None)
+        return answer.status, (document["errors"] or [{"message": ""}])[0]["message"]
+
+
+def authsign(url: str, key: bytes, request: bytes) -> tuple[int, str]:
+    return asyncio.run(post_authsign(url, key, request))
 
 
 def concurrent_authsign(url: str, key: bytes, request: bytes, copies: int) -> list[int]:
     """The same request sent `copies` times at once, each over its own connection."""
-    async def one() -> int:
-        body = {"token": base64.b64encode(tokens.request_mac(key, request)).decode(),
-                "request": base64.b64encode(request).decode()}
-        async with aiohttp.ClientSession() as session, \
-                session.post(url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
-            return answer.status
-
-    async def go() -> list[int]:
-        return list(await asyncio.gather(*(one() for _ in range(copies))))
-    return asyncio.run(go())
+    async def go() -> list[tuple[int, str]]:
+        return list(await asyncio.gather(*(post_authsign(url, key, request) for _ in range(copies))))
+    return [status for status, _ in asyncio.run(go())]
 
 
 def new_lines(server, since: int) -> list[str]:
