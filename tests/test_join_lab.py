@@ -124,8 +124,9 @@ def private_keys_on(cluster: Cluster, host: str, roots: str) -> dict[str, bytes]
     return found
 
 
-def public_der(key: Any) -> bytes:
-    return key.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+def public_der(holder: Any) -> bytes:
+    """The public key (SubjectPublicKeyInfo DER) of a private key or a certificate."""
+    return holder.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
 
 
 def local_public_keys(state_dir: Path) -> set[bytes]:
@@ -142,8 +143,8 @@ def local_public_keys(state_dir: Path) -> set[bytes]:
 def ca_public_keys(cluster: Cluster) -> dict[str, bytes]:
     """Public keys of the cluster's CAs (kubernetes, etcd, front-proxy), as h1 holds their certificates."""
     names = {"kubernetes-ca": "ca.crt", "etcd-ca": "etcd/ca.crt", "front-proxy-ca": "front-proxy-ca.crt"}
-    return {name: x509.load_pem_x509_certificate(cluster.lab.ssh("h1", ["cat", layout.pki_path(file)]).stdout.encode())
-            .public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo) for name, file in names.items()}
+    return {name: public_der(x509.load_pem_x509_certificate(cluster.lab.ssh("h1", ["cat", layout.pki_path(file)])
+                                                             .stdout.encode())) for name, file in names.items()}
 
 
 def kubelet_healthz(cluster: Cluster) -> str:
