@@ -145,7 +145,6 @@ def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(spec: Path,
     assert "kube-scheduler | readiness: not ready (attempt 1," in out
 
 
-
 def api_certificate(spec: Path, state: Path) -> Any:
     """The certificate the API server stand-in serves right now (verified against the cluster CA)."""
     port = yaml.safe_load(spec.read_text())["spec"]["components"]["apiserver"]["securePort"]

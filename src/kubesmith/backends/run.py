@@ -6,9 +6,8 @@ and counts as up only when its readiness probe passes. Failures restart with exp
 backoff (the plan's RestartPolicy); SIGINT/SIGTERM stop services in reverse plan order. A
 service is restarted at once (no backoff, not counted as a failure) when one of its
 `watch_files` is replaced, as the systemd backend's `.path` units do: that is how a certificate
-the agent renewed reaches the component. A
-service that cannot pass its gates or its readiness probe before the deadline ends the run
-with exit code 4 and a message naming it.
+the agent renewed reaches the component. A service that cannot pass its gates or its
+readiness probe before the deadline ends the run with exit code 4 and a message naming it.
 
 State directory (default: see `kubesmith.pki.store.default_state_dir`)::
 
@@ -407,7 +406,6 @@ class Supervisor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(child.pump, 2)
         self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
-
 
     async def terminate(self, child: Child, process: asyncio.subprocess.Process) -> None:
         """SIGTERM, then SIGKILL after STOP_TIMEOUT; returns once the process is gone."""
