@@ -426,9 +426,9 @@ async def renew(request: web.Request) -> web.Response:
     if host is None:
         return envelope(status=401, message="renewal needs the host's agent client certificate (mutual TLS)")
     try:
-        document = json.loads(await request.read())
-        current = x509.load_pem_x509_certificate(str(document["current"]).encode())
-        sign_request = await steps.parse(json.dumps(document).encode())
+        raw = await request.read()
+        current = x509.load_pem_x509_certificate(str(json.loads(raw)["current"]).encode())
+        sign_request = await steps.parse(raw)  # the renewal body is a sign request plus "current"
         grant = ca_policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now())
     except PolicyError as exc:
         LOG.warning("refused renewal for host %s from %s: %s", host, client, exc)
