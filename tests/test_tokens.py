@@ -106,15 +106,30 @@ def test_token_commands(tmp_path):
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
     assert rows[info["id"]]["node"] == "w1" and rows[info["id"]]["state"] == "active"
     assert rows[info["id"]]["description"] == "rack 4"
-    revoked = kubesmith("token", "revoke", info["id"], *ca_args(ca))
-    assert revoked.returncode == 0
+    revoked = kubesmith("token", "revoke", info["id"], "--state-dir", str(ca.directory / "state"))
+    assert revoked.returncode == 0, revoked.stderr
     listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"))
     assert any(line.startswith(info["id"]) and "revoked" in line for line in listed.stdout.splitlines())
 
 
+def test_revoking_needs_the_token_store_only(tmp_path, ca_key):
+    """A leaked token is revoked without the CA key (here no key file exists at all); the key-holding
+    store then offers it to no request."""
+    store = tokens.TokenStore(tmp_path / "state" / "tokens.json", ca_key)
+    leaked, kept = store.create(3600, "w1"), store.create(3600, "w2")
+    revoked = kubesmith("token", "revoke", leaked.record.id, "--state-dir", str(tmp_path / "state"), "-o", "json")
+    assert revoked.returncode == 0, revoked.stderr
+    row = json.loads(revoked.stdout)
+    assert (row["id"], row["node"], row["state"]) == (leaked.record.id, "w1", "revoked")
+    assert [c.record.id for c in store.candidates()] == [kept.record.id]
+    first = store.records()[0].revoked
+    again = kubesmith("token", "revoke", leaked.record.id, "--state-dir", str(tmp_path / "state"))
+    assert again.returncode == 0 and store.records()[0].revoked == first  # idempotent: the first time stays
+
+
 def test_token_command_errors_are_one_line(tmp_path):
     ca = make_ca(tmp_path / "ca")
-    unknown = kubesmith("token", "revoke", "zzzzzz", *ca_args(ca))
+    unknown = kubesmith("token", "revoke", "zzzzzz", "--state-dir", str(ca.directory / "state"))
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no token" in unknown.stderr
     bad_ttl = kubesmith("token", "create", "--ttl", "soon", *ca_args(ca))
     assert bad_ttl.returncode == 2 and "not a duration" in bad_ttl.stderr

@@ -272,8 +272,7 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
     with user_errors():
         records = tokens.read_records(config.token_file)
     now = dt.datetime.now(dt.timezone.utc).timestamp()
-    rows = [{"id": r.id, "node": r.node, "addresses": list(r.addresses), "created": _iso(r.created),
-             "expires": _iso(r.expires), "state": r.state(now), "description": r.description} for r in records]
+    rows = [_token_row(record, now) for record in records]
     if output == "json":
         emit_json(rows)
         return
@@ -286,17 +285,30 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
 
 @token_group.command("revoke")
 @click.argument("token_id", metavar="ID")
-@token_options
-def token_revoke(token_id: str, config_file: str | None, state_dir: str | None, ca_key: str | None,
-                 ca_cert: str | None) -> None:
-    """Revoke the token ID at once (the CA service re-reads the store on its next request)."""
-    store = token_store(config_file, state_dir, ca_key)
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@click.option("--state-dir", default=None, metavar="DIR", help=f"CA service state directory (default {CA_STATE_DIR}).")
+@config_option(CA_CONFIG)
+def token_revoke(token_id: str, output: str, state_dir: str | None, config_file: str | None) -> None:
+    """Revoke the token ID at once (the CA service re-reads the store on its next request).
+
+    Needs only the token store, not the CA key: revoking a leaked token never waits for key access.
+    """
+    config = ca_config(config_file, state_dir=state_dir)
     with user_errors():
         try:
-            record = store.revoke(token_id)
+            record = tokens.TokenFile(config.token_file).revoke(token_id)
         except tokens.TokenError as exc:
             fail(str(exc), ExitCode.USAGE)
+    if output == "json":
+        emit_json(_token_row(record, dt.datetime.now(dt.timezone.utc).timestamp()))
+        return
     click.echo(f"token {record.id} revoked")
+
+
+def _token_row(record: tokens.TokenRecord, now: float) -> dict[str, Any]:
+    return {"id": record.id, "node": record.node, "addresses": list(record.addresses),
+            "created": _iso(record.created), "expires": _iso(record.expires), "state": record.state(now),
+            "description": record.description}
 
 
 def _ca_hash(config_file: str | None, ca_cert: str | None) -> str:

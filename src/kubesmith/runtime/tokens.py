@@ -147,16 +147,59 @@ def wrapping_key(ca_key: PrivateKey) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=WRAP_INFO).derive(material)
 
 
-class TokenStore:
-    """The token file of one CA service (`<state dir>/tokens.json`)."""
+class TokenFile:
+    """The records of one token store (`<state dir>/tokens.json`): listing, revoking and binding
+    touch no key, so a token can be revoked wherever the store is writable, even without the CA key."""
+
+    def __init__(self, path: Path, clock: Clock = time.time) -> None:
+        self.path = path
+        self._clock = clock
+
+    def records(self) -> list[TokenRecord]:
+        return read_records(self.path)
+
+    def revoke(self, token_id: str) -> TokenRecord:
+        return self._update(token_id, lambda record: record if record.revoked is not None
+                            else replace(record, revoked=self._clock()))
+
+    def bind(self, token_id: str, node: str) -> TokenRecord:
+        """Bind an unbound token to `node` at first use; a bound token keeps its node."""
+        return self._update(token_id, lambda record: record if record.node is not None else replace(record, node=node))
+
+    def _update(self, token_id: str, change: Callable[[TokenRecord], TokenRecord]) -> TokenRecord:
+        """Change one record under the lock; the file is rewritten only when the record changed."""
+        with self._locked():
+            records = self.records()
+            for index, record in enumerate(records):
+                if record.id == token_id:
+                    records[index] = changed = change(record)
+                    if changed != record:
+                        self._save(records)
+                    return changed
+        raise TokenError(f"no token with id {token_id!r} (see `kubesmith token list`)")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _save(self, records: list[TokenRecord]) -> None:
+        now = self._clock()
+        kept = [r for r in records if (r.revoked or r.expires) + PRUNE_AFTER > now]
+        document = {"version": 1, "tokens": [asdict(record) for record in kept]}
+        fsutil.atomic_write(self.path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o600)
+        os.chmod(self.path, 0o600)
+
+
+class TokenStore(TokenFile):
+    """A token store with the CA key: creating tokens and unwrapping their HMAC keys need it."""
 
     def __init__(self, path: Path, ca_key: PrivateKey, clock: Clock = time.time) -> None:
-        self.path = path
+        super().__init__(path, clock)
         self._aead = AESGCM(wrapping_key(ca_key))
-        self._clock = clock
         self._cache: tuple[tuple[int, int, int], tuple[Candidate, ...]] | None = None
-
-    # ---- operator commands
 
     def create(self, ttl: float, node: str | None = None, addresses: tuple[str, ...] = (),
                description: str = "") -> NewToken:
@@ -173,32 +216,6 @@ class TokenStore:
                 raise TokenError("token id collision; run the command again")
             self._save([*records, record])
         return NewToken(token, record)
-
-    def revoke(self, token_id: str) -> TokenRecord:
-        with self._locked():
-            records = self.records()
-            for index, record in enumerate(records):
-                if record.id == token_id:
-                    if record.revoked is None:
-                        records[index] = record = replace(record, revoked=self._clock())
-                        self._save(records)
-                    return record
-        raise TokenError(f"no token with id {token_id!r} (see `kubesmith token list`)")
-
-    def bind(self, token_id: str, node: str) -> TokenRecord:
-        """Bind an unbound token to `node` at first use; a bound token keeps its node."""
-        with self._locked():
-            records = self.records()
-            for index, record in enumerate(records):
-                if record.id == token_id:
-                    if record.node is None:
-                        records[index] = record = replace(record, node=node)
-                        self._save(records)
-                    return record
-        raise TokenError(f"token {token_id!r} disappeared from the store")
-
-    def records(self) -> list[TokenRecord]:
-        return read_records(self.path)
 
     # ---- the CA service
 
@@ -223,20 +240,6 @@ class TokenStore:
                                       record.id.encode())
         except Exception as exc:  # InvalidTag: another CA key, or a tampered record
             raise TokenError(f"{self.path}: token {record.id} was not created with this CA key") from exc
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.path.with_name(f".{self.path.name}.lock"), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
-
-    def _save(self, records: list[TokenRecord]) -> None:
-        now = self._clock()
-        kept = [r for r in records if (r.revoked or r.expires) + PRUNE_AFTER > now]
-        document = {"version": 1, "tokens": [asdict(record) for record in kept]}
-        fsutil.atomic_write(self.path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o600)
-        os.chmod(self.path, 0o600)
 
 
 def read_records(path: Path) -> list[TokenRecord]:
