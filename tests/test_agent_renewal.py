@@ -73,6 +73,8 @@ def test_agent_renews_due_certificates_locally_and_reports_state(tmp_path):
     result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(etc),
                        "--state-file", str(state_file), "--config", _agent_config(tmp_path, ca.ca_key))
     assert result.returncode == 0, result.stderr
+    # the scheduler's client certificate and kubeconfig were due; the serving and etcd ones were not
+    assert "kubesmith agent: checked 4, renewed 2; next renewal due 20" in result.stderr
 
     renewed = load_cert((pki / "scheduler-client.crt").read_bytes())
     assert (pki / "scheduler-client.key").read_bytes() == key_before
@@ -217,6 +219,15 @@ def _state_error(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return state if state.get("last_error") else None
+
+
+def test_agent_once_says_when_it_found_nothing_to_renew(tmp_path):
+    """A wrong --pki-dir is not a silent success: the summary names both places it looked."""
+    result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(tmp_path / "nope"),
+                       "--kubeconfig-dir", str(tmp_path), "--state-file", str(tmp_path / "state.json"))
+    assert result.returncode == 0, result.stderr
+    assert "nothing to renew: no certificate with its key under " + str(tmp_path / "nope") in result.stderr
+    assert json.loads((tmp_path / "state.json").read_text())["certificates"] == []
 
 
 def test_agent_settings_errors_are_one_line(tmp_path):

@@ -33,10 +33,8 @@ from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import CommandResult, SshTransport, TransportError
 from kubesmith.urls import url_host
 
-CA_CONFIG = f"{layout.KUBESMITH_ETC}/ca-service.json"
-AGENT_CONFIG = f"{layout.KUBESMITH_ETC}/agent.json"
-CA_STATE_DIR = "/var/lib/kubesmith/ca"
-AGENT_STATE_FILE = "/var/lib/kubesmith/agent/state.json"
+CA_CONFIG, CA_STATE_DIR = layout.CA_SERVICE_CONFIG, layout.CA_SERVICE_STATE
+AGENT_CONFIG, AGENT_STATE_FILE = layout.AGENT_CONFIG, layout.AGENT_STATE_FILE
 CA_DEFAULTS: dict[str, Any] = {
     "ca_cert": layout.pki_path("ca.crt"), "ca_key": layout.pki_path("ca.key"),
     "tls_cert": layout.pki_path("ca-service/serving.crt"), "tls_key": layout.pki_path("ca-service/serving.key"),
@@ -421,7 +419,24 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
                   state_file: str | None, ca_urls: tuple[str, ...], renew_fraction: float | None,
                   check_interval: float | None, retry_initial: float | None, retry_max: float | None, once: bool,
                   show_state: bool) -> None:
-    """Renew this host's certificates before they expire (see `kubesmith.runtime.agent`)."""
+    """Renew this host's certificates before they expire, without an outage.
+
+    \b
+    Every check (--check-interval) looks at each certificate under --pki-dir and each
+    kubeconfig under --kubeconfig-dir; one that has used --renew-fraction of its life
+    is renewed with the same key and subject:
+      - by the CA service (--ca-url), authenticating with this host's agent
+        certificate (mutual TLS), or
+      - locally, on hosts that hold that CA's key.
+    The old certificate stays until the new one is written (atomically); path units
+    then restart the component. While the CA service is unreachable the agent retries
+    with backoff (--retry-initial .. --retry-max) and keeps the current certificate.
+    Its report (--state-file) is what `kubesmith status` shows; --show-state prints it.
+
+    \b
+    Runs as the kubesmith-agent unit on every host; by hand:
+      kubesmith agent --once      one pass, a summary line, exit 4 if the CA was unreachable
+    """
     from kubesmith.runtime import agent
 
     document = read_json_config(config_file or AGENT_CONFIG, config_file is not None)
@@ -449,11 +464,20 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
             outcome = asyncio.run(_agent_once(config))
             if outcome.unavailable:
                 fail("CA unreachable: " + "; ".join(outcome.unavailable), ExitCode.UNHEALTHY)
+            click.echo(f"kubesmith agent: {_once_summary(config, outcome)}", err=True)
             return
         try:
             asyncio.run(_agent_forever(config))
         except KeyboardInterrupt:
             pass
+
+
+def _once_summary(config: Any, outcome: Any) -> str:
+    if outcome.checked == 0:
+        return (f"nothing to renew: no certificate with its key under {config.pki_dir} and no kubeconfig "
+                f"with a client certificate under {config.kubeconfig_dir}")
+    due = outcome.next_due.isoformat(timespec="seconds") if outcome.next_due else "none scheduled"
+    return f"checked {outcome.checked}, renewed {outcome.renewed}; next renewal due {due}"
 
 
 async def _agent_once(config: Any) -> Any:

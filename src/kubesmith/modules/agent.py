@@ -17,8 +17,6 @@ from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.spec.types import StrictModel
 from kubesmith.urls import url_host
 
-CONFIG_PATH = f"{layout.KUBESMITH_ETC}/agent.json"
-STATE_DIR = f"{layout.LIB}/kubesmith/agent"
 
 
 class AgentOptions(StrictModel):
@@ -49,7 +47,7 @@ class AgentModule(Module):
         urls = options.ca_urls or [f"https://{url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
         settings = {
             "host": ctx.host.name, "pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC,
-            "state_file": f"{STATE_DIR}/state.json", "ca_urls": urls,
+            "state_file": layout.AGENT_STATE_FILE, "ca_urls": urls,
             "renew_fraction": options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
             "check_interval": options.check_interval, "retry_max": options.retry_max_interval,
             # CA keys this host holds (it renews those certificates itself, without the network)
@@ -60,18 +58,18 @@ class AgentModule(Module):
             component=self.key,
             description="kubesmith agent: certificate renewal",
             binary="kubesmith",
-            argv=("agent", "--config", CONFIG_PATH),
+            argv=("agent", "--config", layout.AGENT_CONFIG),
             user="root",
             group="root",
             wanted_by="kubernetes.target",
             after=("network-online.target",),
             restart=RestartPolicy(delay_seconds=5),
-            needs_files=(CONFIG_PATH,),
-            state_directory=STATE_DIR,
+            needs_files=(layout.AGENT_CONFIG,),
+            state_directory=layout.AGENT_STATE,
             hardening=False,  # rewrites certificates and kubeconfigs under /etc/kubernetes
         )
         return Contribution(
             services=[service],
-            files=[File(path=CONFIG_PATH, mode=0o644, data=settings, format="json")],
+            files=[File(path=layout.AGENT_CONFIG, mode=0o644, data=settings, format="json")],
             certificates=["agent-client"],
         )

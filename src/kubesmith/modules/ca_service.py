@@ -18,8 +18,6 @@ from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.runtime.durations import parse_duration
 from kubesmith.spec.types import Port, StrictModel
 
-CONFIG_PATH = f"{layout.KUBESMITH_ETC}/ca-service.json"
-STATE_DIR = f"{layout.LIB}/kubesmith/ca"
 # The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA
 # service reads that one copy rather than adding a second one.
 CA_KEY_PATH = layout.pki_path("controller-manager/ca.key")
@@ -54,7 +52,8 @@ class CaServiceModule(Module):
             ctx.spec.spec.pki.certificate_validity_days * 86400.0
         settings = {
             "ca_cert": ca_cert, "ca_key": CA_KEY_PATH, "tls_cert": serving.cert_path, "tls_key": serving.key_path,
-            "state_dir": STATE_DIR, "listen": host.address, "port": options.port, "validity_seconds": validity,
+            "state_dir": layout.CA_SERVICE_STATE, "listen": host.address, "port": options.port,
+            "validity_seconds": validity,
             "default_token_ttl": parse_duration(options.token_ttl),
             "failed_auth_delay": options.failed_auth_delay, "max_failed_auth_delay": options.max_failed_auth_delay,
             "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts),
@@ -64,18 +63,18 @@ class CaServiceModule(Module):
             component=self.key,
             description="kubesmith cluster CA service",
             binary="kubesmith",
-            argv=("ca", "serve", "--config", CONFIG_PATH),
+            argv=("ca", "serve", "--config", layout.CA_SERVICE_CONFIG),
             user="root",
             group="root",
             wanted_by="kube-ca-online.target",
             after=("network-online.target",),
             readiness=https_probe(host.address, options.port, "/healthz", "kubernetes-ca"),
             restart=RestartPolicy(delay_seconds=2),
-            needs_files=(ca_cert, CA_KEY_PATH, serving.cert_path, serving.key_path, CONFIG_PATH),
-            state_directory=STATE_DIR,
+            needs_files=(ca_cert, CA_KEY_PATH, serving.cert_path, serving.key_path, layout.CA_SERVICE_CONFIG),
+            state_directory=layout.CA_SERVICE_STATE,
         )
         return Contribution(
             services=[service],
-            files=[File(path=CONFIG_PATH, mode=0o644, data=settings, format="json")],
+            files=[File(path=layout.CA_SERVICE_CONFIG, mode=0o644, data=settings, format="json")],
             certificates=["ca-service-serving"],
         )

@@ -282,6 +282,7 @@ def renewer_for(config: AgentConfig, ca: Authority | None) -> Renewer:
 
 @dataclass(frozen=True, slots=True)
 class CycleOutcome:
+    checked: int  # certificates and kubeconfigs found
     renewed: int
     unavailable: tuple[str, ...]  # errors worth a quick retry (CA unreachable)
     next_due: dt.datetime | None
@@ -293,7 +294,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
     cas = authorities(config)
     renewed, unavailable = 0, []
     next_due: dt.datetime | None = None
-    for slot in discover(config):
+    slots = discover(config)
+    for slot in slots:
         key = str(slot.path)
         try:
             material = load_material(slot)
@@ -335,7 +337,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
             next_due = due if next_due is None or due < next_due else next_due
     state.last_check = _iso(clock())
     state.next_renewal = _iso(next_due) if next_due else None
-    return CycleOutcome(renewed, tuple(unavailable), next_due)
+    return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due)
 
 
 # ---- the loop
