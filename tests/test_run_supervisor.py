@@ -169,6 +169,9 @@ def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(s
         poll(lambda: pids(state)["kube-apiserver"] not in (None, before["kube-apiserver"])
              and status(spec, state)[0] == 0, 90, "the API server to restart and be ready again")
         new_cert = api_certificate(spec, state)
+        agent_report = status(spec, state)[1]["hosts"][0]["agent"]
+        text = subprocess.run([*CLI, "status", str(spec), "--state-dir", str(state)], capture_output=True,
+                              text=True, timeout=120, env=environment(), check=False).stdout
         after = json.loads((state / "run" / "node1" / "run.json").read_text())["services"]
     finally:
         code, out, err = stop(process)
@@ -180,3 +183,12 @@ def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(s
     assert "kube-apiserver | restarting: " in out and "apiserver.crt" in out
     # etcd's certificates come from etcd-ca, whose key is not on the host: not renewed, not restarted
     assert after["etcd"]["reloads"] == 0 and after["etcd"]["pid"] == before["etcd"]
+    # status shows the agent's report: this renewal, and the certificates of CAs whose keys are elsewhere
+    assert agent_report["last_renewal"] is not None and agent_report["certificates"] >= 10
+    cannot = {e.split(": ")[0].rsplit("/pki/", 1)[1]: e.split("no key for ")[1].split()[0]
+              for e in agent_report["errors"]}
+    assert cannot["etcd/healthcheck-client.crt"] == cannot["apiserver-etcd-client.crt"] == "etcd-ca"
+    assert set(cannot.values()) == {"etcd-ca", "front-proxy-ca"}
+    assert f"agent: checked {agent_report['last_check']}; {agent_report['certificates']} certificates; " \
+           f"last renewal {agent_report['last_renewal']}" in text
+    assert "  agent error: " in text and "no key for etcd-ca" in text

@@ -68,9 +68,11 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
                    timeout: float, ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
     """Every component on every host: running, ready (reason, latency), version, certificate life.
 
-    Also etcd's members and leader. Hosts run by a live `kubesmith run` are probed from here;
-    the others over SSH, where each probe runs on the component's own host and systemd says
-    what runs. Exit 0 when everything is healthy, 4 otherwise.
+    Also etcd's members and leader, and each host's certificate agent: when it last checked,
+    its last renewal, the next one due and the certificates it could not renew. Hosts run by a
+    live `kubesmith run` are probed from here; the others over SSH, where each probe runs on the
+    component's own host and systemd says what runs. Exit 0 when every component is healthy,
+    4 otherwise (the agent's report informs; it does not change the exit code).
     """
     loaded, plan = load_plan_or_fail(spec_file)
     check_host_names(plan, hosts, spec_file)

@@ -4,7 +4,10 @@ For every service: running (from the supervisor's run.json where `kubesmith run`
 systemd hosts report through the SSH transport later, until then "unknown"), ready (one probe
 attempt: result, reason, latency), version (GET /version, or etcd's maintenance status, where the
 credentials allow), and residual life of the serving certificate as the server presented it.
-For etcd: members and leader through the JSON gateway over mTLS.
+For etcd: members and leader through the JSON gateway over mTLS. For the kubesmith agent: its
+last report (when it checked, what it renewed, what is due next, what failed). The report informs;
+health stays what the probes say, since a certificate the agent failed to renew still works
+until it expires, and then its component's probe fails.
 
 Probes go through a `ProbeRunner` chosen per host (`RunnerFor`); the local runner is the
 default. Components bound to 127.0.0.1 (`Probe.run_on`) can only be probed from their own host:
@@ -22,10 +25,39 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kubesmith import layout
+from kubesmith.backends.run import HostPaths
 from kubesmith.plan.model import HostPlan, Plan, Service
 from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
 from kubesmith.runtime.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """The kubesmith agent's last report on a host (its state file), as status shows it."""
+
+    last_check: str | None
+    last_renewal: str | None
+    next_renewal: str | None
+    certificates: int
+    errors: tuple[str, ...]  # the agent's own last error, then "<file>: <error>" per certificate
+
+    @staticmethod
+    def of(document: dict[str, Any]) -> AgentReport:
+        certificates = document.get("certificates") or []
+        errors = [str(document["last_error"])] if document.get("last_error") else []
+        errors += [f"{c.get('path')}: {c['last_error']}" for c in certificates if c.get("last_error")]
+        return AgentReport(document.get("last_check"), document.get("last_renewal"), document.get("next_renewal"),
+                           len(certificates), tuple(errors))
+
+    @staticmethod
+    def parse(text: str) -> AgentReport | None:
+        """From the state file's text; None when it is not a report (never written, or cut short)."""
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return None
+        return AgentReport.of(document) if isinstance(document, dict) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +68,7 @@ class HostView:
     pki_dir: str
     running: dict[str, bool] | None = None  # service name -> running; None: cannot tell from here
     pids: dict[str, int | None] | None = None
+    agent: AgentReport | None = None
 
 
 ViewFor = Callable[[HostPlan], Awaitable[HostView]]
@@ -73,6 +106,7 @@ class HostStatus:
     etcd_members: tuple[EtcdMember, ...] = ()
     etcd_leader: str | None = None
     etcd_error: str | None = None
+    agent: AgentReport | None = None
 
     @property
     def healthy(self) -> bool:
@@ -96,16 +130,29 @@ class ClusterStatus:
 
 def credentials_dir(state_dir: Path, host: str) -> Path:
     """Where the host's probe credentials are: its run root when `run` prepared one, else its render."""
-    run_root = state_dir / "run" / host / "root"
-    base = run_root if run_root.is_dir() else state_dir / "rendered" / host
-    return base / "etc" / "kubernetes" / "pki"
+    paths = HostPaths(state_dir, host)
+    return paths.pki_dir if paths.root.is_dir() else paths.rendered / layout.PKI.lstrip("/")
+
+
+def runs_agent(host: HostPlan) -> bool:
+    return any(service.component == "agent" for service in host.services)
+
+
+def local_agent_report(state_dir: Path, host: HostPlan) -> AgentReport | None:
+    """The report of the agent that `kubesmith run` runs for the host, in its run root."""
+    if not runs_agent(host):
+        return None
+    try:
+        text = (HostPaths(state_dir, host.name).root / layout.AGENT_STATE_FILE.lstrip("/")).read_text()
+    except OSError:
+        return None
+    return AgentReport.parse(text)
 
 
 def supervisor_pids(state_dir: Path, host: str) -> dict[str, int | None] | None:
     """Service pids from a live `kubesmith run` for this host; None when no supervisor runs it."""
-    path = state_dir / "run" / host / "run.json"
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(HostPaths(state_dir, host).state_file.read_text())
     except (OSError, ValueError):
         return None
     if not pid_alive(state.get("supervisor")):
@@ -147,7 +194,8 @@ def local_view(state_dir: Path, host: HostPlan) -> HostView:
     """Probes from this machine with the rendered credentials; running from a live `kubesmith run`."""
     pids = supervisor_pids(state_dir, host.name)
     running = {name: pid_alive(pid) for name, pid in pids.items()} if pids is not None else None
-    return HostView(LocalProbeRunner(), str(credentials_dir(state_dir, host.name)), running, pids)
+    return HostView(LocalProbeRunner(), str(credentials_dir(state_dir, host.name)), running, pids,
+                    local_agent_report(state_dir, host))
 
 
 async def component_status(service: Service, host: HostPlan, view: HostView, timeout: float) -> ComponentStatus:
@@ -205,14 +253,13 @@ async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostSta
     components = await asyncio.gather(*(component_status(s, host, view, timeout) for s in host.services))
     etcd = next((s for s in host.services if s.component == "etcd" and s.readiness), None)
     if etcd is None or etcd.readiness is None:
-        return HostStatus(host.name, tuple(components))
+        return HostStatus(host.name, tuple(components), agent=view.agent)
     spec = parse_probe(probe_argument(etcd.readiness, host)).resolved(view.pki_dir)
     try:
         members, leader = await etcd_state(view.runner, spec, timeout)
     except Exception as exc:
-        return HostStatus(host.name, tuple(components), etcd_error=describe_error(exc))
-    return HostStatus(host.name, tuple(components), members, leader,
-                      None if leader else "no leader")
+        return HostStatus(host.name, tuple(components), etcd_error=describe_error(exc), agent=view.agent)
+    return HostStatus(host.name, tuple(components), members, leader, None if leader else "no leader", view.agent)
 
 
 async def cluster_status(plan: Plan, view_for: ViewFor, hosts: list[str] | None = None,
@@ -242,5 +289,17 @@ def status_lines(status: ClusterStatus) -> list[str]:
             names = ", ".join(m.name + ("*" if m.leader else "") for m in host.etcd_members)
             lines.append(f"  etcd members: {names or '-'}; leader: {host.etcd_leader or '-'}"
                          + (f" ({host.etcd_error})" if host.etcd_error else ""))
+        if host.agent is not None:
+            lines += agent_lines(host.agent)
     lines.append("cluster healthy" if status.healthy else "cluster UNHEALTHY")
+    return lines
+
+
+def agent_lines(report: AgentReport, shown_errors: int = 5) -> list[str]:
+    """One summary line, then the first errors (the JSON output has them all)."""
+    lines = [f"  agent: checked {report.last_check or 'never'}; {report.certificates} certificates; "
+             f"last renewal {report.last_renewal or 'none'}; next due {report.next_renewal or 'none'}"]
+    lines += [f"  agent error: {error}" for error in report.errors[:shown_errors]]
+    if len(report.errors) > shown_errors:
+        lines.append(f"  agent: {len(report.errors) - shown_errors} more errors (-o json lists them)")
     return lines

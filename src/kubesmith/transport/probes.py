@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from kubesmith import layout
 from kubesmith.plan.model import HostPlan
-from kubesmith.runtime.status import HostView, status_operations
+from kubesmith.runtime.status import AgentReport, HostView, runs_agent, status_operations
 from kubesmith.runtime.wait import ProbeOperation, RecordedProbeRunner
 from kubesmith.transport.ssh import SshTransport, TransportError
 
@@ -44,7 +44,18 @@ async def ssh_view(transport: SshTransport, host: HostPlan, timeout: float) -> H
         active = None
     running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
     runner = await remote_runner(transport, host.address, status_operations(host, layout.PKI), timeout)
-    return HostView(runner, layout.PKI, running)
+    return HostView(runner, layout.PKI, running, agent=await remote_agent_report(transport, host))
+
+
+async def remote_agent_report(transport: SshTransport, host: HostPlan) -> AgentReport | None:
+    """The agent's state file on the host; None where it has not written one (or SSH fails)."""
+    if not runs_agent(host):
+        return None
+    try:
+        result = await transport.run(host.address, ["cat", "--", layout.AGENT_STATE_FILE])
+    except TransportError:
+        return None
+    return AgentReport.parse(result.stdout) if result.ok else None
 
 
 async def active_units(transport: SshTransport, address: str, units: list[str]) -> dict[str, bool]:
