@@ -6,6 +6,7 @@ networks are reachable only from the host itself; one batch keeps it to one roun
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 from collections.abc import Sequence
@@ -36,15 +37,22 @@ async def remote_runner(transport: SshTransport, address: str, operations: Seque
 
 
 async def ssh_view(transport: SshTransport, host: HostPlan, timeout: float) -> HostView:
-    """How status sees a host it reaches over SSH: systemd says what runs, probes run on the host."""
-    units = [f"{service.name}.service" for service in host.services]
+    """How status sees a host it reaches over SSH: systemd says what runs, probes run on the host.
+    The three reads are independent: they share the host's connection and run at once."""
+    running, runner, agent = await asyncio.gather(
+        running_services(transport, host),
+        remote_runner(transport, host.address, status_operations(host, layout.PKI), timeout),
+        remote_agent_report(transport, host))
+    return HostView(runner, layout.PKI, running, agent=agent)
+
+
+async def running_services(transport: SshTransport, host: HostPlan) -> dict[str, bool] | None:
+    """Service name -> active, as systemd says; None when the host cannot tell (or SSH fails)."""
     try:
-        active = await active_units(transport, host.address, units)
+        active = await active_units(transport, host.address, [f"{service.name}.service" for service in host.services])
     except TransportError:
-        active = None
-    running = {name.removesuffix(".service"): up for name, up in active.items()} if active else None
-    runner = await remote_runner(transport, host.address, status_operations(host, layout.PKI), timeout)
-    return HostView(runner, layout.PKI, running, agent=await remote_agent_report(transport, host))
+        return None
+    return {name.removesuffix(".service"): up for name, up in active.items()} if active else None
 
 
 async def remote_agent_report(transport: SshTransport, host: HostPlan) -> AgentReport | None:
