@@ -33,12 +33,10 @@ from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import CommandResult, SshTransport, TransportError
 from kubesmith.urls import url_host
 
-CA_CONFIG, CA_STATE_DIR = layout.CA_SERVICE_CONFIG, layout.CA_SERVICE_STATE
-AGENT_CONFIG, AGENT_STATE_FILE = layout.AGENT_CONFIG, layout.AGENT_STATE_FILE
 CA_DEFAULTS: dict[str, Any] = {
     "ca_cert": layout.pki_path("ca.crt"), "ca_key": layout.pki_path("ca.key"),
     "tls_cert": layout.pki_path("ca-service/serving.crt"), "tls_key": layout.pki_path("ca-service/serving.key"),
-    "state_dir": CA_STATE_DIR,
+    "state_dir": layout.CA_SERVICE_STATE,
 }
 
 
@@ -75,11 +73,11 @@ def read_json_config(path: str, required: bool) -> dict[str, Any]:
 
 
 def ca_config(config_file: str | None, **overrides: Any) -> ca_service.CaServiceConfig:
-    document = {**CA_DEFAULTS, **read_json_config(config_file or CA_CONFIG, config_file is not None)}
+    document = {**CA_DEFAULTS, **read_json_config(config_file or layout.CA_SERVICE_CONFIG, config_file is not None)}
     try:
         return ca_service.config_from_document(document, **overrides)
     except (ValueError, TypeError) as exc:
-        fail(f"{config_file or CA_CONFIG}: {exc}", ExitCode.USAGE)
+        fail(f"{config_file or layout.CA_SERVICE_CONFIG}: {exc}", ExitCode.USAGE)
 
 
 @contextmanager
@@ -112,14 +110,15 @@ def ca_group() -> None:
 
 
 @ca_group.command("serve")
-@config_option(CA_CONFIG)
+@config_option(layout.CA_SERVICE_CONFIG)
 @click.option("--listen", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port (0: any free port; default 8443).")
 @click.option("--ca-cert", default=None, metavar="FILE", help="kubernetes-ca certificate.")
 @click.option("--ca-key", default=None, metavar="FILE", help="kubernetes-ca private key.")
 @click.option("--tls-cert", default=None, metavar="FILE", help="The service's own HTTPS certificate.")
 @click.option("--tls-key", default=None, metavar="FILE", help="Key of the HTTPS certificate.")
-@click.option("--state-dir", default=None, metavar="DIR", help=f"Token store directory (default {CA_STATE_DIR}).")
+@click.option("--state-dir", default=None, metavar="DIR",
+              help=f"Token store directory (default {layout.CA_SERVICE_STATE}).")
 @click.option("--validity", type=DURATION, default=None, help="Lifetime of issued certificates (e.g. 365d, 3m).")
 @click.option("--failed-auth-delay", type=click.FloatRange(min=0), default=None,
               help="First delay after a failed authentication, doubled per failure (seconds).")
@@ -168,14 +167,20 @@ def token_store(config_file: str | None, state_dir: str | None, ca_key: str | No
     return tokens.TokenStore(config.token_file, key)
 
 
+def store_options(command: Any) -> Any:
+    """Where the token store is: the CA service's settings file, or --state-dir."""
+    command = click.option("--state-dir", default=None, metavar="DIR",
+                           help=f"CA service state directory (default {layout.CA_SERVICE_STATE}).")(command)
+    return config_option(layout.CA_SERVICE_CONFIG)(command)
+
+
 def token_options(command: Any) -> Any:
+    """The token store and the CA key that wraps its HMAC keys (creating tokens needs both)."""
     command = click.option("--ca-cert", default=None, metavar="FILE",
                            help="kubernetes-ca certificate (for the --ca-hash that joins need).")(command)
     command = click.option("--ca-key", default=None, metavar="FILE",
                            help="kubernetes-ca private key (wraps the stored HMAC keys).")(command)
-    command = click.option("--state-dir", default=None, metavar="DIR",
-                           help=f"CA service state directory (default {CA_STATE_DIR}).")(command)
-    return config_option(CA_CONFIG)(command)
+    return store_options(command)
 
 
 @token_group.command("create")
@@ -262,8 +267,7 @@ def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str 
 
 @token_group.command("list")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
-@click.option("--state-dir", default=None, metavar="DIR", help=f"CA service state directory (default {CA_STATE_DIR}).")
-@config_option(CA_CONFIG)
+@store_options
 def token_list(output: str, state_dir: str | None, config_file: str | None) -> None:
     """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
     config = ca_config(config_file, state_dir=state_dir)
@@ -284,8 +288,7 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
 @token_group.command("revoke")
 @click.argument("token_id", metavar="ID")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
-@click.option("--state-dir", default=None, metavar="DIR", help=f"CA service state directory (default {CA_STATE_DIR}).")
-@config_option(CA_CONFIG)
+@store_options
 def token_revoke(token_id: str, output: str, state_dir: str | None, config_file: str | None) -> None:
     """Revoke the token ID at once (the CA service re-reads the store on its next request).
 
@@ -402,11 +405,11 @@ def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
 # ---- agent ----------------------------------------------------------------------------------
 
 @click.command("agent")
-@config_option(AGENT_CONFIG)
+@config_option(layout.AGENT_CONFIG)
 @click.option("--host", default=None, metavar="NAME", help="This host's name.")
 @click.option("--pki-dir", default=None, metavar="DIR", help=f"Certificates to renew (default {layout.PKI}).")
 @click.option("--kubeconfig-dir", default=None, metavar="DIR", help=f"Kubeconfigs to renew (default {layout.ETC}).")
-@click.option("--state-file", default=None, metavar="FILE", help=f"Report file (default {AGENT_STATE_FILE}).")
+@click.option("--state-file", default=None, metavar="FILE", help=f"Report file (default {layout.AGENT_STATE_FILE}).")
 @click.option("--ca-url", "ca_urls", multiple=True, metavar="URL", help="CA service URL (repeatable, tried in order).")
 @click.option("--renew-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Renew once this fraction of a certificate's life is used (default 2/3).")
@@ -439,11 +442,11 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     """
     from kubesmith.runtime import agent
 
-    document = read_json_config(config_file or AGENT_CONFIG, config_file is not None)
+    document = read_json_config(config_file or layout.AGENT_CONFIG, config_file is not None)
     overrides = {"host": host, "pki_dir": pki_dir, "kubeconfig_dir": kubeconfig_dir, "state_file": state_file,
                  "ca_urls": list(ca_urls) or None, "renew_fraction": renew_fraction,
                  "check_interval": check_interval, "retry_initial": retry_initial, "retry_max": retry_max}
-    merged = {"pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC, "state_file": AGENT_STATE_FILE,
+    merged = {"pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC, "state_file": layout.AGENT_STATE_FILE,
               **document, **{k: v for k, v in overrides.items() if v is not None}}
     if show_state:
         emit_json(agent.read_state(Path(merged["state_file"])))
@@ -457,7 +460,7 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
                                    state_file=Path(merged.pop("state_file")),
                                    ca_urls=tuple(merged.pop("ca_urls", ()) or ()), **merged)
     except TypeError as exc:
-        fail(f"{config_file or AGENT_CONFIG}: {exc}", ExitCode.USAGE)
+        fail(f"{config_file or layout.AGENT_CONFIG}: {exc}", ExitCode.USAGE)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith agent: %(message)s")
     with user_errors():
         if once:
