@@ -8,9 +8,9 @@ Prints certificates/s of each, the CPU time each server spends per certificate (
 tree, from psutil: the client shares the two cores, so CPU per certificate is what decides the
 rate), the CPU each spends per request of the same load on `/api/v1/cfssl/info` (no signing:
 what HTTPS, HTTP and JSON cost alone), the CPU of the signing work alone in-process (CSR parse
-and signature check, then the certificate: the floor for any server built on `cryptography`,
-with warm caches), kubesmith's worker count
-(`ca serve --workers`, default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
+and signature check, then the certificate with `cryptography`'s builder, warm caches: what
+kubesmith's worker spends on crypto at best), kubesmith's worker count (`ca serve --workers`,
+default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
 
     pip install -e '.[bench]'
     python bench/ca_bench.py [--requests 10000] [--concurrency 32] [--workers N]

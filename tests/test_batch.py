@@ -9,7 +9,6 @@ import pytest
 from kubesmith.runtime.batch import IterationBatch, each
 
 
-
 def square_or_refuse(item: int) -> int:
     if item < 0:
         raise ValueError(f"negative: {item}")

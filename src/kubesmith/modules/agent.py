@@ -18,7 +18,6 @@ from kubesmith.spec.types import StrictModel
 from kubesmith.urls import url_host
 
 
-
 class AgentOptions(StrictModel):
     renew_fraction: float | None = Field(default=None, gt=0, lt=1,
                                          description="Renew a certificate once it has used this fraction of its "

@@ -31,8 +31,9 @@ claims in one transaction, then signing) run back to back (`Steps`, `batch`): th
 CPU per certificate by more than a third (`bench/ca_bench.py`).
 
 Every issuance is logged as one line (logger `kubesmith.ca`; `ca serve` prefixes the worker's
-pid): client address, token id or agent host, profile, subject, SANs, serial and expiry. The serving certificate is reloaded when its file
-changes (the agent renews it), so renewal needs no restart of this service.
+pid): client address, token id or agent host, profile, subject, SANs, serial and expiry. The
+serving certificate is reloaded when its file changes (the agent renews it), so renewal needs no
+restart of this service.
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ class SharedState:
     claims is one transaction), and the upsert in `failed` never loses a count. The memory also
     survives a restart (an in-process set did not). Expired rows are pruned. Two files: the
     throttle is read on every request, and reads of a file that the per-issuance replay writes do
-    not touch stay cheap. Each worker opens its own connections after the fork (they must not cross a fork).
+    not touch stay cheap. Each worker opens its own connections after the fork (they must not
+    cross a fork).
     """
 
     REPLAYS = (("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
@@ -572,8 +574,8 @@ class WorkerPool:
 
     Everything a worker needs is prepared before the fork (CA key and serving certificate checked,
     port reserved, state databases created) so that a bad configuration fails once, in the
-    parent. A worker that dies is replaced; the workers die with the parent (PR_SET_PDEATHSIG), so a SIGKILLed `ca serve` leaves
-    no orphan holding the CA key or the port.
+    parent. A worker that dies is replaced; the workers die with the parent (PR_SET_PDEATHSIG),
+    so a SIGKILLed `ca serve` leaves no orphan holding the CA key or the port.
     """
 
     def __init__(self, service: CaService, workers: int, addresses: list[tuple[int, Any]]) -> None:

@@ -1,7 +1,7 @@
 """`kubesmith status`: probe what the plan promised, per host and component, and say why not.
 
 For every service: running (from the supervisor's run.json where `kubesmith run` runs the host;
-systemd hosts report through the SSH transport later, until then "unknown"), ready (one probe
+from systemd over SSH for the others; "unknown" where neither answers), ready (one probe
 attempt: result, reason, latency), version (GET /version, or etcd's maintenance status, where the
 credentials allow), and residual life of the serving certificate as the server presented it.
 For etcd: members and leader through the JSON gateway over mTLS. For the kubesmith agent: its
