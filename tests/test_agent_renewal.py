@@ -257,6 +257,7 @@ spec:
     - {name: w1, address: 10.0.0.21, roles: [node]}
   components:
     caService: {port: 9443, tokenTtl: 2h}
+    apiserver: {extraSans: [api, 192.0.2.10, 10.0.0.21]}
 """, "cluster.yaml")
     plan = evaluate(spec.cluster, load_registry())
     cp1, w1 = plan.host("cp1"), plan.host("w1")
@@ -266,6 +267,10 @@ spec:
     assert "kubesmith-ca" not in {s.name for s in w1.services}
     settings = next(f.data for f in cp1.files if f.path == "/etc/kubesmith/ca-service.json")
     assert settings["default_token_ttl"] == 7200 and settings["reserved_nodes"] == ["cp1", "cp2", "w1"]
+    # the API server's names and addresses, less the hosts' own (w1's address is an extra SAN here)
+    assert settings["service_sans"] == ["10.32.0.1", "127.0.0.1", "192.0.2.10", "api", "kubernetes",
+                                        "kubernetes.default", "kubernetes.default.svc",
+                                        "kubernetes.default.svc.cluster.local", "localhost"]
     assert {r.name for r in cp1.certificates} >= {"ca-service-serving", "agent-client"}
     agent = next(f.data for f in w1.files if f.path == "/etc/kubesmith/agent.json")
     assert agent["ca_urls"] == ["https://10.0.0.11:9443", "https://10.0.0.12:9443"]

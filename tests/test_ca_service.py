@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ca_support import (CFSSL, CaFiles, cfssl_config, create_token, env_with_ca, load_cert, make_ca,
+from ca_support import (CFSSL, CaFiles, ca_args, cfssl_config, create_token, env_with_ca, load_cert, make_ca,
                         start_ca_service, start_cfssl_serve)
 from conftest import kubesmith
 from kubesmith.pki import keys
@@ -36,7 +36,8 @@ def ca(tmp_path_factory) -> CaFiles:
 @pytest.fixture(scope="module")
 def server(ca):
     running = start_ca_service(ca, "--failed-auth-delay", "0.05", "--max-failed-auth-delay", "0.4",
-                               "--reserve-node", "cp1")
+                               "--reserve-node", "cp1", "--service-san", "kubernetes", "--service-san", "api",
+                               "--service-san", "10.96.0.1")
     try:
         yield running
     finally:
@@ -212,6 +213,42 @@ def test_unbound_token_binds_to_its_first_node_and_not_to_cluster_hosts(ca, serv
     assert status == 403 and "for node 'w5'" in body["errors"][0]["message"]
 
 
+@pytest.mark.parametrize(("node", "profile", "hosts", "message", "rightful"), [
+    ("kubernetes.default.svc.cluster.local", "kubelet-serving", ("kubernetes.default.svc.cluster.local",),
+     "not a DNS label", "w8a"),
+    ("*", "kubelet-serving", ("*",), "not a DNS label", "w8b"),
+    ("W7", "kubelet-client", None, "not a DNS label", "w8c"),
+    ("kubernetes", "kubelet-serving", ("kubernetes",), "'kubernetes' names the cluster's API server", "w8d"),
+    ("api", "kubelet-client", None, "'api' names the cluster's API server", "w8e"),
+])
+def test_no_token_yields_a_certificate_for_the_api_servers_names(ca, server, node, profile, hosts, message,
+                                                                 rightful):
+    """kubernetes-ca also signs the API server's certificate: a node serving certificate for one of
+    its names, or a wildcard, would impersonate it. A refused name does not bind the token."""
+    token = create_token(ca)["token"]
+    status, body = raw_authsign(server.url, tokens.auth_key(token),
+                                sign_request(f"system:node:{node}", ("system:nodes",), profile, hosts))
+    assert status == 403 and message in body["errors"][0]["message"], body
+    _, cert = authsign_as(server, ca, token, f"system:node:{rightful}", ("system:nodes",), "kubelet-client")
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == f"system:node:{rightful}"
+
+
+def test_a_token_for_the_api_servers_name_is_refused_at_creation(ca, server):
+    """The same rules when the operator names the node: `token create` says so before a token exists."""
+    config = ca.directory / "ca-service.json"
+    config.write_text(json.dumps({"service_sans": ["kubernetes", "10.96.0.1"]}))
+    for extra, message in ((("--node", "kubernetes"), "'kubernetes' names the cluster's API server"),
+                           (("--node", "w1", "--address", "10.96.0.1"), "'10.96.0.1' names the cluster's API server"),
+                           (("--node", "w1.example.com"), "not a DNS label")):
+        result = kubesmith("token", "create", "--config", str(config), *ca_args(ca), *extra)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and not result.stdout
+    token = create_token(ca, "--node", "kubernetes")  # without the settings file, only the server refuses
+    status, body = raw_authsign(server.url, tokens.auth_key(token["token"]),
+                                sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
+    assert status == 403 and "names the cluster's API server" in body["errors"][0]["message"]
+
+
 # ---- expiry, revocation, tampering, replay, slow-down ------------------------------------------
 
 def test_expired_and_revoked_tokens_are_refused(ca, server):
@@ -385,6 +422,10 @@ def test_join_with_a_wrong_ca_hash_writes_nothing(tmp_path, ca, server):
     bad = kubesmith("join", "--server", server.url, "--token", "nope", "--ca-hash", token["ca_hash"],
                     "--root", str(root))
     assert bad.returncode == 2 and "malformed token" in bad.stderr
+    dotted = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w11.example.com", "--root", str(root), "--no-wait")
+    assert dotted.returncode == 2 and "--node: node name 'w11.example.com' is not a DNS label" in dotted.stderr
+    assert not root.exists()
 
 
 NODE_SPEC = """\

@@ -26,7 +26,7 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_o
                                    report_problems)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki import keys
-from kubesmith.runtime import ca_service, tokens
+from kubesmith.runtime import ca_policy, ca_service, tokens
 from kubesmith.runtime.ca_client import CaClientError, spki_hash
 from kubesmith.runtime.durations import parse_duration
 from kubesmith.transport.settings import ssh_options
@@ -126,12 +126,15 @@ def ca_group() -> None:
               help="Upper bound of that delay (seconds).")
 @click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
               help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
+@click.option("--service-san", "service_sans", multiple=True, metavar="NAME|IP",
+              help="A name or address of the API server that no node certificate may carry (repeatable; the "
+                   "module lists what the API server's certificate carries besides the hosts).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes sharing the port (default 0: one per CPU).")
 def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_cert: str | None,
              ca_key: str | None, tls_cert: str | None, tls_key: str | None, state_dir: str | None,
              validity: float | None, failed_auth_delay: float | None, max_failed_auth_delay: float | None,
-             reserved: tuple[str, ...], workers: int | None) -> None:
+             reserved: tuple[str, ...], service_sans: tuple[str, ...], workers: int | None) -> None:
     """Serve cfssl's /api/v1/cfssl/authsign and /info, agent renewal and /healthz over HTTPS.
 
     Logs one line per issuance and per refusal to stderr (the journal under systemd), prefixed
@@ -140,7 +143,7 @@ def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_c
     config = ca_config(config_file, listen=listen, port=port, ca_cert=ca_cert, ca_key=ca_key, tls_cert=tls_cert,
                        tls_key=tls_key, state_dir=state_dir, validity_seconds=validity,
                        failed_auth_delay=failed_auth_delay, max_failed_auth_delay=max_failed_auth_delay,
-                       reserved_nodes=reserved or None, workers=workers)
+                       reserved_nodes=reserved or None, service_sans=service_sans or None, workers=workers)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca[%(process)d]: %(message)s")
     with user_errors():
         try:
@@ -208,12 +211,16 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     with --cluster FILE, which runs it there over SSH.
     """
     _check_addresses(addresses)
+    if node is not None:
+        _check_node_name(node)
     if cluster_file is not None:
         ssh = (ssh_config, known_hosts, identity)
         _token_create_remote(cluster_file, on_host, ssh, ttl, node, addresses, description, output)
         return
     store = token_store(config_file, state_dir, ca_key)
-    ttl = ttl or ca_config(config_file).default_token_ttl
+    config = ca_config(config_file)
+    _check_not_service_sans(node, addresses, config.service_sans)
+    ttl = ttl or config.default_token_ttl
     with user_errors():
         created = store.create(ttl, node, addresses, description)
         ca_hash = _ca_hash(config_file, ca_cert)
@@ -329,6 +336,21 @@ def _check_addresses(addresses: tuple[str, ...]) -> None:
             fail(f"--address {address!r} is not an IP address", ExitCode.USAGE)
 
 
+def _check_node_name(node: str, what: str = "--node") -> None:
+    try:
+        ca_policy.check_node_name(node)
+    except ca_policy.PolicyError as exc:
+        fail(f"{what}: {exc}", ExitCode.USAGE)
+
+
+def _check_not_service_sans(node: str | None, addresses: tuple[str, ...], service_sans: tuple[str, ...]) -> None:
+    """What the CA service would refuse to sign for this token, refused before the token exists."""
+    try:
+        ca_policy.check_service_sans((*((node,) if node else ()), *addresses), ca_policy.normalized_sans(service_sans))
+    except ca_policy.PolicyError as exc:
+        fail(str(exc), ExitCode.USAGE)
+
+
 def _iso(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -367,7 +389,8 @@ def join_command(server: str, token: str, ca_hash: str, node: str | None, addres
         tokens.parse_token(token)
     except (ValueError, tokens.TokenError) as exc:
         fail(str(exc), ExitCode.USAGE)
-    name = node or socket.gethostname().split(".")[0]
+    name = node or socket.gethostname().split(".")[0].lower()
+    _check_node_name(name, "--node" if node else "this host's name (pass --node)")
     host_plan, cluster, algorithm = None, "kubernetes", "ecdsa-p256"
     if spec_file:
         host_plan, cluster, algorithm = _host_plan(spec_file, name)

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.base import Contribution, HostContext, Module, https_probe
-from kubesmith.pki.certlist import authority, certificate
+from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
 from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.runtime.durations import parse_duration
 from kubesmith.spec.types import Port, StrictModel
@@ -57,6 +57,7 @@ class CaServiceModule(Module):
             "default_token_ttl": parse_duration(options.token_ttl),
             "failed_auth_delay": options.failed_auth_delay, "max_failed_auth_delay": options.max_failed_auth_delay,
             "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts),
+            "service_sans": ctx.shared("ca-service-sans", lambda: service_sans(ctx)),
         }
         service = Service(
             name="kubesmith-ca",
@@ -78,3 +79,11 @@ class CaServiceModule(Module):
             files=[File(path=layout.CA_SERVICE_CONFIG, mode=0o644, data=settings, format="json")],
             certificates=["ca-service-serving"],
         )
+
+
+def service_sans(ctx: HostContext) -> list[str]:
+    """What the API server's certificate carries besides the hosts' own names and addresses
+    (`kubernetes`, `localhost`, the service IP, the endpoint...): no joining node may carry it."""
+    names, addresses = san_lists(Sans.APISERVER, ctx.cluster, ctx.host)
+    hosts = {h.name for h in ctx.spec.spec.hosts} | {h.address for h in ctx.spec.spec.hosts}
+    return sorted(set(names + addresses) - hosts)

@@ -16,6 +16,12 @@ identity (`system:kube-controller-manager`, `kube-apiserver`, ...), CA certifica
 subject attributes, or a subject override. A request must name its profile or carry a subject
 that identifies one (cfssl's default profile "" is mapped by subject).
 
+Node names are DNS labels, as the cluster file's host names are, and never a name or address
+that the API server's certificate carries for the cluster (`kubernetes`, `localhost`, the
+service IP, the API endpoint: `check_service_sans`). kubernetes-ca signs the API server's
+certificate too, so a kubelet serving certificate for `kubernetes.default.svc`, a wildcard or
+the endpoint's name would let a token holder impersonate the API server.
+
 Renewal (mTLS with the host's agent certificate) is a different grant: see `renewal_grant`.
 """
 
@@ -36,6 +42,7 @@ from kubesmith.pki.certlist import certificate, is_ip
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateRequest
+from kubesmith.spec.types import is_dns_label
 
 NODE_PROFILES: tuple[str, ...] = ("kubelet-client", "kubelet-serving", "agent-client", "kube-proxy-client")
 NODE_PREFIX, AGENT_PREFIX = "system:node:", "kubesmith:agent:"
@@ -76,6 +83,11 @@ class Grant:
     profile: str
     node: str | None
     request: CertificateRequest
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The node's name and every SAN: what must not collide with the API server's."""
+        return (*((self.node,) if self.node else ()), *self.request.dns_names, *self.request.ip_addresses)
 
 
 def parse_sign_request(raw: bytes) -> SignRequest:
@@ -167,6 +179,7 @@ def node_grant(node: str | None, addresses: tuple[str, ...], request: SignReques
             raise PolicyError(f"profile {profile} needs CN {spec.common_name.format(host='<node>')}")
         if node is not None and wanted_node != node:
             raise PolicyError(f"this token is for node {node!r}, not {wanted_node!r}")
+        check_node_name(wanted_node)
         node = wanted_node
     expected_cn = spec.common_name.format(host=node or "")
     common_name, organizations = request.subject
@@ -180,6 +193,26 @@ def node_grant(node: str | None, addresses: tuple[str, ...], request: SignReques
         raise PolicyError(f"profile {profile} carries no subject alternative names")
     return Grant(profile, node if "{host}" in spec.common_name else None,
                  _plan_request(profile, expected_cn, spec.organizations, spec.usages, dns, ips))
+
+
+def check_node_name(name: str) -> None:
+    if not is_dns_label(name):
+        raise PolicyError(f"node name {name!r} is not a DNS label (lower-case letters, digits and '-', "
+                          "at most 63 characters), as cluster host names are")
+
+
+def check_service_sans(names: tuple[str, ...], service_sans: frozenset[str]) -> None:
+    """Refuse a node name or SAN that is one of `service_sans` (`normalized_sans` of what the API
+    server's certificate carries besides the hosts' own names and addresses)."""
+    taken = sorted(service_sans & normalized_sans(names))
+    if taken:
+        raise PolicyError(f"{taken[0]!r} names the cluster's API server (it is in the API server's certificate); "
+                          "a node may not take it")
+
+
+def normalized_sans(values: tuple[str, ...]) -> frozenset[str]:
+    """DNS names as given, IP addresses in the canonical form the grants use."""
+    return frozenset(str(ipaddress.ip_address(v)) if is_ip(v) else v for v in values)
 
 
 def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca_cert: x509.Certificate,

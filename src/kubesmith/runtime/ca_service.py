@@ -91,6 +91,7 @@ class CaServiceConfig:
     failed_auth_delay: float = 0.5
     max_failed_auth_delay: float = 10.0
     reserved_nodes: tuple[str, ...] = ()  # names a token bound at first use may not take
+    service_sans: tuple[str, ...] = ()  # the API server's names and addresses, which no node may carry
     default_token_ttl: float = 3600.0  # `token create` without --ttl
     cert_reload_interval: float = 10.0
     workers: int = 0  # processes serving the port; 0: one per CPU this process may run on
@@ -277,6 +278,7 @@ class CaService:
         if not keys.same_public_key(self.ca_cert.public_key(), self.ca_key.public_key()):
             raise ValueError(f"{config.ca_key} does not belong to {config.ca_cert}")
         self.tokens = tokens.TokenStore(config.token_file, self.ca_key)
+        self.service_sans = ca_policy.normalized_sans(config.service_sans)
 
     def shared_state(self, worker: bool = True) -> SharedState:
         """This process's connections to the state every worker shares (open them after forking)."""
@@ -400,6 +402,7 @@ async def _authsign_body(request: web.Request) -> tuple[bytes, bytes]:
 async def _node_grant(service: CaService, record: tokens.TokenRecord, sign_request: SignRequest) -> Grant:
     """Apply the token's scope; an unbound token is bound to the first node name it signs for."""
     grant = ca_policy.node_grant(record.node, record.addresses, sign_request)
+    ca_policy.check_service_sans(grant.names, service.service_sans)
     if record.node is None and grant.node is not None:
         if grant.node in service.config.reserved_nodes or _node_taken(service, record.id, grant.node):
             raise PolicyError(f"node name {grant.node!r} already belongs to the cluster; "
@@ -749,8 +752,9 @@ def config_from_document(document: dict[str, Any], **overrides: Any) -> CaServic
         if field not in merged:
             raise ValueError(f"CA service configuration lacks {field}")
         merged[field] = Path(merged[field])
-    if "reserved_nodes" in merged:
-        merged["reserved_nodes"] = tuple(merged["reserved_nodes"])
+    for field in ("reserved_nodes", "service_sans"):
+        if field in merged:
+            merged[field] = tuple(merged[field])
     known = set(CaServiceConfig.__dataclass_fields__)
     unknown = sorted(set(merged) - known)
     if unknown:

@@ -42,8 +42,13 @@ def _cidr(value: str) -> str:
         raise ValueError(f"{value!r} is not a valid CIDR ({exc})") from None
 
 
+def is_dns_label(value: str) -> bool:
+    """What host names (and so node names) must be: lower-case letters, digits and '-', 1-63."""
+    return _DNS_LABEL.match(value) is not None
+
+
 def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
+    if not is_dns_label(value):
         raise ValueError(f"{value!r} must be a DNS label: lower-case letters, digits and '-', at most 63")
     return value
 
