@@ -338,9 +338,43 @@ def test_malformed_bodies_get_cfssl_errors_not_crashes(server):
         async with aiohttp.ClientSession() as session:
             async with session.post(server.url + ca_client.AUTHSIGN_PATH, data=data, ssl=False) as answer:
                 return answer.status, await answer.json(content_type=None)
-    for data in (b"not json", b"[]", b'{"token": "%%%", "request": "x"}'):
+    for data in (b"not json", b"[]", b'{"token": "%%%", "request": "x"}', b"[" * 30000):
         status, body = asyncio.run(post(data))
         assert status == 400 and body["success"] is False and body["errors"][0]["code"] == 400
+
+
+def test_malformed_sign_requests_from_a_token_holder_get_400(ca, server):
+    key = tokens.auth_key(create_token(ca, "--node", "w13")["token"])
+    nested = b'{"certificate_request": ' + b"[" * 30000 + b"}"
+    private = keys.generate("ecdsa-p256")
+    from cryptography.hazmat.primitives import hashes
+    broken_san = x509.UnrecognizedExtension(x509.oid.ExtensionOID.SUBJECT_ALTERNATIVE_NAME, b"\x30\x03\x82\x05")
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "system:node:w13")]))
+           .add_extension(broken_san, critical=False).sign(private, hashes.SHA256()))
+    bad_extension = ca_client.sign_request_bytes(csr.public_bytes(Encoding.PEM), "", None)
+    for request, message in ((nested, "malformed sign request"), (bad_extension, "extensions do not parse")):
+        status, body = raw_authsign(server.url, key, request)
+        assert status == 400 and message in body["errors"][0]["message"], body
+
+
+def test_two_unbound_tokens_racing_for_one_node_name_cannot_both_win(ca, server):
+    """Binding checks and takes the name under the store's lock, in whichever worker."""
+    async def race(node: str, keys_: list[bytes]) -> list[int]:
+        async with aiohttp.ClientSession() as session:
+            async def one(key: bytes) -> int:
+                request = sign_request(f"system:node:{node}", ("system:nodes",), "kubelet-client")
+                async with session.post(server.url + ca_client.AUTHSIGN_PATH, ssl=False,
+                                        json=ca_client.authsign_body(key, request)) as answer:
+                    return answer.status
+            return list(await asyncio.gather(*(one(key) for key in keys_)))
+    for round_ in range(5):
+        racers = [tokens.auth_key(create_token(ca)["token"]) for _ in range(4)]
+        statuses = asyncio.run(race(f"race{round_}", racers))
+        assert sorted(statuses) == [200, 403, 403, 403], statuses
+    listed = json.loads(kubesmith("token", "list", "-o", "json", "--state-dir", str(ca.directory / "state")).stdout)
+    assert sorted(row["node"] for row in listed if (row["node"] or "").startswith("race")) == \
+        [f"race{n}" for n in range(5)]
 
 
 # ---- mTLS renewal --------------------------------------------------------------------------

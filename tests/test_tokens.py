@@ -40,13 +40,18 @@ def test_store_never_holds_the_token_or_its_key(tmp_path, ca_key):
     assert record["id"] == created.record.id and record["node"] == "w1" and record["addresses"] == ["10.0.0.21"]
 
 
-def test_wrapped_keys_need_the_ca_key(tmp_path, ca_key):
+def test_wrapped_keys_need_the_ca_key(tmp_path, ca_key, caplog):
+    """A key from another CA unwraps nothing; a record it wrapped is ignored (and logged) rather than
+    making every other token of the store fail."""
     path = tmp_path / "tokens.json"
     created = tokens.TokenStore(path, ca_key).create(3600)
     same = tokens.TokenStore(path, ca_key).candidates()
     assert [c.key for c in same] == [tokens.auth_key(created.token)]
-    with pytest.raises(tokens.TokenError, match="not created with this CA key"):
-        tokens.TokenStore(path, keys.generate("ecdsa-p256")).candidates()
+    stranger = tokens.TokenStore(path, keys.generate("ecdsa-p256"))
+    assert stranger.candidates() == ()
+    foreign = stranger.create(3600)
+    assert [c.record.id for c in tokens.TokenStore(path, ca_key).candidates()] == [created.record.id]
+    assert f"token {foreign.record.id} was not created with this CA key" in caplog.text
 
 
 def test_expiry_and_revocation_remove_candidates(tmp_path, ca_key):
@@ -82,6 +87,31 @@ def test_bind_at_first_use_is_kept(tmp_path, ca_key):
     assert store.bind(created.record.id, "w8").node == "w7"
 
 
+def test_a_node_name_stays_taken_after_its_token_is_gone(tmp_path, ca_key):
+    """Binding checks, under the store's lock, every name a token was ever created for or bound to,
+    also after the token's record has been pruned; revoked or expired tokens bind to nothing."""
+    clock = Clock()
+    store = tokens.TokenStore(tmp_path / "tokens.json", ca_key, clock)
+    first, named = store.create(60), store.create(60, "w2")
+    store.bind(first.record.id, "w1")
+    with pytest.raises(tokens.NodeTaken, match="'w2' already belongs"):
+        store.bind(store.create(3600).record.id, "w2")
+    with pytest.raises(tokens.NodeTaken, match="'cp1' already belongs"):
+        store.bind(store.create(3600).record.id, "cp1", frozenset({"cp1"}))
+    clock.now += 61 + tokens.PRUNE_AFTER
+    later = store.create(3600)  # the save prunes the expired records
+    assert first.record.id not in {r.id for r in store.records()} and named.record.id not in \
+        {r.id for r in store.records()}
+    for node in ("w1", "w2"):
+        with pytest.raises(tokens.NodeTaken):
+            store.bind(later.record.id, node)
+    assert store.create(3600, "w1").record.node == "w1"  # re-joining w1 takes a token made for it
+    revoked = store.create(3600)
+    store.revoke(revoked.record.id)
+    assert store.bind(revoked.record.id, "w3").node is None
+    assert store.bind(later.record.id, "w3").node == "w3"
+
+
 @pytest.mark.parametrize("text", ["", "abc.def", "ABCDEF.0123456789abcdef0123456789abcdef",
                                   "abcdef.0123456789abcdef0123456789abcde", "abcdef-0123456789abcdef0123456789abcdef"])
 def test_malformed_tokens_are_refused_without_echoing(text):
@@ -102,6 +132,8 @@ def test_token_commands(tmp_path):
     text = kubesmith("token", "create", *ca_args(ca))
     assert text.returncode == 0 and tokens.parse_token(text.stdout.strip())
     assert "cfssl auth key" in text.stderr
+    assert f"KUBESMITH_JOIN_TOKEN={text.stdout.strip()} kubesmith join --server" in text.stderr
+    assert "--token" not in text.stderr  # not in the join's argv, which every user's ps shows
     listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"), "-o", "json")
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
     assert rows[info["id"]]["node"] == "w1" and rows[info["id"]]["state"] == "active"
@@ -129,6 +161,11 @@ def test_revoking_needs_the_token_store_only(tmp_path, ca_key):
 
 def test_token_command_errors_are_one_line(tmp_path):
     ca = make_ca(tmp_path / "ca")
+    other = make_ca(tmp_path / "other")
+    wrong_key = kubesmith("token", "create", "--ca-cert", str(ca.ca_cert), "--ca-key", str(other.ca_key),
+                          "--state-dir", str(ca.directory / "state"))
+    assert wrong_key.returncode == 2 and f"{other.ca_key} does not belong to {ca.ca_cert}" in wrong_key.stderr
+    assert not (ca.directory / "state" / "tokens.json").exists()
     unknown = kubesmith("token", "revoke", "zzzzzz", "--state-dir", str(ca.directory / "state"))
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no token" in unknown.stderr
     bad_ttl = kubesmith("token", "create", "--ttl", "soon", *ca_args(ca))

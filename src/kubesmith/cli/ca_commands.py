@@ -163,10 +163,20 @@ def token_group() -> None:
     """Join tokens for new nodes (stored wrapped, never in clear; expiry enforced)."""
 
 
-def token_store(config_file: str | None, state_dir: str | None, ca_key: str | None) -> tokens.TokenStore:
-    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key)
+def token_store(config_file: str | None, state_dir: str | None, ca_key: str | None,
+                ca_cert: str | None = None) -> tokens.TokenStore:
+    """The store, with the CA key checked against the CA certificate where that is readable (a
+    token wrapped with another key would never be accepted by the CA service)."""
+    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key, ca_cert=ca_cert)
     with user_errors():
         key = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
+    try:
+        cert = x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
+    except (OSError, ValueError):
+        cert = None
+    if cert is not None and not keys.same_public_key(cert.public_key(), key.public_key()):
+        fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",
+             ExitCode.USAGE)
     return tokens.TokenStore(config.token_file, key)
 
 
@@ -217,7 +227,7 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
         ssh = (ssh_config, known_hosts, identity)
         _token_create_remote(cluster_file, on_host, ssh, ttl, node, addresses, description, output)
         return
-    store = token_store(config_file, state_dir, ca_key)
+    store = token_store(config_file, state_dir, ca_key, ca_cert)
     config = ca_config(config_file)
     _check_not_service_sans(node, addresses, config.service_sans)
     ttl = ttl or config.default_token_ttl
@@ -232,8 +242,7 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     click.echo(created.token)
     click.echo(f"id {info['id']}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
     click.echo(f"cfssl auth key (hex, type standard): {created.auth_key_hex}", err=True)
-    click.echo(f"join with: kubesmith join --server https://<control-plane>:<port> --token {created.token} "
-               f"--ca-hash {ca_hash}", err=True)
+    click.echo(f"join with: {join_command_line('https://<control-plane>:<port>', created.token, ca_hash)}", err=True)
 
 
 def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str | None, str | None, str | None],
@@ -268,8 +277,7 @@ def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str 
         return
     click.echo(info["token"])
     click.echo(f"id {info['id']} on {host.name}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
-    click.echo(f"join with: kubesmith join --server {info['server']} --token {info['token']} "
-               f"--ca-hash {info['ca_hash']}", err=True)
+    click.echo(f"join with: {join_command_line(info['server'], info['token'], info['ca_hash'])}", err=True)
 
 
 @token_group.command("list")
@@ -279,7 +287,7 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
     """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
     config = ca_config(config_file, state_dir=state_dir)
     with user_errors():
-        records = tokens.read_records(config.token_file)
+        records = tokens.read_store(config.token_file)[0]
     now = dt.datetime.now(dt.timezone.utc).timestamp()
     rows = [_token_row(record, now) for record in records]
     if output == "json":
@@ -325,6 +333,11 @@ def _ca_hash(config_file: str | None, ca_cert: str | None) -> str:
         return spki_hash(x509.load_pem_x509_certificate(config.ca_cert.read_bytes()))
     except (OSError, ValueError):
         return "sha256:<hash of the CA public key>"
+
+
+def join_command_line(server: str, token: str, ca_hash: str) -> str:
+    """The token goes in the environment: a `--token` argument is readable in every user's `ps`."""
+    return f"KUBESMITH_JOIN_TOKEN={token} kubesmith join --server {server} --ca-hash {ca_hash}"
 
 
 def _check_addresses(addresses: tuple[str, ...]) -> None:

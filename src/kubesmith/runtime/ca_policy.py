@@ -95,8 +95,8 @@ def parse_sign_request(raw: bytes) -> SignRequest:
     try:
         document = json.loads(raw)
         csr = x509.load_pem_x509_csr(str(document["certificate_request"]).encode())
-    except (ValueError, KeyError, TypeError) as exc:
-        raise PolicyError(f"malformed sign request ({exc.__class__.__name__}: {exc})", 400) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise PolicyError(f"malformed sign request ({exc.__class__.__name__}: {exc})"[:300], 400) from None
     if not isinstance(document, dict):
         raise PolicyError("malformed sign request (not an object)", 400)
     if document.get("subject"):
@@ -105,7 +105,10 @@ def parse_sign_request(raw: bytes) -> SignRequest:
         raise PolicyError("the CSR's signature does not verify", 400)
     public_key = csr.public_key()
     check_public_key(public_key)
-    subject = subject_of(csr.subject)
+    try:
+        subject = subject_of(csr.subject)
+    except ValueError:
+        raise PolicyError("the CSR's subject does not parse", 400) from None
     hosts = document.get("hosts")
     if hosts is None and document.get("hostname"):
         hosts = [name.strip() for name in str(document["hostname"]).split(",") if name.strip()]
@@ -305,6 +308,8 @@ def _csr_sans(csr: x509.CertificateSigningRequest) -> tuple[str, ...]:
         san = csr.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return ()
+    except ValueError:  # an extension that does not parse
+        raise PolicyError("the CSR's extensions do not parse", 400) from None
     return (*san.get_values_for_type(x509.DNSName), *(str(ip) for ip in san.get_values_for_type(x509.IPAddress)))
 
 

@@ -279,6 +279,7 @@ class CaService:
             raise ValueError(f"{config.ca_key} does not belong to {config.ca_cert}")
         self.tokens = tokens.TokenStore(config.token_file, self.ca_key)
         self.service_sans = ca_policy.normalized_sans(config.service_sans)
+        self.reserved_nodes = frozenset(config.reserved_nodes)
 
     def shared_state(self, worker: bool = True) -> SharedState:
         """This process's connections to the state every worker shares (open them after forking)."""
@@ -392,7 +393,7 @@ async def _refuse(shared: SharedState, client: str, reason: str) -> web.Response
 async def _authsign_body(request: web.Request) -> tuple[bytes, bytes]:
     try:
         document = json.loads(await request.read())
-    except ValueError:
+    except (ValueError, RecursionError):
         raise PolicyError("request body is not JSON", 400) from None
     if not isinstance(document, dict) or "token" not in document or "request" not in document:
         raise PolicyError("authsign needs token and request", 400)
@@ -404,17 +405,17 @@ async def _node_grant(service: CaService, record: tokens.TokenRecord, sign_reque
     grant = ca_policy.node_grant(record.node, record.addresses, sign_request)
     ca_policy.check_service_sans(grant.names, service.service_sans)
     if record.node is None and grant.node is not None:
-        if grant.node in service.config.reserved_nodes or _node_taken(service, record.id, grant.node):
-            raise PolicyError(f"node name {grant.node!r} already belongs to the cluster; "
-                              "create a token with --node for it")
-        bound = await asyncio.to_thread(service.tokens.bind, record.id, grant.node)
+        try:
+            bound = await asyncio.to_thread(service.tokens.bind, record.id, grant.node, service.reserved_nodes)
+        except tokens.NodeTaken as exc:
+            raise PolicyError(str(exc)) from None
+        except tokens.TokenError:  # pruned since the request was authenticated
+            raise PolicyError("invalid token", 400) from None
+        if bound.node is None:  # revoked or expired since the request was authenticated
+            raise PolicyError("invalid token", 400)
         if bound.node != grant.node:
             raise PolicyError(f"this token is for node {bound.node!r}, not {grant.node!r}")
     return grant
-
-
-def _node_taken(service: CaService, token_id: str, node: str) -> bool:
-    return any(record.node == node and record.id != token_id for record in service.tokens.records())
 
 
 async def info(request: web.Request) -> web.Response:
@@ -438,7 +439,7 @@ async def renew(request: web.Request) -> web.Response:
     except PolicyError as exc:
         LOG.warning("refused renewal for host %s from %s: %s", host, client, exc)
         return envelope(status=exc.status, message=str(exc))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         return envelope(status=400, message=f"malformed renewal request ({exc.__class__.__name__})")
     return envelope({"certificate": await steps.issue(Issuance(grant, sign_request, f"agent:{host}", client))})
 

@@ -26,6 +26,11 @@ token matched nor how many bytes did. Expired and revoked tokens are never candi
 The store is one JSON file (mode 0600), replaced atomically; read-modify-write cycles hold an
 flock so `token create` and the CA service (binding a token to a node at first use) never lose
 each other's updates. The CA service re-reads the file when it changes.
+
+Binding happens under that lock too, and the store remembers every node name a token was ever
+created for or bound to (`nodes`, kept when old records are pruned): two unbound tokens racing
+for one name cannot both win, and a name stays taken after its token is gone. Re-joining a
+known node takes a token created for it (`token create --node`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import string
@@ -58,10 +64,15 @@ AUTH_DOMAIN = b"kubesmith-authsign-v1\x00"
 WRAP_INFO = b"kubesmith token store v1"
 PRUNE_AFTER = 24 * 3600.0  # expired or revoked records stay listed this long, then disappear
 Clock = Callable[[], float]
+LOG = logging.getLogger("kubesmith.ca")
 
 
 class TokenError(Exception):
     """A token operation that cannot be done (malformed token, unknown id, unreadable store)."""
+
+
+class NodeTaken(TokenError):
+    """An unbound token asked for a node name that is reserved or that a token already holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +167,34 @@ class TokenFile:
         self._clock = clock
 
     def records(self) -> list[TokenRecord]:
-        return read_records(self.path)
+        return read_store(self.path)[0]
 
     def revoke(self, token_id: str) -> TokenRecord:
-        return self._update(token_id, lambda record: record if record.revoked is not None
+        return self._update(token_id, lambda record, nodes: record if record.revoked is not None
                             else replace(record, revoked=self._clock()))
 
-    def bind(self, token_id: str, node: str) -> TokenRecord:
-        """Bind an unbound token to `node` at first use; a bound token keeps its node."""
-        return self._update(token_id, lambda record: record if record.node is not None else replace(record, node=node))
+    def bind(self, token_id: str, node: str, reserved: frozenset[str] = frozenset()) -> TokenRecord:
+        """Bind an unbound, active token to `node` at first use; a bound or inactive token is
+        returned as it is (the caller compares). NodeTaken if `node` is reserved or known."""
+        def change(record: TokenRecord, nodes: frozenset[str]) -> TokenRecord:
+            if record.node is not None or not record.active(self._clock()):
+                return record
+            if node in reserved or node in nodes:
+                raise NodeTaken(f"node name {node!r} already belongs to the cluster; create a token with "
+                                "--node for it")
+            return replace(record, node=node)
+        return self._update(token_id, change)
 
-    def _update(self, token_id: str, change: Callable[[TokenRecord], TokenRecord]) -> TokenRecord:
-        """Change one record under the lock; the file is rewritten only when the record changed."""
+    def _update(self, token_id: str, change: Callable[[TokenRecord, frozenset[str]], TokenRecord]) -> TokenRecord:
+        """Change one record under the lock (`change` also sees the known node names); the file
+        is rewritten only when the record changed."""
         with self._locked():
-            records = self.records()
+            records, nodes = read_store(self.path)
             for index, record in enumerate(records):
                 if record.id == token_id:
-                    records[index] = changed = change(record)
+                    records[index] = changed = change(record, nodes)
                     if changed != record:
-                        self._save(records)
+                        self._save(records, nodes)
                     return changed
         raise TokenError(f"no token with id {token_id!r} (see `kubesmith token list`)")
 
@@ -185,10 +205,11 @@ class TokenFile:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def _save(self, records: list[TokenRecord]) -> None:
+    def _save(self, records: list[TokenRecord], nodes: frozenset[str]) -> None:
         now = self._clock()
         kept = [r for r in records if (r.revoked or r.expires) + PRUNE_AFTER > now]
-        document = {"version": 1, "tokens": [asdict(record) for record in kept]}
+        known = sorted(nodes | {r.node for r in records if r.node is not None})
+        document = {"version": 1, "tokens": [asdict(record) for record in kept], "nodes": known}
         fsutil.atomic_write(self.path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o600)
         os.chmod(self.path, 0o600)
 
@@ -199,7 +220,7 @@ class TokenStore(TokenFile):
     def __init__(self, path: Path, ca_key: PrivateKey, clock: Clock = time.time) -> None:
         super().__init__(path, clock)
         self._aead = AESGCM(wrapping_key(ca_key))
-        self._cache: tuple[tuple[int, int, int], tuple[Candidate, ...]] | None = None
+        self._cache: tuple[tuple[int, int, int], tuple[Candidate | None, ...]] | None = None
 
     def create(self, ttl: float, node: str | None = None, addresses: tuple[str, ...] = (),
                description: str = "") -> NewToken:
@@ -211,10 +232,10 @@ class TokenStore(TokenFile):
         record = TokenRecord(token_id, now, now + ttl, node, tuple(addresses), description,
                              _b64(nonce), _b64(wrapped))
         with self._locked():
-            records = self.records()
+            records, nodes = read_store(self.path)
             if any(existing.id == token_id for existing in records):  # 36^6 ids: astronomically rare
                 raise TokenError("token id collision; run the command again")
-            self._save([*records, record])
+            self._save([*records, record], nodes)
         return NewToken(token, record)
 
     # ---- the CA service
@@ -228,11 +249,19 @@ class TokenStore(TokenFile):
         except FileNotFoundError:
             signature = (0, 0, 0)
         if self._cache is None or self._cache[0] != signature:
-            self._cache = (signature, tuple(Candidate(r, self._unwrap(r)) for r in self.records()
-                                            if r.revoked is None))
-        return tuple(c for c in self._cache[1] if c.record.active(now))
+            self._cache = (signature, tuple(self._usable(r) for r in self.records() if r.active(now)))
+        return tuple(c for c in self._cache[1] if c is not None and c.record.active(now))
 
     # ---- internals
+
+    def _usable(self, record: TokenRecord) -> Candidate | None:
+        """The record with its key, or None (logged) when this CA key cannot unwrap it: one record
+        from another CA key must not make every other token fail."""
+        try:
+            return Candidate(record, self._unwrap(record))
+        except TokenError as exc:
+            LOG.warning("%s; that token is ignored", exc)
+            return None
 
     def _unwrap(self, record: TokenRecord) -> bytes:
         try:
@@ -242,18 +271,20 @@ class TokenStore(TokenFile):
             raise TokenError(f"{self.path}: token {record.id} was not created with this CA key") from exc
 
 
-def read_records(path: Path) -> list[TokenRecord]:
-    """The records of a token store; listing needs no CA key because nothing is unwrapped."""
+def read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
+    """The records of a token store and every node name it knows; no CA key is needed."""
     try:
         document = json.loads(path.read_bytes())
     except FileNotFoundError:
-        return []
+        return [], frozenset()
     except (OSError, ValueError) as exc:
         raise TokenError(f"{path}: unreadable token store ({exc})") from exc
     try:
-        return [_record(item) for item in document["tokens"]]
-    except (KeyError, TypeError, ValueError) as exc:
+        records = [_record(item) for item in document["tokens"]]
+        nodes = frozenset(str(name) for name in document.get("nodes", ()))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TokenError(f"{path}: malformed token store ({exc})") from exc
+    return records, nodes | {r.node for r in records if r.node is not None}
 
 
 def _record(item: dict[str, Any]) -> TokenRecord:
