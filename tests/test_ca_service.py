@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import re
 import ssl
 import stat
@@ -18,8 +19,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ca_support import (CFSSL, CaFiles, ca_args, cfssl_config, create_token, env_with_ca, load_cert, make_ca,
-                        start_ca_service, start_cfssl_serve)
+from ca_support import (CFSSL, KUBESMITH, CaFiles, ca_args, cfssl_config, create_token, env_with_ca, load_cert,
+                        make_ca, start_ca_service, start_cfssl_serve)
 from conftest import kubesmith
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_client, tokens
@@ -494,3 +495,96 @@ def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path
     refused = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
                         "--node", "cp1", "--spec", str(spec), "--root", str(tmp_path / "cp"))
     assert refused.returncode == 5 and "node-only hosts" in refused.stderr
+
+
+def test_a_second_join_keeps_the_keys_and_renews_the_certificates(tmp_path, ca, server):
+    """Keys are never replaced: a re-run (a retried provisioning) gets new certificates for the same
+    keys. Directories it creates have exactly 0755 whatever the umask (000 here)."""
+    token = create_token(ca, "--node", "w14")
+    root = tmp_path / "root"
+    command = ["join", "--server", server.url, "--ca-hash", token["ca_hash"], "--node", "w14", "--root", str(root),
+               "--no-wait"]
+    environment = {**os.environ, "KUBESMITH_JOIN_TOKEN": token["token"]}
+    first = subprocess.run(["sh", "-c", 'umask 000; exec "$0" "$@"', KUBESMITH, *command],
+                           capture_output=True, text=True, env=environment, timeout=60)
+    assert first.returncode == 0, first.stderr
+    pki = root / "etc/kubernetes/pki"
+    keys_before = {path.name: path.read_bytes() for path in pki.glob("*.key")}
+    certs_before = {path.name: path.read_bytes() for path in pki.glob("*.crt")}
+    assert len(keys_before) == 4
+    for directory in (root / "etc", root / "etc/kubernetes", pki):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o755, directory
+    again = subprocess.run([KUBESMITH, *command], capture_output=True, text=True, env=environment, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert {path.name: path.read_bytes() for path in pki.glob("*.key")} == keys_before
+    for name in ("kubelet-client", "kubelet-serving", "agent-client", "kube-proxy-client"):
+        cert = load_cert((pki / f"{name}.crt").read_bytes())
+        assert cert.public_bytes(Encoding.PEM) != certs_before[f"{name}.crt"]
+        key = keys.load(keys_before[f"{name}.key"], name)
+        assert keys.same_public_key(cert.public_key(), key.public_key())
+
+
+def test_the_pinned_ca_must_be_a_ca_that_its_key_signed(ca):
+    """The pin names a key; a certificate with that key but other contents (a later expiry, other
+    extensions) that the key did not sign, or no CA certificate at all, is refused."""
+    import datetime as dt
+
+    from cryptography.hazmat.primitives import hashes
+    real = load_cert(ca.ca_pem())
+    ca_client.check_self_signed_ca(real, "test")
+    ca_key = keys.load(ca.ca_key.read_bytes(), "ca")
+
+    def variant(signer, is_ca: bool) -> x509.Certificate:
+        now = dt.datetime.now(dt.timezone.utc)
+        return (x509.CertificateBuilder().subject_name(real.subject).issuer_name(real.subject)
+                .public_key(real.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now).not_valid_after(now + dt.timedelta(days=30000))
+                .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+                .sign(signer, hashes.SHA256()))
+    with pytest.raises(CaClientError, match="not self-signed by the pinned key"):
+        ca_client.check_self_signed_ca(variant(keys.generate("ecdsa-p256"), True), "test")
+    with pytest.raises(CaClientError, match="not a CA certificate"):
+        ca_client.check_self_signed_ca(variant(ca_key, False), "test")
+
+
+def test_the_scheme_decides_tls_in_any_case_and_others_are_refused(ca):
+    for server in ("https://10.0.0.1:8443", "HTTPS://10.0.0.1:8443"):
+        context = ca_client.transport(server, ca.ca_pem())
+        assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED \
+            and context.check_hostname
+    assert ca_client.transport("http://127.0.0.1:8888", ca.ca_pem()) is False  # a plain cfssl serve
+    with pytest.raises(CaClientError, match="must start with https://"):
+        ca_client.transport("ftp://10.0.0.1", ca.ca_pem())
+
+
+def test_odd_answers_from_a_server_are_errors_not_crashes(tmp_path):
+    """Whatever answers --server, join ends with one line: wrong envelopes, bad UTF-8, deep JSON."""
+    from aiohttp import web
+    answers = iter([web.json_response({"success": False, "errors": ["token expired"]}, status=400),
+                    web.json_response({"success": False, "errors": "nope"}, status=400),
+                    web.Response(body=b"\xff\xfe{", content_type="application/json", charset="utf-8"),
+                    web.Response(body=b"[" * 100000, content_type="application/json")])
+
+    async def go() -> list[str]:
+        app = web.Application()
+        async def answer(request: web.Request) -> web.Response:
+            return next(answers)
+        app.router.add_post(ca_client.INFO_PATH, answer)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        messages = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(4):
+                    with pytest.raises(CaClientError) as info:
+                        await ca_client.pinned_ca(session, f"http://127.0.0.1:{port}", "sha256:" + "0" * 64)
+                    messages.append(str(info.value))
+        finally:
+            await runner.cleanup()
+        return messages
+    messages = asyncio.run(go())
+    assert "token expired" in messages[0] and "nope" in messages[1]
+    assert all("HTTP" in message for message in messages)

@@ -104,8 +104,23 @@ def _walk_temps(root: Path) -> Iterator[Path]:
                 yield Path(directory, name)
 
 
+def make_dirs(directory: Path, mode: int = 0o755) -> None:
+    """Create the missing directories of `directory` with exactly `mode`, whatever the umask (as
+    files get theirs): `mkdir -p` under a umask of 000 makes them world-writable."""
+    missing = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode)
+        except FileExistsError:
+            continue
+        os.chmod(path, mode)
+
+
 def _write_temp(item: Pending) -> Path:
-    item.path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(item.path.parent)
     temp = item.path.with_name(f".{item.path.name}{TEMP_MARKER}{secrets.token_hex(4)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, item.mode)
     try:

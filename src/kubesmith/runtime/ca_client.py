@@ -22,6 +22,7 @@ import json
 import ssl
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from cryptography import x509
@@ -114,13 +115,13 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl
     """POST JSON and unwrap cfssl's envelope; transport failures and 5xx are `CaUnavailable`."""
     try:
         async with session.post(url, json=body, ssl=context, timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
-            text = await answer.text()
+            text = (await answer.read()).decode("utf-8", errors="replace")
             status = answer.status
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise CaUnavailable(f"{url}: {exc.__class__.__name__}: {exc}") from None
     try:
         document = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         document = None
     if status >= 500:
         raise CaUnavailable(f"{url}: HTTP {status}: {_message(document, text)}", status)
@@ -130,16 +131,28 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl
 
 
 def _message(document: Any, text: str) -> str:
-    if isinstance(document, dict) and document.get("errors"):
-        return "; ".join(str(error.get("message", error)) for error in document["errors"])
+    errors = document.get("errors") if isinstance(document, dict) else None
+    if isinstance(errors, list) and errors:
+        return "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)[:300]
     return text.strip()[:300] or "no message"
+
+
+def transport(server: str, ca_pem: bytes | None) -> ssl.SSLContext | bool:
+    """TLS trusting `ca_pem` for https (None: pinning only), none for http (a plain `cfssl serve`:
+    the pin and the returned certificates' checks still hold, HMAC protects the requests)."""
+    scheme = urlsplit(server).scheme.lower()
+    if scheme == "https":
+        return client_context(ca_pem)
+    if scheme == "http":
+        return False
+    raise CaClientError(f"{server}: the CA service URL must start with https:// (http:// for a plain cfssl serve)")
 
 
 async def pinned_ca(session: aiohttp.ClientSession, server: str, pin: str) -> bytes:
     """The CA certificate (PEM) of `server`, accepted only when its SPKI hash equals `pin`."""
     want = parse_pin(pin)
-    context: ssl.SSLContext | bool = client_context(None) if server.startswith("https://") else False
-    result = await post(session, server.rstrip("/") + INFO_PATH, {"label": "", "profile": ""}, context)
+    result = await post(session, server.rstrip("/") + INFO_PATH, {"label": "", "profile": ""},
+                        transport(server, None))
     try:
         pem = str(result["certificate"]).encode()
         cert = x509.load_pem_x509_certificate(pem)
@@ -149,7 +162,21 @@ async def pinned_ca(session: aiohttp.ClientSession, server: str, pin: str) -> by
     if not hmac.compare_digest(have, want):
         raise CaClientError(f"{server}: the CA's public key hash is {have}, not the pinned {want}; "
                             "refusing to trust it")
+    check_self_signed_ca(cert, server)
     return cert.public_bytes(Encoding.PEM)
+
+
+def check_self_signed_ca(cert: x509.Certificate, server: str) -> None:
+    """The pin covers the key only: the rest of the certificate (validity, extensions) must be what
+    that key signed, and a CA's."""
+    try:
+        cert.verify_directly_issued_by(cert)
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except Exception as exc:  # InvalidSignature, ExtensionNotFound, ValueError
+        raise CaClientError(f"{server}: the CA certificate is not self-signed by the pinned key "
+                            f"({exc.__class__.__name__})") from None
+    if not is_ca:
+        raise CaClientError(f"{server}: the pinned certificate is not a CA certificate")
 
 
 async def authsign(session: aiohttp.ClientSession, server: str, auth_key: bytes, key: PrivateKey,
@@ -159,8 +186,8 @@ async def authsign(session: aiohttp.ClientSession, server: str, auth_key: bytes,
     csr = build_csr(key, subject)
     request = sign_request_bytes(csr, profile, hosts if hosts is not None else
                                  (*subject.dns_names, *subject.ip_addresses) or None)
-    context = client_context(ca_pem) if server.startswith("https://") else False
-    result = await post(session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request), context)
+    result = await post(session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request),
+                        transport(server, ca_pem))
     return verified_certificate(result, key, subject, ca_pem)
 
 

@@ -4,11 +4,13 @@ Order, and why:
 1. Pin the CA: fetch `/api/v1/cfssl/info`, accept the CA certificate only if its public-key hash
    equals `--ca-hash` (`ca_client.pinned_ca`). No trust on first use: without the hash nothing
    else happens, and every later request verifies the server against the pinned CA.
-2. Generate every private key here; only CSRs travel. Keys never leave the node.
+2. Generate every private key here; only CSRs travel. Keys never leave the node. A key an earlier
+   join left at its path is reused, never replaced: a re-run obtains new certificates for the
+   same keys, so no certificate on disk ever meets a key it was not made for.
 3. Obtain each certificate via cfssl authsign with the token's HMAC key; verify each answer.
-4. Write atomically under `--root` (default `/`): all keys first (0600), then certificates, the CA
-   certificate, kubeconfigs and the other files of the node's plan. A crash leaves either nothing
-   or keys without certificates, and a re-run starts over with new keys.
+4. Write atomically under `--root` (default `/`): all new keys first (0600), then certificates, the
+   CA certificate, kubeconfigs and the other files of the node's plan. A crash leaves either
+   nothing or keys without certificates, which a re-run then uses.
 5. With the cluster file (`--spec`): the node's units through the systemd backend, then wait for
    `node-online.target`. Waiting is skipped with `--no-wait`, when `--root` is not `/`, or when
    systemd is not running (`/run/systemd/system` missing: containers, CI); the result says so.
@@ -98,15 +100,25 @@ def node_requests(options: JoinOptions) -> tuple[CertificateRequest, ...]:
     return plan.certificates
 
 
-async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...]
+def kept_keys(options: JoinOptions, requests: tuple[CertificateRequest, ...]) -> dict[str, keys.PrivateKey]:
+    """The keys an earlier join (or an operator) left at the requests' paths, by request name."""
+    kept = {}
+    for request in requests:
+        path = _under(options.root, request.key_path)
+        if path.is_file():
+            kept[request.name] = keys.load(path.read_bytes(), str(path))
+    return kept
+
+
+async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...], kept: dict[str, keys.PrivateKey]
                  ) -> tuple[bytes, dict[str, tuple[bytes, bytes]]]:
-    """(CA PEM, {request name: (key PEM, certificate PEM)}); keys are generated here."""
+    """(CA PEM, {request name: (key PEM, certificate PEM)}); keys are `kept` or generated here."""
     key = auth_key(options.token)
     issued: dict[str, tuple[bytes, bytes]] = {}
     async with aiohttp.ClientSession(trust_env=False) as session:
         ca_pem = await ca_client.pinned_ca(session, options.server, options.ca_hash)
         for request in requests:
-            private = keys.generate(options.key_algorithm)
+            private = kept.get(request.name) or keys.generate(options.key_algorithm)
             subject = ca_client.Subject(request.common_name, request.organizations, request.dns_names,
                                         request.ip_addresses)
             cert = await ca_client.authsign(session, options.server, key, private, subject, request.name, ca_pem)
@@ -115,10 +127,13 @@ async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...]
 
 
 def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...], ca_pem: bytes,
-                   issued: dict[str, tuple[bytes, bytes]]) -> list[fsutil.Pending]:
-    """Keys first, then certificates, the CA certificate and (with a plan) every other file."""
+                   issued: dict[str, tuple[bytes, bytes]], kept: frozenset[str] = frozenset()
+                   ) -> list[fsutil.Pending]:
+    """New keys first (`kept` ones stay as they are), then certificates, the CA certificate and
+    (with a plan) every other file."""
     root = options.root
-    pending = [fsutil.Pending(_under(root, r.key_path), issued[r.name][0], 0o600) for r in requests]
+    pending = [fsutil.Pending(_under(root, r.key_path), issued[r.name][0], 0o600) for r in requests
+               if r.name not in kept]
     pending += [fsutil.Pending(_under(root, r.cert_path), issued[r.name][1], 0o644) for r in requests]
     ca_path = layout.pki_path(authority("kubernetes-ca").cert_file)
     pending.append(fsutil.Pending(_under(root, ca_path), ca_pem, 0o644))
@@ -162,25 +177,33 @@ def start_and_wait(plan: HostPlan, deadline: float) -> bool:
     units = [f"{s.name}.service" for s in plan.services] + [f"{t.name}.target" for t in plan.targets]
     for command in (["systemd-sysusers"], ["systemd-tmpfiles", "--create"], ["systemctl", "daemon-reload"],
                     ["systemctl", "enable", *units], ["systemctl", "start", "--no-block", "kubernetes.target"]):
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        completed = _run(command, 120)
         if completed.returncode != 0:
             raise JoinError(f"{' '.join(command)}: {completed.stderr.strip() or completed.returncode}")
     stop = time.monotonic() + deadline
     while time.monotonic() < stop:
-        state = subprocess.run(["systemctl", "is-active", "node-online.target"], capture_output=True, text=True)
-        if state.stdout.strip() == "active":
+        if _run(["systemctl", "is-active", "node-online.target"], 10).stdout.strip() == "active":
             return True
         time.sleep(2)
     raise JoinError(f"node-online.target not active after {deadline:g}s; see `systemctl list-jobs` and "
                     "`journalctl -u kubelet -u kube-proxy`")
 
 
+def _run(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise JoinError(f"{' '.join(command)}: no answer in {timeout:g}s; is systemd busy? "
+                        "see `systemctl list-jobs`") from None
+
+
 def join(options: JoinOptions) -> JoinResult:
     parse_token(options.token)
     ca_client.parse_pin(options.ca_hash)
     requests = node_requests(options)
-    ca_pem, issued = asyncio.run(obtain(options, requests))
-    pending = files_to_write(options, requests, ca_pem, issued)
+    kept = kept_keys(options, requests)
+    ca_pem, issued = asyncio.run(obtain(options, requests, kept))
+    pending = files_to_write(options, requests, ca_pem, issued, frozenset(kept))
     fsutil.write_many(pending)
     units = 0
     if options.host_plan is not None:
