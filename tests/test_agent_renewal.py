@@ -221,6 +221,66 @@ def _state_error(path: Path) -> dict | None:
     return state if state.get("last_error") else None
 
 
+def test_a_wrong_or_damaged_ca_file_is_reported_and_stops_only_its_own_renewals(tmp_path):
+    """A CA key that does not belong to ca.crt signs nothing (its certificates would verify nowhere);
+    a damaged CA certificate of another CA does not stop the others. Both show in the state, and
+    an entry goes once its file is mended."""
+    ca = make_ca(tmp_path / "ca")
+    ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    (pki / "ca.crt").write_bytes(ca.ca_pem())
+    (pki / "front-proxy-ca.crt").write_text("-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n")
+    due_key, due = leaf(ca_cert, ca_key, "system:kube-scheduler", validity_seconds=600, age_seconds=500)
+    write_pair(pki, "scheduler-client", due_key, due)
+    wrong_key = make_ca(tmp_path / "other").ca_key
+    state_file = tmp_path / "state.json"
+
+    def once(key_file: Path) -> dict:
+        result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir",
+                           str(tmp_path), "--state-file", str(state_file), "--config", _agent_config(tmp_path, key_file))
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        return {entry["path"]: entry["last_error"] for entry in json.loads(state_file.read_text())["certificates"]}
+
+    errors = once(wrong_key)
+    assert f"does not belong to {pki / 'ca.crt'}" in errors[str(wrong_key)]
+    assert "CA certificate unusable" in errors[str(pki / "front-proxy-ca.crt")]
+    assert load_cert((pki / "scheduler-client.crt").read_bytes()) == due  # nothing signed with the wrong key
+    errors = once(ca.ca_key)
+    renewed = load_cert((pki / "scheduler-client.crt").read_bytes())
+    renewed.verify_directly_issued_by(ca_cert)
+    assert renewed.serial_number != due.serial_number and errors[str(pki / "scheduler-client.crt")] is None
+    assert str(wrong_key) not in errors and str(pki / "front-proxy-ca.crt") in errors
+    (pki / "front-proxy-ca.crt").unlink()
+    assert str(pki / "front-proxy-ca.crt") not in once(ca.ca_key)
+
+
+def test_a_renewal_is_dropped_if_the_key_changed_or_it_is_not_valid_yet(tmp_path):
+    """The key on disk may be rotated (apply, a re-join) while the CA answers; a CA whose clock is
+    ahead may return a certificate valid only later. Neither replaces the working certificate."""
+    from kubesmith.runtime import agent
+    from kubesmith.runtime.ca_client import CaClientError
+    ca = make_ca(tmp_path / "ca")
+    ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+    key, cert = leaf(ca_cert, ca_key, "system:node:w1", ("system:nodes",), age_seconds=500)
+    write_pair(tmp_path, "kubelet-client", key, cert)
+    material = agent.load_material(agent.Slot("pem", tmp_path / "kubelet-client.crt", tmp_path / "kubelet-client.key"))
+    authority = agent.Authority("kubernetes-ca", ca_cert, ca.ca_pem(), ca_key)
+    later = agent.renew_locally(material, authority, NOW + dt.timedelta(minutes=30))
+    with pytest.raises(CaClientError, match="valid only from"):
+        agent.check_renewed(material, authority, later, NOW)
+    agent.check_renewed(material, authority, agent.renew_locally(material, authority, NOW), NOW)
+    forged = agent.renew_locally(material, agent.Authority("kubernetes-ca", ca_cert, ca.ca_pem(),
+                                                           keys.generate("ecdsa-p256")), NOW)
+    with pytest.raises(CaClientError, match="not signed by kubernetes-ca"):
+        agent.check_renewed(material, authority, forged, NOW)
+    agent.still_current(material)
+    rotated_key, rotated = leaf(ca_cert, ca_key, "system:node:w1", ("system:nodes",))
+    write_pair(tmp_path, "kubelet-client", rotated_key, rotated)
+    with pytest.raises(CaClientError, match="key changed during the renewal"):
+        agent.still_current(material)
+
+
 def test_agent_once_says_when_it_found_nothing_to_renew(tmp_path):
     """A wrong --pki-dir is not a silent success: the summary names both places it looked."""
     result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(tmp_path / "nope"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import json
 import os
 import re
@@ -21,8 +22,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ca_support import (CFSSL, KUBESMITH, CaFiles, ca_args, cfssl_config, create_token, env_with_ca, load_cert,
                         make_ca, start_ca_service, start_cfssl_serve)
+from ca_support import request as plan_request
 from conftest import kubesmith
-from kubesmith.pki import keys
+from kubesmith.pki import issue, keys
 from kubesmith.runtime import ca_client, tokens
 from kubesmith.runtime.ca_client import CaClientError, Subject
 
@@ -266,7 +268,6 @@ def test_expired_and_revoked_tokens_are_refused(ca, server):
 
 
 def expired_at(token: dict) -> float:
-    import datetime as dt
     return dt.datetime.strptime(token["expires"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp() + 1
 
 
@@ -416,6 +417,13 @@ def test_agent_renews_only_its_own_host_over_mtls(tmp_path, ca, server):
         renew_as(server, ca, agent7, key8, client8, tmp_path)  # even holding w8's key
     with pytest.raises(CaClientError, match="key differs"):
         renew_as(server, ca, agent7, keys.generate("ecdsa-p256"), client7, tmp_path)
+    # a control-plane certificate whose key reached w7 (a left-over copy) is not renewed for it
+    manager_key = keys.generate("ecdsa-p256")
+    manager = issue.new_leaf(plan_request("x", "system:kube-controller-manager", (), ("digital signature",
+                             "key encipherment", "client auth")), manager_key.public_key(), load_cert(ca.ca_pem()),
+                             keys.load(ca.ca_key.read_bytes(), "ca"), 1, dt.datetime.now(dt.timezone.utc))
+    with pytest.raises(CaClientError, match="'system:kube-controller-manager' is not a node identity of host 'w7'"):
+        renew_as(server, ca, agent7, manager_key, manager, tmp_path)
 
     async def anonymous():
         async with aiohttp.ClientSession() as session:
@@ -527,8 +535,6 @@ def test_a_second_join_keeps_the_keys_and_renews_the_certificates(tmp_path, ca, 
 def test_the_pinned_ca_must_be_a_ca_that_its_key_signed(ca):
     """The pin names a key; a certificate with that key but other contents (a later expiry, other
     extensions) that the key did not sign, or no CA certificate at all, is refused."""
-    import datetime as dt
-
     from cryptography.hazmat.primitives import hashes
     real = load_cert(ca.ca_pem())
     ca_client.check_self_signed_ca(real, "test")

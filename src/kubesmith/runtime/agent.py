@@ -201,17 +201,33 @@ def load_material(slot: Slot) -> Material:
     return Material(slot, cert, key)
 
 
-def authorities(config: AgentConfig) -> list[Authority]:
+def authorities(config: AgentConfig) -> tuple[list[Authority], dict[str, str]]:
+    """The CAs on this host, and the problem of each CA file that cannot be used (by path): one
+    damaged CA must not stop the renewals of the others. A CA key that does not belong to its
+    certificate is not used (its renewals would verify nowhere)."""
     found: list[Authority] = []
+    problems: dict[str, str] = {}
     for spec in AUTHORITIES:
         cert_path = config.pki_dir / spec.cert_file
         key_path = Path(config.ca_keys[spec.name]) if spec.name in config.ca_keys else config.pki_dir / spec.key_file
         if not cert_path.exists():
             continue
-        pem = cert_path.read_bytes()
-        key = keys.load(key_path.read_bytes(), str(key_path)) if key_path.exists() else None
-        found.append(Authority(spec.name, x509.load_pem_x509_certificate(pem), pem, key))
-    return found
+        try:
+            pem = cert_path.read_bytes()
+            cert = x509.load_pem_x509_certificate(pem)
+        except (OSError, ValueError) as exc:
+            problems[str(cert_path)] = f"CA certificate unusable: {exc}"
+            continue
+        key = None
+        try:
+            key = keys.load(key_path.read_bytes(), str(key_path)) if key_path.exists() else None
+        except (OSError, ValueError) as exc:
+            problems[str(key_path)] = f"CA key unusable: {exc}"
+        if key is not None and not keys.same_public_key(cert.public_key(), key.public_key()):
+            problems[str(key_path)] = f"does not belong to {cert_path}; not used for renewals"
+            key = None
+        found.append(Authority(spec.name, cert, pem, key))
+    return found, problems
 
 
 # ---- renewal of one certificate
@@ -259,13 +275,28 @@ async def renew_remotely(config: AgentConfig, session: aiohttp.ClientSession, ma
     raise CaUnavailable("; ".join(errors) or "no CA service URL configured")
 
 
-def check_renewed(material: Material, ca: Authority, pem: bytes) -> None:
-    """The new certificate must be from the CA, for our key, and outlive the old one."""
+def check_renewed(material: Material, ca: Authority, pem: bytes, now: dt.datetime) -> None:
+    """The new certificate must be signed by the CA, for our key, valid now, and outlive the old one."""
     cert = x509.load_pem_x509_certificate(pem)
-    if not issued_by(cert, ca.cert) or not keys.same_public_key(cert.public_key(), material.key.public_key()):
-        raise CaClientError(f"{material.slot.path}: the renewed certificate does not fit (issuer or key)")
+    try:
+        cert.verify_directly_issued_by(ca.cert)
+    except Exception:  # InvalidSignature, or another issuer name or key type
+        raise CaClientError(f"{material.slot.path}: the renewed certificate is not signed by {ca.name}") from None
+    if not keys.same_public_key(cert.public_key(), material.key.public_key()):
+        raise CaClientError(f"{material.slot.path}: the renewed certificate is for another key")
+    if cert.not_valid_before_utc > now:
+        raise CaClientError(f"{material.slot.path}: the renewed certificate is valid only from "
+                            f"{cert.not_valid_before_utc.isoformat()} (is the CA's clock ahead?)")
     if cert.not_valid_after_utc <= material.cert.not_valid_after_utc:
         raise CaClientError(f"{material.slot.path}: the renewed certificate does not outlive the current one")
+
+
+def still_current(material: Material) -> None:
+    """The key on disk must still be the one the renewal was for: `apply` or a re-join may have
+    rotated key and certificate while the CA service was answering."""
+    if not keys.same_public_key(load_material(material.slot).key.public_key(), material.key.public_key()):
+        raise CaClientError(f"{material.slot.path}: its key changed during the renewal; the renewed "
+                            "certificate is dropped")
 
 
 def renewer_for(config: AgentConfig, ca: Authority | None) -> Renewer:
@@ -291,7 +322,9 @@ class CycleOutcome:
 async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
                     clock: Clock = utc_now) -> CycleOutcome:
     """Renew every due certificate once; record everything in `state`."""
-    cas = authorities(config)
+    cas, problems = authorities(config)
+    for path, problem in problems.items():
+        state.slots[path] = _failed_slot(state.slots.get(path), path, problem)
     renewed, unavailable = 0, []
     next_due: dt.datetime | None = None
     slots = discover(config)
@@ -313,7 +346,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
             try:
                 pem = renew_locally(material, ca, now) if renewer == "local" else \
                     await renew_remotely(config, session, material, ca)
-                check_renewed(material, ca, pem)
+                check_renewed(material, ca, pem, clock())
+                still_current(material)
                 write_certificate(slot, pem)
                 material = load_material(slot)
                 entry = _slot_state(material, ca, renewer, config.renew_fraction, previous)
@@ -335,6 +369,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
         if schedule:
             due = material.renew_at(config.renew_fraction)
             next_due = due if next_due is None or due < next_due else next_due
+    seen = set(problems) | {str(slot.path) for slot in slots}
+    state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
     state.last_check = _iso(clock())
     state.next_renewal = _iso(next_due) if next_due else None
     return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due)

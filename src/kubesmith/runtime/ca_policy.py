@@ -224,10 +224,10 @@ def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca
 
     The CSR must carry the public key of `current` (the agent reuses keys on renewal), so its
     signature proves possession of the current certificate's key: nobody renews a certificate
-    whose key they do not hold. `current` must be valid now and issued by this CA. Identities
-    naming a node (`system:node:N`, `kubesmith:agent:N`) must name `host`; `system:masters`
-    certificates are never renewed over the network (they live on CA-key holders, whose agent
-    renews them locally).
+    whose key they do not hold. `current` must be valid now and issued by this CA. Only the
+    identities a node holds are renewed, for `host` itself (`node_identities`): control-plane
+    certificates live on the hosts that hold the CA key, whose agents renew them locally, so a
+    left-over key of one of them elsewhere never becomes a certificate without end.
     """
     if not issued_by(current, ca_cert):
         raise PolicyError("the current certificate was not issued by this CA")
@@ -246,13 +246,20 @@ def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca
     if (common_name, frozenset(organizations), dns, ips) != \
             (have.common_name, frozenset(have.organizations), have.dns_names, have.ip_addresses):
         raise PolicyError("renewal must keep the subject and SANs of the current certificate")
-    if FORBIDDEN_ORGANIZATIONS & set(organizations):
-        raise PolicyError("system:masters certificates are not renewed by the CA service")
     named = node_named(common_name)
     if named is not None and named != host:
         raise PolicyError(f"host {host!r} may not renew a certificate of {named!r}")
+    if (common_name, frozenset(organizations)) not in node_identities(host):
+        raise PolicyError(f"{common_name!r} is not a node identity of host {host!r}: only those are renewed by "
+                          "the CA service (control-plane certificates are renewed where the CA key is)")
     return Grant("renewal", named, _plan_request("renewal", common_name, have.organizations,
                                                  tuple(sorted(have.usages)), dns, ips))
+
+
+def node_identities(host: str) -> frozenset[tuple[str, frozenset[str]]]:
+    """(CN, organizations) of every certificate a node token may obtain for `host`."""
+    return frozenset((certificate(profile).common_name.format(host=host), frozenset(certificate(profile).organizations))
+                     for profile in NODE_PROFILES)
 
 
 def sign(grant: Grant, public_key: object, ca_cert: x509.Certificate, ca_key: PrivateKey,

@@ -436,6 +436,7 @@ async def renew(request: web.Request) -> web.Response:
         current = x509.load_pem_x509_certificate(str(json.loads(raw)["current"]).encode())
         sign_request = await steps.parse(raw)  # the renewal body is a sign request plus "current"
         grant = ca_policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now())
+        ca_policy.check_service_sans(grant.names, service.service_sans)
     except PolicyError as exc:
         LOG.warning("refused renewal for host %s from %s: %s", host, client, exc)
         return envelope(status=exc.status, message=str(exc))
