@@ -163,21 +163,23 @@ def token_group() -> None:
     """Join tokens for new nodes (stored wrapped, never in clear; expiry enforced)."""
 
 
-def token_store(config_file: str | None, state_dir: str | None, ca_key: str | None,
-                ca_cert: str | None = None) -> tokens.TokenStore:
+def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | None) -> tokens.TokenStore:
     """The store, with the CA key checked against the CA certificate where that is readable (a
     token wrapped with another key would never be accepted by the CA service)."""
-    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key, ca_cert=ca_cert)
     with user_errors():
         key = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
-    try:
-        cert = x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
-    except (OSError, ValueError):
-        cert = None
-    if cert is not None and not keys.same_public_key(cert.public_key(), key.public_key()):
+    if ca_cert is not None and not keys.same_public_key(ca_cert.public_key(), key.public_key()):
         fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",
              ExitCode.USAGE)
     return tokens.TokenStore(config.token_file, key)
+
+
+def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | None:
+    """The CA certificate, or None where it is not readable here (the token store works without)."""
+    try:
+        return x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
+    except (OSError, ValueError):
+        return None
 
 
 def store_options(command: Any) -> Any:
@@ -227,13 +229,14 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
         ssh = (ssh_config, known_hosts, identity)
         _token_create_remote(cluster_file, on_host, ssh, ttl, node, addresses, description, output)
         return
-    store = token_store(config_file, state_dir, ca_key, ca_cert)
-    config = ca_config(config_file)
+    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key, ca_cert=ca_cert)
+    certificate = ca_certificate(config)
+    store = token_store(config, certificate)
     _check_not_service_sans(node, addresses, config.service_sans)
     ttl = ttl or config.default_token_ttl
     with user_errors():
         created = store.create(ttl, node, addresses, description)
-        ca_hash = _ca_hash(config_file, ca_cert)
+    ca_hash = spki_hash(certificate) if certificate is not None else "sha256:<hash of the CA public key>"
     info = {"token": created.token, "id": created.record.id, "expires": _iso(created.record.expires),
             "node": node, "addresses": list(addresses), "cfssl_auth_key": created.auth_key_hex, "ca_hash": ca_hash}
     if output == "json":
@@ -287,7 +290,7 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
     """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
     config = ca_config(config_file, state_dir=state_dir)
     with user_errors():
-        records = tokens.read_store(config.token_file)[0]
+        records = tokens.TokenFile(config.token_file).records()
     now = dt.datetime.now(dt.timezone.utc).timestamp()
     rows = [_token_row(record, now) for record in records]
     if output == "json":
@@ -325,14 +328,6 @@ def _token_row(record: tokens.TokenRecord, now: float) -> dict[str, Any]:
     return {"id": record.id, "node": record.node, "addresses": list(record.addresses),
             "created": _iso(record.created), "expires": _iso(record.expires), "state": record.state(now),
             "description": record.description}
-
-
-def _ca_hash(config_file: str | None, ca_cert: str | None) -> str:
-    config = ca_config(config_file, ca_cert=ca_cert)
-    try:
-        return spki_hash(x509.load_pem_x509_certificate(config.ca_cert.read_bytes()))
-    except (OSError, ValueError):
-        return "sha256:<hash of the CA public key>"
 
 
 def join_command_line(server: str, token: str, ca_hash: str) -> str:

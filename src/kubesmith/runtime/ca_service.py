@@ -279,7 +279,6 @@ class CaService:
             raise ValueError(f"{config.ca_key} does not belong to {config.ca_cert}")
         self.tokens = tokens.TokenStore(config.token_file, self.ca_key)
         self.service_sans = ca_policy.normalized_sans(config.service_sans)
-        self.reserved_nodes = frozenset(config.reserved_nodes)
 
     def shared_state(self, worker: bool = True) -> SharedState:
         """This process's connections to the state every worker shares (open them after forking)."""
@@ -406,7 +405,8 @@ async def _node_grant(service: CaService, record: tokens.TokenRecord, sign_reque
     ca_policy.check_service_sans(grant.names, service.service_sans)
     if record.node is None and grant.node is not None:
         try:
-            bound = await asyncio.to_thread(service.tokens.bind, record.id, grant.node, service.reserved_nodes)
+            bound = await asyncio.to_thread(service.tokens.bind, record.id, grant.node,
+                                            frozenset(service.config.reserved_nodes))
         except tokens.NodeTaken as exc:
             raise PolicyError(str(exc)) from None
         except tokens.TokenError:  # pruned since the request was authenticated

@@ -167,7 +167,7 @@ class TokenFile:
         self._clock = clock
 
     def records(self) -> list[TokenRecord]:
-        return read_store(self.path)[0]
+        return _read_store(self.path)[0]
 
     def revoke(self, token_id: str) -> TokenRecord:
         return self._update(token_id, lambda record, nodes: record if record.revoked is not None
@@ -189,7 +189,7 @@ class TokenFile:
         """Change one record under the lock (`change` also sees the known node names); the file
         is rewritten only when the record changed."""
         with self._locked():
-            records, nodes = read_store(self.path)
+            records, nodes = _read_store(self.path)
             for index, record in enumerate(records):
                 if record.id == token_id:
                     records[index] = changed = change(record, nodes)
@@ -232,7 +232,7 @@ class TokenStore(TokenFile):
         record = TokenRecord(token_id, now, now + ttl, node, tuple(addresses), description,
                              _b64(nonce), _b64(wrapped))
         with self._locked():
-            records, nodes = read_store(self.path)
+            records, nodes = _read_store(self.path)
             if any(existing.id == token_id for existing in records):  # 36^6 ids: astronomically rare
                 raise TokenError("token id collision; run the command again")
             self._save([*records, record], nodes)
@@ -271,7 +271,7 @@ class TokenStore(TokenFile):
             raise TokenError(f"{self.path}: token {record.id} was not created with this CA key") from exc
 
 
-def read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
+def _read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
     """The records of a token store and every node name it knows; no CA key is needed."""
     try:
         document = json.loads(path.read_bytes())
