@@ -300,6 +300,9 @@ def test_concurrent_requests_each_get_their_own_answer_and_a_replay_wins_once(ca
     distinct = [sign_request("system:node:w2", ("system:nodes",), "kubelet-client") for _ in range(12)]
     twice = sign_request("system:node:w2", ("system:nodes",), "kubelet-client")
     bad_signature = request_with_a_broken_csr_signature("system:node:w2", ("system:nodes",), "kubelet-client")
+    # a success clears the slow-down earlier refusals left (a penalized address is served one at a time)
+    assert raw_authsign(server.url, key, sign_request("system:node:w2", ("system:nodes",), "kubelet-client"))[0] == 200
+    since = len(server.log_text().splitlines())
 
     async def go() -> list[tuple[int, dict]]:
         connector = aiohttp.TCPConnector(limit=32, ssl=False)
@@ -318,8 +321,8 @@ def test_concurrent_requests_each_get_their_own_answer_and_a_replay_wins_once(ca
     assert sorted(status for status, _ in replayed) == [200, 400, 400]
     assert [body["errors"][0]["message"] for status, body in replayed if status == 400] == ["replayed request"] * 2
     assert answers[15][0] == 400 and "signature does not verify" in answers[15][1]["errors"][0]["message"]
-    # the replays counted as failed authentication; a valid request clears the count for later tests
-    assert raw_authsign(server.url, key, sign_request("system:node:w2", ("system:nodes",), "kubelet-client"))[0] == 200
+    # a replay is authentic, only stale: no guess at a token, so it does not slow the address down
+    assert "next attempts wait" not in "\n".join(server.log_text().splitlines()[since:])
 
 
 def test_repeated_failures_from_one_address_are_slowed_down(ca, server):
@@ -332,6 +335,33 @@ def test_repeated_failures_from_one_address_are_slowed_down(ca, server):
     assert waits == sorted(waits) and waits[-1] > waits[0]  # doubles per failure...
     assert max(waits) <= 0.4  # ...up to the configured bound
     token = create_token(ca, "--node", "w1")["token"]  # a valid request still succeeds afterwards
+    assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
+
+
+def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_unread(ca, server):
+    request = sign_request("system:node:w1", ("system:nodes",), "kubelet-client")
+    body = {"token": base64.b64encode(bytes(32)).decode(), "request": base64.b64encode(request).decode()}
+    assert raw_authsign(server.url, bytes(32), request)[0] == 400  # the address is penalized now
+
+    async def burst(count: int) -> list[tuple[int, str | None, str]]:
+        async with aiohttp.ClientSession() as session:
+            async def one() -> tuple[int, str | None, str]:
+                async with session.post(server.url + ca_client.AUTHSIGN_PATH, json=body, ssl=False) as answer:
+                    document = await answer.json(content_type=None)
+                    return answer.status, answer.headers.get("Retry-After"), document["errors"][0]["message"]
+            return await asyncio.gather(*(one() for _ in range(count)))
+
+    answers = asyncio.run(burst(40))
+    # 40 guesses at once: the address is served one per penalty, up to the bound (0.4 s) of queue;
+    # the rest are refused without looking at their token (before, all 40 were checked together)
+    checked = [message for status, _, message in answers if status == 400]
+    unread = [(retry, message) for status, retry, message in answers if status == 429]
+    assert len(checked) + len(unread) == 40
+    assert checked and set(checked) == {"invalid token"}
+    assert unread and all(retry is not None and int(retry) >= 1 and "too many failed authentications" in message
+                          for retry, message in unread)
+    assert "unread: too many failed authentications" in server.log_text()
+    token = create_token(ca, "--node", "w1")["token"]  # the queue drains; a valid request passes and clears
     assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
 
 

@@ -28,7 +28,7 @@ from ca_support import (
 
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_client, tokens
-from kubesmith.runtime.ca_service import Claim, SharedState
+from kubesmith.runtime.ca_service import Admission, Claim, SharedState
 from kubesmith.runtime.ca_client import Subject
 
 pytestmark = pytest.mark.skipif(CFSSL is None, reason="ca_support needs cfssl (Debian golang-cfssl)")
@@ -109,6 +109,7 @@ def test_a_replay_is_refused_by_every_worker(ca, server):
 
 def test_simultaneous_copies_of_one_request_are_signed_once(ca, server):
     token = create_token(ca, "--node", "w1")["token"]
+    assert authsign(server.url, tokens.auth_key(token), sign_request())[0] == 200  # clears earlier slow-downs
     statuses = concurrent_authsign(server.url, tokens.auth_key(token), sign_request(), 12)
     assert sorted(statuses) == [200] + [400] * 11
 
@@ -200,13 +201,35 @@ def test_shared_state_claims_once_counts_failures_together_and_forgets_expired(t
                               Claim(b"c" * 32, "tok001", clock.now + 60)]) == [True, False, False]
         assert one.claim_all([Claim(b"c" * 32, "tok001", clock.now + 60)]) == [False]
         assert [one.failed("10.0.0.9"), two.failed("10.0.0.9"), one.failed("10.0.0.9")] == [0.5, 1.0, 2.0]
-        assert two.delay(two.failures("10.0.0.9")) == 2.0
-        assert one.failures("10.0.0.8") is None and one.delay(None) == 0.0
+        assert two.admit("10.0.0.9") == Admission(2.0, penalized=True)
+        assert one.admit("10.0.0.8") == Admission(0.0, penalized=False)
         two.succeeded("10.0.0.9")
-        assert one.failures("10.0.0.9") is None
+        assert one.admit("10.0.0.9") == Admission(0.0, penalized=False)
         clock.now += 61  # the token expired: its digests go at the next prune
         assert one.claim_all([Claim(b"b" * 32, "tok002", clock.now + 60)]) == [True]
         assert two.claim_all([first]) == [True]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_parallel_requests_from_a_failing_address_queue_one_penalty_apart(tmp_path):
+    clock = Clock()
+    one, two = (SharedState(tmp_path, 0.5, 2.0, clock=clock) for _ in range(2))
+    try:
+        assert one.failed("10.0.0.7") == 0.5
+        # requests arriving together, in either worker: each waits for its own slot, none beyond
+        # the bound is queued (its wait is how long the queue is busy)
+        admissions = [(one if i % 2 else two).admit("10.0.0.7") for i in range(6)]
+        assert [a.wait for a in admissions] == [0.5, 1.0, 1.5, 2.0, 2.5, 2.5]
+        assert [a.queued for a in admissions] == [True] * 4 + [False] * 2
+        assert two.admit("10.0.0.6") == Admission(0.0, penalized=False)  # other addresses are not held up
+        clock.now += 2.0  # the queued requests fail: the penalty doubles and the next slot moves
+        assert one.failed("10.0.0.7") == 1.0
+        assert one.admit("10.0.0.7").wait == 1.0
+        clock.now += 30.0  # quiet for long: forgotten, served at once, counted from one again
+        assert two.admit("10.0.0.7") == Admission(0.0, penalized=False)
+        assert two.failed("10.0.0.7") == 0.5
     finally:
         one.close()
         two.close()

@@ -123,7 +123,8 @@ def ca_group() -> None:
 @click.option("--failed-auth-delay", type=click.FloatRange(min=0), default=None,
               help="First delay after a failed authentication, doubled per failure (seconds).")
 @click.option("--max-failed-auth-delay", type=click.FloatRange(min=0), default=None,
-              help="Upper bound of that delay (seconds).")
+              help="Upper bound of that delay, and of how long an address's requests may queue "
+                   "(beyond it: HTTP 429) (seconds).")
 @click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
               help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
 @click.option("--service-san", "service_sans", multiple=True, metavar="NAME|IP",

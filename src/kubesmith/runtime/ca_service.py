@@ -15,11 +15,14 @@ Endpoints:
 Answers use cfssl's envelope `{"success", "result", "errors": [{"code", "message"}], "messages"}`;
 a bad token is HTTP 400 `invalid token`, as cfssl answers it.
 
-Repeated failed authentication from one client address is slowed down: each failure doubles a
-per-address delay (bounded by `max_failed_auth_delay`) that the failing answer and every further
-request from that address wait out first. The count lives in the shared state database, so a
-client gains nothing by reconnecting until another worker takes it. The waits are plain
-`asyncio.sleep`s, so one client's penalty never delays another.
+Repeated failed authentication (a MAC that matches no active token: a guess) from one client
+address is slowed down: each failure doubles a per-address penalty (bounded by
+`max_failed_auth_delay`) that the failing answer waits out, and the address is then served one
+request per penalty: each further request waits for its own slot, one penalty after the previous
+one, so parallel requests queue instead of sharing one wait; one that would wait longer than the
+bound is refused unread (HTTP 429, `Retry-After`). Counts and slots live in the shared state
+database, so a client gains nothing by reconnecting until another worker takes it. The waits are
+plain `asyncio.sleep`s, so one client's penalty never delays another.
 
 Processes: the parent checks the CA, reserves the port and forks `workers` processes (default one
 per CPU; signing is CPU-bound and one Python process uses one core). Each worker listens on the
@@ -44,6 +47,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import os
 import select
 import signal
@@ -108,6 +112,18 @@ class Claim:
     digest: bytes  # SHA-256 of the signed request
     token_id: str
     expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """`SharedState.admit`'s answer for one request."""
+
+    wait: float  # seconds until the request's slot
+    penalized: bool  # its address failed recently (a success clears that)
+    queued: bool = True  # False: too many requests from the address wait already; refuse it
+
+
+FREE = Admission(0.0, penalized=False)
 
 
 def penalty(failures: int, base: float, maximum: float) -> float:
@@ -177,7 +193,8 @@ class SharedState:
     SQLite in the CA state dir: a replayed request must be refused whichever worker it lands on,
     and a client cannot escape its slow-down by reconnecting until the kernel hands it to another
     worker. The UNIQUE digest makes `claim_all` atomic across processes (a worker's batch of
-    claims is one transaction), and the upsert in `failed` never loses a count. The memory also
+    claims is one transaction); `failed` never loses a count and `admit` hands out each slot once
+    (both are transactions). The memory also
     survives a restart (an in-process set did not). Expired rows are pruned. Two files: the
     throttle is read on every request, and reads of a file that the per-issuance replay writes do
     not touch stay cheap. Each worker opens its own connections after the fork (they must not
@@ -187,8 +204,9 @@ class SharedState:
     REPLAYS = (("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
                 "expires REAL NOT NULL) WITHOUT ROWID"),
                "CREATE INDEX IF NOT EXISTS replays_expires ON replays (expires)")
-    THROTTLE = (("CREATE TABLE IF NOT EXISTS throttle (address TEXT PRIMARY KEY, failures INTEGER NOT NULL, "
-                 "last REAL NOT NULL) WITHOUT ROWID"),)
+    THROTTLE = ("DROP TABLE IF EXISTS throttle",  # the counts before requests queued for slots
+                ("CREATE TABLE IF NOT EXISTS slowdown (address TEXT PRIMARY KEY, failures INTEGER NOT NULL, "
+                 "last REAL NOT NULL, next_slot REAL NOT NULL) WITHOUT ROWID"))
 
     def __init__(self, state_dir: Path, base: float, maximum: float, worker: bool = True,
                  clock: Callable[[], float] = time.time) -> None:
@@ -228,32 +246,45 @@ class SharedState:
 
     # ---- failed-authentication slow-down
 
-    def failures(self, address: str) -> tuple[int, float] | None:
-        """(failures, time of the last one) recorded for `address`, None when it has none."""
-        row = self._throttle.read("SELECT failures, last FROM throttle WHERE address = ?", (address,))
-        return None if row is None else (int(row[0]), float(row[1]))
+    def admit(self, address: str) -> Admission:
+        """When a request from `address` may be looked at.
 
-    def delay(self, record: tuple[int, float] | None) -> float:
-        """How long a request from an address with this record waits before it is looked at."""
-        if record is None:
-            return 0.0
-        failures, last = record
+        An address that failed recently is served one request per penalty: each request takes
+        the next free slot, one penalty after the slot before, so requests sent in parallel queue
+        up instead of waiting out one penalty together. A request whose slot would lie more than
+        `maximum` ahead is not queued at all. Addresses without failures cost one read.
+        """
+        if self._throttle.read("SELECT 1 FROM slowdown WHERE address = ?", (address,)) is None:
+            return FREE
         now = self._clock()
-        if now - last > self.forget_after:
-            return 0.0
-        return min(self.maximum, max(0.0, last + penalty(failures, self.base, self.maximum) - now))
+        with self._throttle.transaction() as db:
+            row = db.execute("SELECT failures, last, next_slot FROM slowdown WHERE address = ?",
+                             (address,)).fetchone()
+            if row is None or now - row[1] > self.forget_after:
+                return FREE
+            slot = max(now, float(row[2]))
+            if slot - now > self.maximum:
+                return Admission(slot - now, penalized=True, queued=False)
+            db.execute("UPDATE slowdown SET next_slot = ? WHERE address = ?",
+                       (slot + penalty(int(row[0]), self.base, self.maximum), address))
+        return Admission(slot - now, penalized=True)
 
     def failed(self, address: str) -> float:
-        """Count one more failure for `address` (atomically, whichever worker); the new penalty."""
+        """Count one more failure for `address` (atomically, whichever worker); the new penalty,
+        which also keeps the address's next slot at least that far away."""
         now = self._clock()
-        row = self._throttle.write(
-            "INSERT INTO throttle (address, failures, last) VALUES (?1, 1, ?2) ON CONFLICT (address) DO UPDATE "
-            "SET failures = CASE WHEN ?2 - last > ?3 THEN 1 ELSE failures + 1 END, last = ?2 RETURNING failures",
-            (address, now, self.forget_after)).fetchone()
-        return penalty(int(row[0]), self.base, self.maximum)
+        with self._throttle.transaction() as db:
+            failures = db.execute(
+                "INSERT INTO slowdown (address, failures, last, next_slot) VALUES (?1, 1, ?2, ?2) "
+                "ON CONFLICT (address) DO UPDATE SET failures = CASE WHEN ?2 - last > ?3 THEN 1 "
+                "ELSE failures + 1 END, last = ?2 RETURNING failures",
+                (address, now, self.forget_after)).fetchone()[0]
+            wait = penalty(int(failures), self.base, self.maximum)
+            db.execute("UPDATE slowdown SET next_slot = MAX(next_slot, ?) WHERE address = ?", (now + wait, address))
+        return wait
 
     def succeeded(self, address: str) -> None:
-        self._throttle.write("DELETE FROM throttle WHERE address = ?", (address,))
+        self._throttle.write("DELETE FROM slowdown WHERE address = ?", (address,))
 
     def _prune(self) -> None:
         """Forget replays of expired tokens and quiet addresses, at most once a minute per worker."""
@@ -262,8 +293,8 @@ class SharedState:
             return
         self._next_prune = now + 60.0
         self._replays.write("DELETE FROM replays WHERE expires <= ?", (now,))
-        self._throttle.write("DELETE FROM throttle WHERE last < ?", (now - self.forget_after,))
-        self._throttle.write("DELETE FROM throttle WHERE address IN (SELECT address FROM throttle "
+        self._throttle.write("DELETE FROM slowdown WHERE last < ? AND next_slot < ?", (now - self.forget_after, now))
+        self._throttle.write("DELETE FROM slowdown WHERE address IN (SELECT address FROM slowdown "
                              "ORDER BY last DESC LIMIT -1 OFFSET ?)", (MAX_TRACKED_ADDRESSES,))
 
 
@@ -350,10 +381,11 @@ def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Re
 async def authsign(request: web.Request) -> web.Response:
     service, shared, steps = request.app[SERVICE_KEY], request.app[SHARED_KEY], request.app[STEPS_KEY]
     client = request.remote or "unknown"
-    record = shared.failures(client)
-    delay = shared.delay(record)
-    if delay > 0:
-        await asyncio.sleep(delay)
+    admission = shared.admit(client)
+    if not admission.queued:
+        return _too_many(client, admission.wait)
+    if admission.wait > 0:
+        await asyncio.sleep(admission.wait)
     try:
         mac, raw = await _authsign_body(request)
     except PolicyError as exc:
@@ -364,7 +396,7 @@ async def authsign(request: web.Request) -> web.Response:
         LOG.error("token store: %s", exc)
         return envelope(status=500, message="token store unreadable")
     if candidate is None:
-        return await _refuse(shared, client, "invalid token")
+        return await _refuse_token(shared, client)
     try:
         sign_request = await steps.parse(raw)
         grant = await _node_grant(service, candidate.record, sign_request)
@@ -374,19 +406,31 @@ async def authsign(request: web.Request) -> web.Response:
     claim = Claim(hashlib.sha256(raw).digest(), candidate.record.id, candidate.record.expires)
     try:
         pem = await steps.issue(Issuance(grant, sign_request, f"token:{candidate.record.id}", client, claim))
-    except ReplayedRequest:
-        return await _refuse(shared, client, "replayed request")
-    if record is not None:
+    except ReplayedRequest:  # authentic but stale: refused whatever the rate, so not counted as a guess
+        LOG.warning("refused authsign from %s (token %s): replayed request", client, candidate.record.id)
+        return envelope(status=400, message="replayed request")
+    if admission.penalized:
         shared.succeeded(client)
     return envelope({"certificate": pem})
 
 
-async def _refuse(shared: SharedState, client: str, reason: str) -> web.Response:
-    """A failed authentication: counted for the address (in every worker) and answered late."""
+async def _refuse_token(shared: SharedState, client: str) -> web.Response:
+    """A failed authentication (a guess at a token): counted for the address (in every worker)
+    and answered late."""
     wait = shared.failed(client)
-    LOG.warning("refused authsign from %s: %s (next attempts wait %.1fs)", client, reason, wait)
+    LOG.warning("refused authsign from %s: invalid token (next attempts wait %.1fs)", client, wait)
     await asyncio.sleep(wait)
-    return envelope(status=400, message=reason)
+    return envelope(status=400, message="invalid token")
+
+
+def _too_many(client: str, busy_for: float) -> web.Response:
+    """Refused unread: the address has a penalty's worth of requests waiting already (HTTP 429)."""
+    LOG.warning("refused authsign from %s unread: too many failed authentications, slots taken for %.1fs",
+                client, busy_for)
+    answer = envelope(status=429, message=f"too many failed authentications from {client}; "
+                                          f"retry in {math.ceil(busy_for)}s")
+    answer.headers["Retry-After"] = str(math.ceil(busy_for))
+    return answer
 
 
 async def _authsign_body(request: web.Request) -> tuple[bytes, bytes]:
