@@ -213,6 +213,46 @@ def test_agent_renews_through_the_ca_service_and_survives_its_outage(tmp_path):
     assert agent.returncode == 0  # SIGTERM ends it cleanly
 
 
+@pytest.mark.parametrize("agent_certificate", ["expired", "from another CA"])
+def test_an_agent_certificate_the_ca_service_refuses_is_named_not_taken_for_an_outage(tmp_path, agent_certificate):
+    """The CA service drops a TLS 1.3 connection whose client certificate it cannot verify, with
+    no reason the client could read: the agent must say why, and how to get out, not retry an
+    "unreachable" CA forever."""
+    ca = make_ca(tmp_path / "ca")
+    server = start_ca_service(ca, "--validity", "1m")
+    try:
+        token = create_token(ca, "--node", "w21")
+        root = tmp_path / "root"
+        joined = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                           "--node", "w21", "--root", str(root), "--no-wait")
+        assert joined.returncode == 0, joined.stderr
+        pki = root / "etc/kubernetes/pki"
+        agent_key = keys.load((pki / "agent-client.key").read_bytes(), "agent-client.key")
+        signer = make_ca(tmp_path / "other") if agent_certificate == "from another CA" else ca
+        issued = NOW - dt.timedelta(hours=2) if agent_certificate == "expired" else NOW
+        replaced = issue.new_leaf(request("x", "kubesmith:agent:w21", ("kubesmith:agents",),
+                                          ("digital signature", "key encipherment", "client auth")),
+                                  agent_key.public_key(), load_cert(signer.ca_pem()),
+                                  keys.load(signer.ca_key.read_bytes(), "ca"), 1 / 24, issued,
+                                  backdate=dt.timedelta(0))
+        (pki / "agent-client.crt").write_bytes(replaced.public_bytes(Encoding.PEM))
+        before = serials(pki, ("kubelet-client", "kube-proxy-client"))
+        time.sleep(1.5)  # 3% of the one-minute lifetime: due
+        result = kubesmith("agent", "--once", "--host", "w21", "--pki-dir", str(pki), "--kubeconfig-dir",
+                           str(root / "etc/kubernetes"), "--state-file", str(tmp_path / "state.json"), "--ca-url",
+                           server.url, "--renew-fraction", "0.03")
+    finally:
+        server.stop()
+    cause = "expired at" if agent_certificate == "expired" else "is not signed by kubernetes-ca"
+    assert result.returncode == 5, result.stderr
+    assert "CA unreachable" not in result.stderr and "Traceback" not in result.stderr
+    assert f"this host's agent certificate {cause}" in result.stderr and "join the host again" in result.stderr
+    errors = {entry["path"]: entry["last_error"] for entry in json.loads((tmp_path / "state.json").read_text())
+              ["certificates"]}
+    assert cause in errors[str(pki / "kubelet-client.crt")]
+    assert serials(pki, ("kubelet-client", "kube-proxy-client")) == before  # kept, untouched
+
+
 def _state_error(path: Path) -> dict | None:
     try:
         state = json.loads(path.read_text())

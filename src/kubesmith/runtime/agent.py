@@ -258,13 +258,14 @@ def renew_locally(material: Material, ca: Authority, now: dt.datetime) -> bytes:
 
 
 async def renew_remotely(config: AgentConfig, session: aiohttp.ClientSession, material: Material,
-                         ca: Authority) -> bytes:
+                         ca: Authority, now: dt.datetime) -> bytes:
     """Ask the CA services in order; CaUnavailable only when none answered."""
     have = Identity.of_certificate(material.cert)
     subject = Subject(have.common_name, have.organizations, tuple(sorted(have.dns_names)),
                       tuple(sorted(have.ip_addresses)))
     agent_cert = config.pki_dir / f"{config.agent_certificate}.crt"
     agent_key = config.pki_dir / f"{config.agent_certificate}.key"
+    check_agent_certificate(agent_cert, config.host, ca, now)
     errors: list[str] = []
     for url in config.ca_urls:
         try:
@@ -273,6 +274,28 @@ async def renew_remotely(config: AgentConfig, session: aiohttp.ClientSession, ma
         except CaUnavailable as exc:
             errors.append(str(exc))
     raise CaUnavailable("; ".join(errors) or "no CA service URL configured")
+
+
+def check_agent_certificate(path: Path, host: str, ca: Authority, now: dt.datetime) -> None:
+    """The CA service drops the connection of a client certificate it cannot verify, and under
+    TLS 1.3 the client learns no reason: an expired agent certificate would read as "CA
+    unreachable" forever. Name the cause, and the way out, instead."""
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CaClientError(f"{path}: this host's agent certificate does not load ({exc})") from None
+    way_out = (f"the CA service refuses it, so nothing on this host renews through it; join the host again "
+               f"(`kubesmith token create --node {host}`, then `kubesmith join` on it)")
+    try:
+        cert.verify_directly_issued_by(ca.cert)
+    except Exception:  # InvalidSignature, or another issuer name or key type
+        raise CaClientError(f"{path}: this host's agent certificate is not signed by {ca.name}; {way_out}") from None
+    if now >= cert.not_valid_after_utc:
+        raise CaClientError(f"{path}: this host's agent certificate expired at {_iso(cert.not_valid_after_utc)}; "
+                            f"{way_out}")
+    if now < cert.not_valid_before_utc:
+        raise CaClientError(f"{path}: this host's agent certificate is valid only from "
+                            f"{_iso(cert.not_valid_before_utc)}; is this host's clock behind?")
 
 
 def check_renewed(material: Material, ca: Authority, pem: bytes, now: dt.datetime) -> None:
@@ -317,6 +340,7 @@ class CycleOutcome:
     renewed: int
     unavailable: tuple[str, ...]  # errors worth a quick retry (CA unreachable)
     next_due: dt.datetime | None
+    failed: tuple[str, ...] = ()  # renewals refused or failed: tried again at the next regular check
 
 
 async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
@@ -325,7 +349,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
     cas, problems = authorities(config)
     for path, problem in problems.items():
         state.slots[path] = _failed_slot(state.slots.get(path), path, problem)
-    renewed, unavailable = 0, []
+    renewed, unavailable, failed = 0, [], []
     next_due: dt.datetime | None = None
     slots = discover(config)
     for slot in slots:
@@ -345,7 +369,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
             assert ca is not None
             try:
                 pem = renew_locally(material, ca, now) if renewer == "local" else \
-                    await renew_remotely(config, session, material, ca)
+                    await renew_remotely(config, session, material, ca, now)
                 check_renewed(material, ca, pem, clock())
                 still_current(material)
                 write_certificate(slot, pem)
@@ -360,6 +384,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
                 entry = replace(entry, last_error=str(exc))
             except (CaClientError, ValueError, OSError) as exc:
                 LOG.error("renewal of %s refused or failed: %s", slot.path, exc)
+                failed.append(f"{slot.path}: {exc}")
                 entry = replace(entry, last_error=str(exc))
                 schedule = False  # retried at the next regular check, not in a tight loop
         elif renewer == "none" and now >= material.renew_at(config.renew_fraction):
@@ -373,7 +398,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
     state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
     state.last_check = _iso(clock())
     state.next_renewal = _iso(next_due) if next_due else None
-    return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due)
+    return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due, tuple(failed))
 
 
 # ---- the loop
