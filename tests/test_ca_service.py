@@ -365,6 +365,33 @@ def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_un
     assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
 
 
+def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
+    """Authenticated, then waiting (for its slow-down slot, for its batch) when the token is
+    revoked: the check right before signing refuses it; the batch's other requests are signed."""
+    from kubesmith.runtime import ca_policy
+    from kubesmith.runtime.ca_service import CaService, CaServiceConfig, Claim, Issuance, TokenGone, issue_batch
+    files = make_ca(tmp_path / "ca")
+    service = CaService(CaServiceConfig(files.ca_cert, files.ca_key, files.tls_cert, files.tls_key,
+                                        tmp_path / "state"))
+    shared = service.shared_state()
+    try:
+        def authenticated(token: tokens.NewToken, node: str) -> Issuance:
+            request = ca_policy.parse_sign_request(sign_request(f"system:node:{node}", ("system:nodes",),
+                                                                "kubelet-client"))
+            claim = Claim(os.urandom(32), token.record.id, token.record.expires)
+            return Issuance(ca_policy.node_grant(node, (), request), request, f"token:{token.record.id}",
+                            "127.0.0.1", claim)
+        revoked, kept = service.tokens.create(3600, "w30"), service.tokens.create(3600, "w31")
+        waiting = [authenticated(revoked, "w30"), authenticated(kept, "w31")]
+        service.tokens.revoke(revoked.record.id)
+        outcomes = issue_batch(service, shared, waiting)
+    finally:
+        shared.close()
+    assert isinstance(outcomes[0], TokenGone)
+    assert isinstance(outcomes[1], str)
+    assert load_cert(outcomes[1].encode()).subject.rfc4514_string() == "CN=system:node:w31,O=system:nodes"
+
+
 def test_malformed_bodies_get_cfssl_errors_not_crashes(server):
     async def post(data: bytes) -> tuple[int, dict]:
         async with aiohttp.ClientSession() as session:

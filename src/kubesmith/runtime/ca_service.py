@@ -345,12 +345,38 @@ class Issuance:
     claim: Claim | None = None
 
 
+class TokenGone(Exception):
+    """The request's token was revoked or expired after the request was authenticated."""
+
+
 def issue_batch(service: CaService, shared: SharedState, issuances: Sequence[Issuance]) -> list[str | Exception]:
-    """Claim the batch's requests in one transaction, then sign each one that is not a replay."""
-    claimed = iter(shared.claim_all([i.claim for i in issuances if i.claim is not None]))
-    fresh = [issuance.claim is None or next(claimed) for issuance in issuances]
-    signed = iter(each(service.issue)([issuance for issuance, ok in zip(issuances, fresh) if ok]))
-    return [next(signed) if ok else ReplayedRequest() for ok in fresh]
+    """Claim the batch's requests in one transaction, then sign each one that is not a replay.
+
+    A token's requests are checked against the token store once more right before: a revocation
+    that lands while a request waits (for its slot, for its batch) still stops it.
+    """
+    outcomes: list[str | Exception | None] = list(_token_checks(service, issuances))
+    waiting = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    claimed = iter(shared.claim_all([claim for index in waiting if (claim := issuances[index].claim) is not None]))
+    for index in waiting:
+        if issuances[index].claim is not None and not next(claimed):
+            outcomes[index] = ReplayedRequest()
+    fresh = [index for index in waiting if outcomes[index] is None]
+    for index, signed in zip(fresh, each(service.issue)([issuances[index] for index in fresh])):
+        outcomes[index] = signed
+    return outcomes  # type: ignore[return-value]  # every outcome is set by now
+
+
+def _token_checks(service: CaService, issuances: Sequence[Issuance]) -> list[Exception | None]:
+    """None for each issuance without a token or whose token is still active (one store check)."""
+    if all(issuance.claim is None for issuance in issuances):
+        return [None] * len(issuances)
+    try:
+        active = {candidate.record.id for candidate in service.tokens.candidates()}
+    except tokens.TokenError as exc:
+        return [exc if issuance.claim is not None else None for issuance in issuances]
+    return [TokenGone() if issuance.claim is not None and issuance.claim.token_id not in active else None
+            for issuance in issuances]
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +432,13 @@ async def authsign(request: web.Request) -> web.Response:
     claim = Claim(hashlib.sha256(raw).digest(), candidate.record.id, candidate.record.expires)
     try:
         pem = await steps.issue(Issuance(grant, sign_request, f"token:{candidate.record.id}", client, claim))
+    except TokenGone:
+        LOG.warning("refused authsign from %s: token %s was revoked or expired during the request",
+                    client, candidate.record.id)
+        return envelope(status=400, message="invalid token")
+    except tokens.TokenError as exc:
+        LOG.error("token store: %s", exc)
+        return envelope(status=500, message="token store unreadable")
     except ReplayedRequest:  # authentic but stale: refused whatever the rate, so not counted as a guess
         LOG.warning("refused authsign from %s (token %s): replayed request", client, candidate.record.id)
         return envelope(status=400, message="replayed request")
