@@ -330,6 +330,41 @@ def test_agent_once_says_when_it_found_nothing_to_renew(tmp_path):
     assert json.loads((tmp_path / "state.json").read_text())["certificates"] == []
 
 
+def test_passes_of_the_units_agent_and_agent_once_take_turns_and_share_the_report(tmp_path):
+    """A manual pass beside the unit's agent waits for the running pass, and each pass starts
+    from the report the other left: a renewal stays recorded after a pass that renewed nothing."""
+    from kubesmith.runtime import agent
+    ca = make_ca(tmp_path / "ca")
+    ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    (pki / "ca.crt").write_bytes(ca.ca_pem())
+    due_key, due = leaf(ca_cert, ca_key, "system:kube-scheduler", validity_seconds=600, age_seconds=500)
+    write_pair(pki, "scheduler-client", due_key, due)
+    state_file = tmp_path / "state.json"
+    args = ["agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(tmp_path),
+            "--state-file", str(state_file), "--config", _agent_config(tmp_path, ca.ca_key)]
+    config = agent.AgentConfig(host="cp1", pki_dir=pki, kubeconfig_dir=tmp_path, state_file=state_file)
+    log_path = tmp_path / "once.log"
+    with agent.locked_report(config), log_path.open("w") as log:  # the unit's agent is in a pass
+        waiting = subprocess.Popen([KUBESMITH, *args], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: "waiting for its pass to end" in log_path.read_text(), 30, "the manual pass to wait")
+            assert waiting.poll() is None and load_cert((pki / "scheduler-client.crt").read_bytes()) == due
+        except BaseException:
+            waiting.kill()
+            raise
+    assert waiting.wait(60) == 0, log_path.read_text()
+    renewed = json.loads(state_file.read_text())
+    assert renewed["last_renewal"] is not None and renewed["certificates"][0]["last_renewal"] is not None
+    again = kubesmith(*args)  # nothing due now: the report still says when it was renewed
+    assert again.returncode == 0 and "renewed 0" in again.stderr, again.stderr
+    kept = json.loads(state_file.read_text())
+    assert kept["last_renewal"] == renewed["last_renewal"]
+    assert kept["certificates"][0]["last_renewal"] == renewed["certificates"][0]["last_renewal"]
+    assert kept["last_check"] >= renewed["last_check"]
+
+
 def test_agent_settings_errors_are_one_line(tmp_path):
     missing = kubesmith("agent", "--config", str(tmp_path / "nope.json"), "--once")
     assert missing.returncode == 3 and "no such file" in missing.stderr and "Traceback" not in missing.stderr

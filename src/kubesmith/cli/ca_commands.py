@@ -524,11 +524,9 @@ async def _agent_once(config: Any) -> Any:
 
     from kubesmith.runtime import agent
 
-    state = agent.AgentState(config.host)
     async with aiohttp.ClientSession(trust_env=False) as session:
-        outcome = await agent.run_cycle(config, session, state)
-    agent.write_state(config.state_file, state)
-    return outcome
+        with agent.locked_report(config) as state:
+            return await agent.run_cycle(config, session, state)
 
 
 async def _agent_forever(config: Any) -> None:

@@ -38,17 +38,21 @@ inode and mtime). The agent itself does not restart anything.
 
 State: a small JSON file (`state_file`) with the last and next renewal, the last error and one
 entry per certificate; `read_state` is what `kubesmith status` and `agent --show-state` print.
+Each pass holds the file's lock and starts from the file (`locked_report`), so a manual
+`agent --once` beside the unit's agent waits for its pass and neither loses the other's record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -130,9 +134,12 @@ class SlotState:
     last_error: str | None = None
 
 
+SLOT_FIELDS = tuple(f.name for f in fields(SlotState))
+
+
 @dataclass(slots=True)
 class AgentState:
-    """What the agent reports; kept in memory between cycles, written after each."""
+    """What the agent reports: read from the state file before each pass, written after it."""
 
     host: str
     slots: dict[str, SlotState] = field(default_factory=dict)
@@ -398,6 +405,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
     state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
     state.last_check = _iso(clock())
     state.next_renewal = _iso(next_due) if next_due else None
+    state.last_error, state.next_attempt = "; ".join(unavailable) or None, None
     return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due, tuple(failed))
 
 
@@ -405,30 +413,27 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
 
 async def run_agent(config: AgentConfig, stop: asyncio.Event, clock: Clock = utc_now) -> None:
     """Cycle until `stop` is set; retries with backoff while the CA is unreachable."""
-    state = AgentState(config.host)
     async with aiohttp.ClientSession(trust_env=False) as session:
         while not stop.is_set():
-            outcome = await _cycle_with_retries(config, session, state, stop, clock)
+            outcome = await _cycle_with_retries(config, session, stop, clock)
             if outcome is None:
                 break
-            state.last_error, state.next_attempt = None, None
-            write_state(config.state_file, state)
             await _sleep(stop, _pause(config, outcome.next_due, clock()))
 
 
-async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
-                              stop: asyncio.Event, clock: Clock) -> CycleOutcome | None:
+async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSession, stop: asyncio.Event,
+                              clock: Clock) -> CycleOutcome | None:
     def before_sleep(retry_state: RetryCallState) -> None:
         error = retry_state.outcome.exception() if retry_state.outcome else None
         pause = retry_state.next_action.sleep if retry_state.next_action else 0.0
-        state.last_error = str(error)
-        state.next_attempt = _iso(clock() + dt.timedelta(seconds=pause))
-        write_state(config.state_file, state)
+        with locked_report(config) as state:
+            state.next_attempt = _iso(clock() + dt.timedelta(seconds=pause))
         LOG.warning("CA unreachable (attempt %d), keeping current certificates, retrying in %.1fs: %s",
                     retry_state.attempt_number, pause, error)
 
     async def attempt() -> CycleOutcome:
-        outcome = await run_cycle(config, session, state, clock)
+        with locked_report(config) as state:
+            outcome = await run_cycle(config, session, state, clock)
         if outcome.unavailable:
             raise CaUnavailable("; ".join(outcome.unavailable))
         return outcome
@@ -456,11 +461,51 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
+# ---- one pass at a time per state file
+
+@contextlib.contextmanager
+def locked_report(config: AgentConfig) -> Iterator[AgentState]:
+    """The report as the last pass left it, under the state file's lock; written back at the end.
+
+    The unit's agent and a manual `agent --once` share the report: a pass waits for the other's
+    to end (no certificate renewed by both at once) and starts from what the other recorded,
+    so neither overwrites the other's renewals and errors.
+    """
+    lock_path = config.state_file.with_name(f".{config.state_file.name}.lock")
+    fsutil.make_dirs(lock_path.parent)
+    with open(lock_path, "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            LOG.info("another agent is renewing on this host; waiting for its pass to end (%s)", lock_path)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        state = load_state(config.state_file, config.host)
+        yield state
+        write_state(config.state_file, state)
+
+
 # ---- state file
 
 def write_state(path: Path, state: AgentState) -> None:
     document = {**state.document(), "updated": _iso(utc_now())}
     fsutil.atomic_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o644)
+
+
+def load_state(path: Path, host: str) -> AgentState:
+    """The report as `AgentState`; a fresh one if there is none, it does not parse or it is
+    another host's."""
+    document = None
+    with contextlib.suppress(OSError, ValueError):
+        document = read_state(path)
+    if not isinstance(document, dict) or document.get("host") != host:
+        return AgentState(host)
+    try:
+        slots = {str(entry["path"]): SlotState(**{name: entry.get(name) for name in SLOT_FIELDS})
+                 for entry in document.get("certificates") or []}
+    except (KeyError, TypeError):
+        return AgentState(host)
+    return AgentState(host, slots, document.get("last_check"), document.get("last_renewal"),
+                      document.get("last_error"), document.get("next_renewal"), document.get("next_attempt"))
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
@@ -487,9 +532,7 @@ def _failed_slot(previous: SlotState | None, path: str, error: str) -> SlotState
 
 
 def _slot_document(slot: SlotState) -> dict[str, Any]:
-    return {"path": slot.path, "subject": slot.subject, "ca": slot.ca, "not_after": slot.not_after,
-            "renew_at": slot.renew_at, "renewer": slot.renewer, "last_renewal": slot.last_renewal,
-            "last_error": slot.last_error}
+    return {name: getattr(slot, name) for name in SLOT_FIELDS}
 
 
 def _iso(moment: dt.datetime) -> str:
