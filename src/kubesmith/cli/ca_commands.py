@@ -448,7 +448,8 @@ def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
 @click.option("--check-interval", type=DURATION, default=None, help="Time between checks (default 5m).")
 @click.option("--retry-initial", type=DURATION, default=None, help="First retry pause while the CA is unreachable.")
 @click.option("--retry-max", type=DURATION, default=None, help="Longest retry pause (default 60s).")
-@click.option("--once", is_flag=True, help="One check-and-renew pass, then exit (non-zero if the CA was unreachable or a renewal failed).")
+@click.option("--once", is_flag=True,
+              help="One check-and-renew pass, then exit (non-zero if the CA was unreachable or a renewal failed).")
 @click.option("--show-state", is_flag=True, help="Print the last report (JSON) and exit.")
 def agent_command(config_file: str | None, host: str | None, pki_dir: str | None, kubeconfig_dir: str | None,
                   state_file: str | None, ca_urls: tuple[str, ...], renew_fraction: float | None,

@@ -193,12 +193,11 @@ class SharedState:
     SQLite in the CA state dir: a replayed request must be refused whichever worker it lands on,
     and a client cannot escape its slow-down by reconnecting until the kernel hands it to another
     worker. The UNIQUE digest makes `claim_all` atomic across processes (a worker's batch of
-    claims is one transaction); `failed` never loses a count and `admit` hands out each slot once
-    (both are transactions). The memory also
-    survives a restart (an in-process set did not). Expired rows are pruned. Two files: the
-    throttle is read on every request, and reads of a file that the per-issuance replay writes do
-    not touch stay cheap. Each worker opens its own connections after the fork (they must not
-    cross a fork).
+    claims is one transaction); `failed` never loses a count and `admit` hands out each slot
+    once (both are transactions). The memory also survives a restart (an in-process set did
+    not). Expired rows are pruned. Two files: the throttle is read on every request, and reads
+    of a file that the per-issuance replay writes do not touch stay cheap. Each worker opens its
+    own connections after the fork (they must not cross a fork).
     """
 
     REPLAYS = (("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
