@@ -528,6 +528,26 @@ def test_join_with_a_wrong_ca_hash_writes_nothing(tmp_path, ca, server):
     assert not root.exists()
 
 
+def test_join_under_a_root_writes_nothing_through_a_link_out_of_it(tmp_path, ca, server):
+    token = create_token(ca, "--node", "w14")
+    root, outside = tmp_path / "image", tmp_path / "this-machine"
+    (root / "etc").mkdir(parents=True)
+    outside.mkdir()
+    (root / "etc" / "kubernetes").symlink_to(outside)  # absolute: points out of the image
+    result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w14", "--root", str(root), "--no-wait")
+    assert result.returncode == 5 and "Traceback" not in result.stderr, result.stderr
+    assert f"{root}/etc/kubernetes/pki leads out of --root {root}" in result.stderr
+    assert list(outside.iterdir()) == []
+    (root / "etc" / "kubernetes").unlink()
+    (root / "srv" / "kubernetes").mkdir(parents=True)
+    (root / "etc" / "kubernetes").symlink_to("../srv/kubernetes")  # relative: stays inside
+    again = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                      "--node", "w14", "--root", str(root), "--no-wait")
+    assert again.returncode == 0, again.stderr
+    assert (root / "srv" / "kubernetes" / "pki" / "kubelet-client.key").is_file()
+
+
 NODE_SPEC = """\
 apiVersion: kubesmith.io/v1alpha1
 kind: Cluster

@@ -168,6 +168,19 @@ def _under(root: Path, path: str) -> Path:
     return target_path(root, path)
 
 
+def check_inside_root(root: Path, paths: list[Path]) -> None:
+    """Under a --root other than /, no symbolic link may lead a write out of the root: an image's
+    absolute link (`etc/kubernetes -> /etc/kubernetes`) would otherwise write onto this machine."""
+    if root == Path("/"):
+        return
+    real_root = root.resolve()
+    for directory in sorted({path.parent for path in paths}):
+        reached = directory.resolve()
+        if not reached.is_relative_to(real_root):
+            raise JoinError(f"{directory} leads out of --root {root} (through a symbolic link, to {reached}); "
+                            "nothing written: make the link relative or drop it")
+
+
 def systemd_running(root: Path) -> bool:
     return root == Path("/") and Path("/run/systemd/system").is_dir() and shutil.which("systemctl") is not None
 
@@ -204,10 +217,10 @@ def join(options: JoinOptions) -> JoinResult:
     kept = kept_keys(options, requests)
     ca_pem, issued = asyncio.run(obtain(options, requests, kept))
     pending = files_to_write(options, requests, ca_pem, issued, frozenset(kept))
+    unit_files = systemd.unit_files(options.host_plan) if options.host_plan is not None else {}
+    check_inside_root(options.root, [item.path for item in pending] + [options.root / name for name in unit_files])
     fsutil.write_many(pending)
-    units = 0
-    if options.host_plan is not None:
-        units = systemd.write_units(options.root, systemd.unit_files(options.host_plan))
+    units = systemd.write_units(options.root, unit_files) if unit_files else 0
     waited, note = False, ""
     if options.host_plan is None:
         note = "no cluster file given: certificates written, units not laid down"
