@@ -377,7 +377,8 @@ def _iso(timestamp: float) -> str:
               help="This node's address for its serving certificate (repeatable; default: from --spec).")
 @click.option("--spec", "spec_file", default=None, metavar="FILE",
               help="The cluster file listing this node: its files and units are laid down too.")
-@click.option("--root", default="/", show_default=True, metavar="DIR", help="Write everything under DIR (tests, images).")
+@click.option("--root", default="/", show_default=True, metavar="DIR",
+              help="Write everything under DIR (tests, images); no symbolic link may lead out of it.")
 @click.option("--no-wait", is_flag=True, help="Do not start units or wait for node-online.target.")
 @click.option("--deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Seconds to wait for node-online.target.")
@@ -468,6 +469,7 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     then restart the component. While the CA service is unreachable the agent retries
     with backoff (--retry-initial .. --retry-max) and keeps the current certificate.
     Its report (--state-file) is what `kubesmith status` shows; --show-state prints it.
+    A manual pass waits while the unit's agent is in one; both record in that report.
 
     \b
     Runs as the kubesmith-agent unit on every host; by hand:
