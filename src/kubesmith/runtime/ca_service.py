@@ -418,8 +418,7 @@ async def authsign(request: web.Request) -> web.Response:
     try:
         candidate = tokens.match(service.tokens.candidates(), mac, raw)
     except tokens.TokenError as exc:
-        LOG.error("token store: %s", exc)
-        return envelope(status=500, message="token store unreadable")
+        return _store_unreadable(exc)
     if candidate is None:
         return await _refuse_token(shared, client)
     try:
@@ -436,8 +435,7 @@ async def authsign(request: web.Request) -> web.Response:
                     client, candidate.record.id)
         return envelope(status=400, message="invalid token")
     except tokens.TokenError as exc:
-        LOG.error("token store: %s", exc)
-        return envelope(status=500, message="token store unreadable")
+        return _store_unreadable(exc)
     except ReplayedRequest:  # authentic but stale: refused whatever the rate, so not counted as a guess
         LOG.warning("refused authsign from %s (token %s): replayed request", client, candidate.record.id)
         return envelope(status=400, message="replayed request")
@@ -455,8 +453,13 @@ async def _refuse_token(shared: SharedState, client: str) -> web.Response:
     return envelope(status=400, message="invalid token")
 
 
+def _store_unreadable(exc: tokens.TokenError) -> web.Response:
+    LOG.error("token store: %s", exc)
+    return envelope(status=500, message="token store unreadable")
+
+
 def _too_many(client: str, busy_for: float) -> web.Response:
-    """Refused unread: the address has a penalty's worth of requests waiting already (HTTP 429)."""
+    """Refused unread (HTTP 429): the address's queued requests already fill the slots up to the bound."""
     LOG.warning("refused authsign from %s unread: too many failed authentications, slots taken for %.1fs",
                 client, busy_for)
     answer = envelope(status=429, message=f"too many failed authentications from {client}; "
