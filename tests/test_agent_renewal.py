@@ -4,7 +4,9 @@ mismatched certificate, keeps the old one while the CA is down, recovers when it
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import signal
 import ssl
@@ -263,8 +265,8 @@ def _state_error(path: Path) -> dict | None:
 
 def test_a_wrong_or_damaged_ca_file_is_reported_and_stops_only_its_own_renewals(tmp_path):
     """A CA key that does not belong to ca.crt signs nothing (its certificates would verify nowhere);
-    a damaged CA certificate of another CA does not stop the others. Both show in the state, and
-    an entry goes once its file is mended."""
+    a damaged CA certificate of another CA does not stop the others. Both show in the state and
+    make `agent --once` fail (exit 5, listed), and an entry goes once its file is mended."""
     ca = make_ca(tmp_path / "ca")
     ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
     pki = tmp_path / "pki"
@@ -276,23 +278,24 @@ def test_a_wrong_or_damaged_ca_file_is_reported_and_stops_only_its_own_renewals(
     wrong_key = make_ca(tmp_path / "other").ca_key
     state_file = tmp_path / "state.json"
 
-    def once(key_file: Path) -> dict:
+    def once(key_file: Path, problems: tuple[Path, ...]) -> dict:
         result = kubesmith("agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir",
                            str(tmp_path), "--state-file", str(state_file), "--config", _agent_config(tmp_path, key_file))
-        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == (5 if problems else 0) and "Traceback" not in result.stderr, result.stderr
+        assert all(f"{path}: " in result.stderr for path in problems), result.stderr
         return {entry["path"]: entry["last_error"] for entry in json.loads(state_file.read_text())["certificates"]}
 
-    errors = once(wrong_key)
+    errors = once(wrong_key, (wrong_key, pki / "front-proxy-ca.crt"))
     assert f"does not belong to {pki / 'ca.crt'}" in errors[str(wrong_key)]
     assert "CA certificate unusable" in errors[str(pki / "front-proxy-ca.crt")]
     assert load_cert((pki / "scheduler-client.crt").read_bytes()) == due  # nothing signed with the wrong key
-    errors = once(ca.ca_key)
+    errors = once(ca.ca_key, (pki / "front-proxy-ca.crt",))
     renewed = load_cert((pki / "scheduler-client.crt").read_bytes())
     renewed.verify_directly_issued_by(ca_cert)
     assert renewed.serial_number != due.serial_number and errors[str(pki / "scheduler-client.crt")] is None
     assert str(wrong_key) not in errors and str(pki / "front-proxy-ca.crt") in errors
     (pki / "front-proxy-ca.crt").unlink()
-    assert str(pki / "front-proxy-ca.crt") not in once(ca.ca_key)
+    assert str(pki / "front-proxy-ca.crt") not in once(ca.ca_key, ())
 
 
 def test_a_renewal_is_dropped_if_the_key_changed_or_it_is_not_valid_yet(tmp_path):
@@ -330,6 +333,54 @@ def test_agent_once_says_when_it_found_nothing_to_renew(tmp_path):
     assert json.loads((tmp_path / "state.json").read_text())["certificates"] == []
 
 
+@contextlib.contextmanager
+def held(lock_path: Path):
+    """The report's lock, held as another agent's pass holds it."""
+    with lock_path.open("a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def test_the_units_agent_stops_at_once_while_it_waits_for_a_manual_pass(tmp_path):
+    """Waiting for the report's lock must not block the agent's event loop: SIGTERM still ends it."""
+    from kubesmith.runtime import agent
+    state_file, log_path = tmp_path / "state.json", tmp_path / "agent.log"
+    with held(agent.report_lock(state_file)), log_path.open("w") as log:
+        waiting = subprocess.Popen([KUBESMITH, "agent", "--host", "cp1", "--pki-dir", str(tmp_path / "pki"),
+                                    "--kubeconfig-dir", str(tmp_path), "--state-file", str(state_file)],
+                                   stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: "waiting for its pass to end" in log_path.read_text(), 30, "the agent to wait")
+            waiting.send_signal(signal.SIGTERM)
+            assert waiting.wait(15) == 0, log_path.read_text()
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+    assert not state_file.exists()  # it stopped without a pass
+
+
+def test_an_error_stays_in_the_report_only_while_it_lasts(tmp_path):
+    """Each pass says what is wrong now: a mended file leaves the report (and `--once` exit 0),
+    it does not wait for the certificate's next renewal."""
+    ca = make_ca(tmp_path / "ca")
+    ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    (pki / "ca.crt").write_bytes(ca.ca_pem())
+    key, cert = leaf(ca_cert, ca_key, "system:kube-scheduler", validity_seconds=600)
+    write_pair(pki, "scheduler-client", keys.generate("ecdsa-p256"), cert)  # a key that is not the certificate's
+    args = ("agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(tmp_path),
+            "--state-file", str(tmp_path / "state.json"))
+    broken = kubesmith(*args)
+    assert broken.returncode == 5 and f"{pki / 'scheduler-client.crt'}: " in broken.stderr, broken.stderr
+    assert _state_error(tmp_path / "state.json") is None  # not the CA: the entry carries it
+    assert json.loads((tmp_path / "state.json").read_text())["certificates"][0]["last_error"]
+    write_pair(pki, "scheduler-client", key, cert)  # mended; not due for minutes
+    mended = kubesmith(*args)
+    assert mended.returncode == 0, mended.stderr
+    assert json.loads((tmp_path / "state.json").read_text())["certificates"][0]["last_error"] is None
+
+
 def test_passes_of_the_units_agent_and_agent_once_take_turns_and_share_the_report(tmp_path):
     """A manual pass beside the unit's agent waits for the running pass, and each pass starts
     from the report the other left: a renewal stays recorded after a pass that renewed nothing."""
@@ -344,9 +395,8 @@ def test_passes_of_the_units_agent_and_agent_once_take_turns_and_share_the_repor
     state_file = tmp_path / "state.json"
     args = ["agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(tmp_path),
             "--state-file", str(state_file), "--config", _agent_config(tmp_path, ca.ca_key)]
-    config = agent.AgentConfig(host="cp1", pki_dir=pki, kubeconfig_dir=tmp_path, state_file=state_file)
     log_path = tmp_path / "once.log"
-    with agent.locked_report(config), log_path.open("w") as log:  # the unit's agent is in a pass
+    with held(agent.report_lock(state_file)), log_path.open("w") as log:  # the unit's agent is in a pass
         waiting = subprocess.Popen([KUBESMITH, *args], stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_until(lambda: "waiting for its pass to end" in log_path.read_text(), 30, "the manual pass to wait")

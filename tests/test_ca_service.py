@@ -540,6 +540,12 @@ def test_join_under_a_root_writes_nothing_through_a_link_out_of_it(tmp_path, ca,
     assert f"{root}/etc/kubernetes/pki leads out of --root {root}" in result.stderr
     assert list(outside.iterdir()) == []
     (root / "etc" / "kubernetes").unlink()
+    (root / "etc" / "kubernetes").symlink_to("kubernetes")  # a loop: one line, no traceback
+    looped = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w14", "--root", str(root), "--no-wait")
+    assert looped.returncode == 5 and "Traceback" not in looped.stderr, looped.stderr
+    assert f"{root}/etc/kubernetes/pki: " in looped.stderr
+    (root / "etc" / "kubernetes").unlink()
     (root / "srv" / "kubernetes").mkdir(parents=True)
     (root / "etc" / "kubernetes").symlink_to("../srv/kubernetes")  # relative: stays inside
     again = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],

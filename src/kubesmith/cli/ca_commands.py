@@ -450,7 +450,8 @@ def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
 @click.option("--retry-initial", type=DURATION, default=None, help="First retry pause while the CA is unreachable.")
 @click.option("--retry-max", type=DURATION, default=None, help="Longest retry pause (default 60s).")
 @click.option("--once", is_flag=True,
-              help="One check-and-renew pass, then exit (non-zero if the CA was unreachable or a renewal failed).")
+              help="One check-and-renew pass, then exit (non-zero if the CA was unreachable, a file did not "
+                   "load or a renewal failed).")
 @click.option("--show-state", is_flag=True, help="Print the last report (JSON) and exit.")
 def agent_command(config_file: str | None, host: str | None, pki_dir: str | None, kubeconfig_dir: str | None,
                   state_file: str | None, ca_urls: tuple[str, ...], renew_fraction: float | None,
@@ -474,7 +475,8 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     \b
     Runs as the kubesmith-agent unit on every host; by hand:
       kubesmith agent --once      one pass, a summary line; exit 4 if the CA was
-                                  unreachable, 5 if a renewal was refused or failed
+                                  unreachable, 5 if a file did not load or a
+                                  renewal was refused or failed
     """
     from kubesmith.runtime import agent
 
@@ -501,11 +503,11 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     with user_errors():
         if once:
             outcome = asyncio.run(_agent_once(config))
-            if outcome.unavailable:
-                fail("CA unreachable: " + "; ".join(outcome.unavailable), ExitCode.UNHEALTHY)
-            if outcome.failed:
-                fail(f"{_once_summary(config, outcome)}; {len(outcome.failed)} refused or failed: "
-                     + "; ".join(outcome.failed), ExitCode.FAILED)
+            findings = ([f"CA unreachable: {'; '.join(outcome.unavailable)}"] if outcome.unavailable else []) + \
+                ([f"{len(outcome.problems)} to look at: {'; '.join(outcome.problems)}"] if outcome.problems else [])
+            if findings:
+                fail(f"{_once_summary(config, outcome)}; " + "; ".join(findings),
+                     ExitCode.UNHEALTHY if outcome.unavailable else ExitCode.FAILED)
             click.echo(f"kubesmith agent: {_once_summary(config, outcome)}", err=True)
             return
         try:
@@ -528,7 +530,7 @@ async def _agent_once(config: Any) -> Any:
     from kubesmith.runtime import agent
 
     async with aiohttp.ClientSession(trust_env=False) as session:
-        with agent.locked_report(config) as state:
+        async with agent.locked_report(config) as state:
             return await agent.run_cycle(config, session, state)
 
 

@@ -49,12 +49,13 @@ import base64
 import contextlib
 import datetime as dt
 import fcntl
+import itertools
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import aiohttp
 import yaml
@@ -75,6 +76,7 @@ from kubesmith.runtime.ca_client import CaClientError, CaUnavailable, Subject
 from kubesmith.runtime.ca_policy import backdate_for
 
 LOG = logging.getLogger("kubesmith.agent")
+LOCK_POLL_SECONDS = 0.2  # how often a pass checks whether the other agent's pass has ended
 Clock = Callable[[], dt.datetime]
 Renewer = Literal["local", "ca-service", "none"]
 
@@ -135,6 +137,7 @@ class SlotState:
 
 
 SLOT_FIELDS = tuple(f.name for f in fields(SlotState))
+REPORT_FIELDS = ("last_check", "last_renewal", "last_error", "next_renewal", "next_attempt")  # AgentState's order
 
 
 @dataclass(slots=True)
@@ -347,16 +350,16 @@ class CycleOutcome:
     renewed: int
     unavailable: tuple[str, ...]  # errors worth a quick retry (CA unreachable)
     next_due: dt.datetime | None
-    failed: tuple[str, ...] = ()  # renewals refused or failed: tried again at the next regular check
+    problems: tuple[str, ...] = ()  # unreadable files and refused or failed renewals: "<path>: <error>"
 
 
 async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: AgentState,
                     clock: Clock = utc_now) -> CycleOutcome:
     """Renew every due certificate once; record everything in `state`."""
-    cas, problems = authorities(config)
-    for path, problem in problems.items():
+    cas, ca_problems = authorities(config)
+    for path, problem in ca_problems.items():
         state.slots[path] = _failed_slot(state.slots.get(path), path, problem)
-    renewed, unavailable, failed = 0, [], []
+    renewed, unavailable, problems = 0, [], [f"{path}: {problem}" for path, problem in ca_problems.items()]
     next_due: dt.datetime | None = None
     slots = discover(config)
     for slot in slots:
@@ -365,6 +368,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
             material = load_material(slot)
         except (ValueError, OSError) as exc:
             state.slots[key] = _failed_slot(state.slots.get(key), key, str(exc))
+            problems.append(f"{key}: {exc}")
             continue
         ca = next((a for a in cas if issued_by(material.cert, a.cert)), None)
         renewer = renewer_for(config, ca)
@@ -391,7 +395,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
                 entry = replace(entry, last_error=str(exc))
             except (CaClientError, ValueError, OSError) as exc:
                 LOG.error("renewal of %s refused or failed: %s", slot.path, exc)
-                failed.append(f"{slot.path}: {exc}")
+                problems.append(f"{slot.path}: {exc}")
                 entry = replace(entry, last_error=str(exc))
                 schedule = False  # retried at the next regular check, not in a tight loop
         elif renewer == "none" and now >= material.renew_at(config.renew_fraction):
@@ -401,12 +405,12 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
         if schedule:
             due = material.renew_at(config.renew_fraction)
             next_due = due if next_due is None or due < next_due else next_due
-    seen = set(problems) | {str(slot.path) for slot in slots}
+    seen = set(ca_problems) | {str(slot.path) for slot in slots}
     state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
     state.last_check = _iso(clock())
     state.next_renewal = _iso(next_due) if next_due else None
     state.last_error, state.next_attempt = "; ".join(unavailable) or None, None
-    return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due, tuple(failed))
+    return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due, tuple(problems))
 
 
 # ---- the loop
@@ -426,25 +430,27 @@ async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSessio
     def before_sleep(retry_state: RetryCallState) -> None:
         error = retry_state.outcome.exception() if retry_state.outcome else None
         pause = retry_state.next_action.sleep if retry_state.next_action else 0.0
-        with locked_report(config) as state:
-            state.next_attempt = _iso(clock() + dt.timedelta(seconds=pause))
         LOG.warning("CA unreachable (attempt %d), keeping current certificates, retrying in %.1fs: %s",
                     retry_state.attempt_number, pause, error)
 
     async def attempt() -> CycleOutcome:
-        with locked_report(config) as state:
+        async with locked_report(config, stop) as state:
             outcome = await run_cycle(config, session, state, clock)
         if outcome.unavailable:
             raise CaUnavailable("; ".join(outcome.unavailable))
         return outcome
 
+    async def pause(seconds: float) -> None:
+        async with locked_report(config, stop) as state:
+            state.next_attempt = _iso(clock() + dt.timedelta(seconds=seconds))
+        await _sleep(stop, seconds)
+
     retrying = AsyncRetrying(retry=retry_if_exception_type(CaUnavailable),
                              wait=wait_exponential_jitter(initial=config.retry_initial, max=config.retry_max),
-                             stop=lambda _: stop.is_set(), sleep=lambda seconds: _sleep(stop, seconds),
-                             before_sleep=before_sleep, reraise=True)
+                             stop=lambda _: stop.is_set(), sleep=pause, before_sleep=before_sleep, reraise=True)
     try:
         return await retrying(attempt)
-    except CaUnavailable:  # only when stopping
+    except (CaUnavailable, Stopping):  # only when stopping
         return None
 
 
@@ -463,25 +469,43 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
 
 # ---- one pass at a time per state file
 
-@contextlib.contextmanager
-def locked_report(config: AgentConfig) -> Iterator[AgentState]:
+class Stopping(Exception):
+    """The agent was asked to stop while it waited for another pass to end."""
+
+
+@contextlib.asynccontextmanager
+async def locked_report(config: AgentConfig, stop: asyncio.Event | None = None) -> AsyncIterator[AgentState]:
     """The report as the last pass left it, under the state file's lock; written back at the end.
 
     The unit's agent and a manual `agent --once` share the report: a pass waits for the other's
     to end (no certificate renewed by both at once) and starts from what the other recorded,
-    so neither overwrites the other's renewals and errors.
+    so neither overwrites the other's renewals. The lock is polled, not waited for in a blocking
+    call, so the event loop (and with it SIGTERM and Ctrl-C) keeps running meanwhile.
     """
-    lock_path = config.state_file.with_name(f".{config.state_file.name}.lock")
+    lock_path = report_lock(config.state_file)
     fsutil.make_dirs(lock_path.parent)
     with open(lock_path, "a+b") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            LOG.info("another agent is renewing on this host; waiting for its pass to end (%s)", lock_path)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        await _take(lock, lock_path, stop)
         state = load_state(config.state_file, config.host)
         yield state
         write_state(config.state_file, state)
+
+
+def report_lock(state_file: Path) -> Path:
+    return state_file.with_name(f".{state_file.name}.lock")
+
+
+async def _take(lock: IO[bytes], lock_path: Path, stop: asyncio.Event | None) -> None:
+    for attempt in itertools.count():
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt == 0:
+                LOG.info("another agent is renewing on this host; waiting for its pass to end (%s)", lock_path)
+        if stop is not None and stop.is_set():
+            raise Stopping()
+        await asyncio.sleep(LOCK_POLL_SECONDS)
 
 
 # ---- state file
@@ -492,20 +516,26 @@ def write_state(path: Path, state: AgentState) -> None:
 
 
 def load_state(path: Path, host: str) -> AgentState:
-    """The report as `AgentState`; a fresh one if there is none, it does not parse or it is
-    another host's."""
-    document = None
-    with contextlib.suppress(OSError, ValueError):
+    """The report as `AgentState`; a fresh one if there is none, or it is another host's or not
+    a report this agent wrote (damaged, edited, other types)."""
+    try:
         document = read_state(path)
+    except (OSError, ValueError, RecursionError):
+        return AgentState(host)
     if not isinstance(document, dict) or document.get("host") != host:
         return AgentState(host)
-    try:
-        slots = {str(entry["path"]): SlotState(**{name: entry.get(name) for name in SLOT_FIELDS})
-                 for entry in document.get("certificates") or []}
-    except (KeyError, TypeError):
+    entries = document.get("certificates") or []
+    tops = [document.get(name) for name in REPORT_FIELDS]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and _strings(e.get(n) for n in SLOT_FIELDS)
+                                                 and isinstance(e.get("path"), str) for e in entries) \
+            or not _strings(tops):
         return AgentState(host)
-    return AgentState(host, slots, document.get("last_check"), document.get("last_renewal"),
-                      document.get("last_error"), document.get("next_renewal"), document.get("next_attempt"))
+    slots = {entry["path"]: SlotState(**{name: entry.get(name) for name in SLOT_FIELDS}) for entry in entries}
+    return AgentState(host, slots, *tops)
+
+
+def _strings(values: Iterable[object]) -> bool:
+    return all(value is None or isinstance(value, str) for value in values)
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
@@ -521,8 +551,7 @@ def _slot_state(material: Material, ca: Authority | None, renewer: Renewer, frac
     return SlotState(path=str(material.slot.path), subject=Identity.of_certificate(material.cert).common_name,
                      ca=ca.name if ca else "unknown", not_after=_iso(material.cert.not_valid_after_utc),
                      renew_at=_iso(material.renew_at(fraction)), renewer=renewer,
-                     last_renewal=previous.last_renewal if previous else None,
-                     last_error=previous.last_error if previous else None)
+                     last_renewal=previous.last_renewal if previous else None)  # errors: this pass's only
 
 
 def _failed_slot(previous: SlotState | None, path: str, error: str) -> SlotState:

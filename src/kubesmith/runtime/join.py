@@ -173,12 +173,19 @@ def check_inside_root(root: Path, paths: list[Path]) -> None:
     absolute link (`etc/kubernetes -> /etc/kubernetes`) would otherwise write onto this machine."""
     if root == Path("/"):
         return
-    real_root = root.resolve()
+    real_root = _resolved(root)
     for directory in sorted({path.parent for path in paths}):
-        reached = directory.resolve()
+        reached = _resolved(directory)
         if not reached.is_relative_to(real_root):
             raise JoinError(f"{directory} leads out of --root {root} (through a symbolic link, to {reached}); "
                             "nothing written: make the link relative or drop it")
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # a link loop (RuntimeError before Python 3.13)
+        raise JoinError(f"{path}: {exc}; nothing written") from None
 
 
 def systemd_running(root: Path) -> bool:
@@ -214,6 +221,7 @@ def join(options: JoinOptions) -> JoinResult:
     parse_token(options.token)
     ca_client.parse_pin(options.ca_hash)
     requests = node_requests(options)
+    check_inside_root(options.root, [_under(options.root, r.key_path) for r in requests])  # before reading keys
     kept = kept_keys(options, requests)
     ca_pem, issued = asyncio.run(obtain(options, requests, kept))
     pending = files_to_write(options, requests, ca_pem, issued, frozenset(kept))
