@@ -392,6 +392,29 @@ def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
     assert load_cert(outcomes[1].encode()).subject.rfc4514_string() == "CN=system:node:w31,O=system:nodes"
 
 
+def test_an_unreadable_token_store_fails_the_token_requests_of_a_batch_not_its_renewals(tmp_path):
+    from kubesmith.runtime import ca_policy
+    from kubesmith.runtime.ca_service import CaService, CaServiceConfig, Claim, Issuance, issue_batch
+    files = make_ca(tmp_path / "ca")
+    service = CaService(CaServiceConfig(files.ca_cert, files.ca_key, files.tls_cert, files.tls_key,
+                                        tmp_path / "state"))
+    shared = service.shared_state()
+    try:
+        token = service.tokens.create(3600, "w32")
+        request = ca_policy.parse_sign_request(sign_request("system:node:w32", ("system:nodes",), "kubelet-client"))
+        grant = ca_policy.node_grant("w32", (), request)
+        by_token = Issuance(grant, request, f"token:{token.record.id}", "127.0.0.1",
+                            Claim(os.urandom(32), token.record.id, token.record.expires))
+        renewal = Issuance(grant, request, "agent:w32", "127.0.0.1")
+        service.config.token_file.unlink()
+        service.config.token_file.symlink_to(service.config.token_file.name)  # a loop: stat() fails (ELOOP)
+        outcomes = issue_batch(service, shared, [by_token, renewal])
+    finally:
+        shared.close()
+    assert isinstance(outcomes[0], tokens.TokenError) and "tokens.json" in str(outcomes[0])
+    assert isinstance(outcomes[1], str) and "BEGIN CERTIFICATE" in outcomes[1]
+
+
 def test_malformed_bodies_get_cfssl_errors_not_crashes(server):
     async def post(data: bytes) -> tuple[int, dict]:
         async with aiohttp.ClientSession() as session:
@@ -644,6 +667,46 @@ def test_the_scheme_decides_tls_in_any_case_and_others_are_refused(ca):
     assert ca_client.transport("http://127.0.0.1:8888", ca.ca_pem()) is False  # a plain cfssl serve
     with pytest.raises(CaClientError, match="must start with https://"):
         ca_client.transport("ftp://10.0.0.1", ca.ca_pem())
+
+
+def test_join_asks_again_when_the_ca_service_answers_429(ca, server):
+    """A node behind the same address as a guessing machine is refused unread (429) while the
+    address's slots are taken: the client waits as long as Retry-After says and asks again. Here
+    a front answers 429 to the first request and passes the rest to the real CA service."""
+    from aiohttp import web
+    token = create_token(ca, "--node", "w15")["token"]
+    seen: list[int] = []
+
+    async def go() -> bytes:
+        async def front(request: web.Request) -> web.Response:
+            seen.append(len(seen))
+            if len(seen) == 1:
+                answer = web.json_response({"success": False, "result": None, "messages": [], "errors": [
+                    {"code": 429, "message": "too many failed authentications from 127.0.0.1; retry in 1s"}]},
+                    status=429)
+                answer.headers["Retry-After"] = "1"
+                return answer
+            async with aiohttp.ClientSession() as session:
+                async with session.post(server.url + ca_client.AUTHSIGN_PATH, data=await request.read(),
+                                        ssl=False) as real:
+                    return web.Response(body=await real.read(), status=real.status, content_type="application/json")
+        app = web.Application()
+        app.router.add_post(ca_client.AUTHSIGN_PATH, front)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with aiohttp.ClientSession() as session:
+                return await ca_client.authsign(session, f"http://127.0.0.1:{port}", tokens.auth_key(token),
+                                                keys.generate("ecdsa-p256"), Subject("system:node:w15", ("system:nodes",)),
+                                                "kubelet-client", ca.ca_pem())
+        finally:
+            await runner.cleanup()
+    cert = load_cert(asyncio.run(go()))
+    assert seen == [0, 1]  # refused once, asked again, signed
+    assert cert.subject.rfc4514_string() == "CN=system:node:w15,O=system:nodes"
 
 
 def test_odd_answers_from_a_server_are_errors_not_crashes(tmp_path):

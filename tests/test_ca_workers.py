@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from ca_support import (
 
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_client, tokens
-from kubesmith.runtime.ca_service import Admission, Claim, SharedState
+from kubesmith.runtime.ca_service import Admission, Claim, Database, SharedState
 from kubesmith.runtime.ca_client import Subject
 
 pytestmark = pytest.mark.skipif(CFSSL is None, reason="ca_support needs cfssl (Debian golang-cfssl)")
@@ -213,23 +214,45 @@ def test_shared_state_claims_once_counts_failures_together_and_forgets_expired(t
         two.close()
 
 
-def test_parallel_requests_from_a_failing_address_queue_one_penalty_apart(tmp_path):
+def test_a_burst_from_a_failing_address_gets_no_more_checks_than_requests_one_by_one(tmp_path):
     clock = Clock()
     one, two = (SharedState(tmp_path, 0.5, 2.0, clock=clock) for _ in range(2))
     try:
         assert one.failed("10.0.0.7") == 0.5
-        # requests arriving together, in either worker: each waits for its own slot, none beyond
-        # the bound is queued (its wait is how long the queue is busy)
-        admissions = [(one if i % 2 else two).admit("10.0.0.7") for i in range(6)]
-        assert [a.wait for a in admissions] == [0.5, 1.0, 1.5, 2.0, 2.5, 2.5]
-        assert [a.queued for a in admissions] == [True] * 4 + [False] * 2
+        # requests arriving together, in either worker: each waits for its own slot, and the gaps
+        # double as the penalty would if each failed (0.5, then 1, then 2); none is queued beyond
+        # the bound (its wait says how long the queue is taken)
+        admissions = [(one if i % 2 else two).admit("10.0.0.7") for i in range(5)]
+        assert [a.wait for a in admissions] == [0.5, 1.5, 3.5, 3.5, 3.5]
+        assert [a.queued for a in admissions] == [True, True, False, False, False]
         assert two.admit("10.0.0.6") == Admission(0.0, penalized=False)  # other addresses are not held up
-        clock.now += 2.0  # the queued requests fail: the penalty doubles and the next slot moves
+        clock.now += 2.0  # a queued request fails: the penalty doubles; the taken slots stay taken
         assert one.failed("10.0.0.7") == 1.0
-        assert one.admit("10.0.0.7").wait == 1.0
-        clock.now += 30.0  # quiet for long: forgotten, served at once, counted from one again
+        assert one.admit("10.0.0.7").wait == 1.5
+        clock.now -= 10.0  # the wall clock steps back: the queue starts again instead of locking out
+        assert two.admit("10.0.0.7") == Admission(0.0, penalized=True)
+        clock.now += 60.0  # quiet for long: forgotten, served at once, counted from one again
         assert two.admit("10.0.0.7") == Admission(0.0, penalized=False)
         assert two.failed("10.0.0.7") == 0.5
     finally:
         one.close()
         two.close()
+
+
+def test_a_transaction_whose_commit_fails_leaves_no_lock_behind(tmp_path):
+    """A failed COMMIT must roll back: a connection left inside its transaction would hold the
+    write lock and fail every later transaction of the worker."""
+    schema = ("PRAGMA foreign_keys = ON",
+              "CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY)",
+              "CREATE TABLE IF NOT EXISTS child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+    database = Database(tmp_path / "t.db", schema, worker=True)
+    try:
+        with pytest.raises(sqlite3.IntegrityError):  # checked only at COMMIT (deferred)
+            with database.transaction() as db:
+                db.execute("INSERT INTO child (parent) VALUES (1)")
+        with database.transaction() as db:
+            db.execute("INSERT INTO parent (id) VALUES (1)")
+            db.execute("INSERT INTO child (parent) VALUES (1)")
+        assert database.read("SELECT count(*) FROM child") == (1,)
+    finally:
+        database.close()

@@ -19,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -29,10 +30,16 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay
 
 from kubesmith.pki.issue import issued_by, subject_alt_names
 from kubesmith.pki.keys import PrivateKey, same_public_key
 from kubesmith.runtime.tokens import request_mac
+
+LOG = logging.getLogger("kubesmith.ca_client")
+BUSY_PATIENCE = 120.0  # seconds `authsign` keeps asking a CA service that answers 429
+BUSY_PAUSE_MAX = 30.0  # the longest pause between those attempts
+AUTHSIGN_TIMEOUT = 30.0  # a queued request may wait out the service's bound (10 s by default) first
 
 INFO_PATH = "/api/v1/cfssl/info"
 AUTHSIGN_PATH = "/api/v1/cfssl/authsign"
@@ -49,6 +56,15 @@ class CaClientError(Exception):
 
 class CaUnavailable(CaClientError):
     """No answer from the CA (connection refused, timeout, 5xx): worth retrying later."""
+
+
+class CaBusy(CaClientError):
+    """HTTP 429: the CA service is slowing this address down (failed authentications from it,
+    perhaps another machine behind the same NAT); it says when to ask again."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, 429)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +132,7 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl
     try:
         async with session.post(url, json=body, ssl=context, timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
             text = (await answer.read()).decode("utf-8", errors="replace")
-            status = answer.status
+            status, retry_after = answer.status, answer.headers.get("Retry-After", "")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise CaUnavailable(f"{url}: {exc.__class__.__name__}: {exc}") from None
     try:
@@ -125,6 +141,9 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl
         document = None
     if status >= 500:
         raise CaUnavailable(f"{url}: HTTP {status}: {_message(document, text)}", status)
+    if status == 429:
+        raise CaBusy(f"{url}: HTTP 429: {_message(document, text)}",
+                     float(retry_after) if retry_after.isdigit() else BUSY_PAUSE_MAX)
     if status != 200 or not isinstance(document, dict) or not document.get("success"):
         raise CaClientError(f"{url}: HTTP {status}: {_message(document, text)}", status)
     return document.get("result")
@@ -182,13 +201,27 @@ def check_self_signed_ca(cert: x509.Certificate, server: str) -> None:
 async def authsign(session: aiohttp.ClientSession, server: str, auth_key: bytes, key: PrivateKey,
                    subject: Subject, profile: str, ca_pem: bytes, hosts: tuple[str, ...] | None = None
                    ) -> bytes:
-    """A certificate for `key` and `subject` from cfssl authsign; verified before it is returned."""
+    """A certificate for `key` and `subject` from cfssl authsign; verified before it is returned.
+    While the service answers 429 it is asked again when it says (for up to `BUSY_PATIENCE`)."""
     csr = build_csr(key, subject)
     request = sign_request_bytes(csr, profile, hosts if hosts is not None else
                                  (*subject.dns_names, *subject.ip_addresses) or None)
-    result = await post(session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request),
-                        transport(server, ca_pem))
+    retrying = AsyncRetrying(retry=retry_if_exception_type(CaBusy), stop=stop_after_delay(BUSY_PATIENCE),
+                             wait=_busy_pause, before_sleep=_log_busy, reraise=True)
+    result = await retrying(post, session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request),
+                            transport(server, ca_pem), timeout=AUTHSIGN_TIMEOUT)
     return verified_certificate(result, key, subject, ca_pem)
+
+
+def _busy_pause(retry_state: RetryCallState) -> float:
+    error = retry_state.outcome.exception() if retry_state.outcome else None
+    return min(BUSY_PAUSE_MAX, error.retry_after if isinstance(error, CaBusy) else 1.0)
+
+
+def _log_busy(retry_state: RetryCallState) -> None:
+    pause = retry_state.next_action.sleep if retry_state.next_action else 0.0
+    LOG.warning("the CA service is slowing this address down (failed authentications from it); "
+                "asking again in %.0fs", pause)
 
 
 async def renew(session: aiohttp.ClientSession, server: str, key: PrivateKey, current: x509.Certificate,

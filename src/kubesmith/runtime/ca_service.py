@@ -18,11 +18,12 @@ a bad token is HTTP 400 `invalid token`, as cfssl answers it.
 Repeated failed authentication (a MAC that matches no active token: a guess) from one client
 address is slowed down: each failure doubles a per-address penalty (bounded by
 `max_failed_auth_delay`) that the failing answer waits out, and the address is then served one
-request per penalty: each further request waits for its own slot, one penalty after the previous
-one, so parallel requests queue instead of sharing one wait; one that would wait longer than the
-bound is refused unread (HTTP 429, `Retry-After`). Counts and slots live in the shared state
-database, so a client gains nothing by reconnecting until another worker takes it. The waits are
-plain `asyncio.sleep`s, so one client's penalty never delays another.
+request at a time: each further request waits for its own slot, and the slots lie as far apart as
+the penalties would if each request failed, so a burst gets no more checks than requests sent one
+by one; one that would wait longer than the bound is refused unread (HTTP 429, `Retry-After`).
+Counts and slots live in the shared state database, so a client gains nothing by reconnecting until
+another worker takes it. The waits are plain `asyncio.sleep`s, so one client's penalty never delays
+another.
 
 Processes: the parent checks the CA, reserves the port and forks `workers` processes (default one
 per CPU; signing is CPU-bound and one Python process uses one core). Each worker listens on the
@@ -171,10 +172,11 @@ class Database:
         self.write("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # also when COMMIT itself failed: the write lock must go
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database without blocking the writers (PASSIVE); busy: next time."""
@@ -203,9 +205,9 @@ class SharedState:
     REPLAYS = (("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
                 "expires REAL NOT NULL) WITHOUT ROWID"),
                "CREATE INDEX IF NOT EXISTS replays_expires ON replays (expires)")
-    THROTTLE = ("DROP TABLE IF EXISTS throttle",  # the counts before requests queued for slots
+    THROTTLE = ("DROP TABLE IF EXISTS throttle",  # counts only, before requests queued for slots
                 ("CREATE TABLE IF NOT EXISTS slowdown (address TEXT PRIMARY KEY, failures INTEGER NOT NULL, "
-                 "last REAL NOT NULL, next_slot REAL NOT NULL) WITHOUT ROWID"))
+                 "last REAL NOT NULL, next_slot REAL NOT NULL, step REAL NOT NULL) WITHOUT ROWID"))
 
     def __init__(self, state_dir: Path, base: float, maximum: float, worker: bool = True,
                  clock: Callable[[], float] = time.time) -> None:
@@ -248,24 +250,28 @@ class SharedState:
     def admit(self, address: str) -> Admission:
         """When a request from `address` may be looked at.
 
-        An address that failed recently is served one request per penalty: each request takes
-        the next free slot, one penalty after the slot before, so requests sent in parallel queue
-        up instead of waiting out one penalty together. A request whose slot would lie more than
-        `maximum` ahead is not queued at all. Addresses without failures cost one read.
+        An address that failed recently is served one request at a time: each request takes the
+        next free slot, and the slot after it lies as far on as the penalty would be if this
+        request failed too (the gap doubles per slot, as it does per failure), so a burst gets
+        no more checks than the same requests sent one after another. A request whose slot would
+        lie more than `maximum` ahead is not queued at all. Addresses without failures cost one
+        read.
         """
         if self._throttle.read("SELECT 1 FROM slowdown WHERE address = ?", (address,)) is None:
             return FREE
         now = self._clock()
         with self._throttle.transaction() as db:
-            row = db.execute("SELECT failures, last, next_slot FROM slowdown WHERE address = ?",
-                             (address,)).fetchone()
-            if row is None or now - row[1] > self.forget_after:
+            row = db.execute("SELECT last, next_slot, step FROM slowdown WHERE address = ?", (address,)).fetchone()
+            if row is None or abs(now - row[0]) > self.forget_after:
                 return FREE
-            slot = max(now, float(row[2]))
+            next_slot, step = float(row[1]), float(row[2])
+            if next_slot - now > 2 * self.maximum:  # only after the clock went back: start the queue again
+                next_slot = now
+            slot = max(now, next_slot)
             if slot - now > self.maximum:
                 return Admission(slot - now, penalized=True, queued=False)
-            db.execute("UPDATE slowdown SET next_slot = ? WHERE address = ?",
-                       (slot + penalty(int(row[0]), self.base, self.maximum), address))
+            db.execute("UPDATE slowdown SET next_slot = ?, step = ? WHERE address = ?",
+                       (slot + step, min(self.maximum, 2 * step), address))
         return Admission(slot - now, penalized=True)
 
     def failed(self, address: str) -> float:
@@ -274,12 +280,13 @@ class SharedState:
         now = self._clock()
         with self._throttle.transaction() as db:
             failures = db.execute(
-                "INSERT INTO slowdown (address, failures, last, next_slot) VALUES (?1, 1, ?2, ?2) "
-                "ON CONFLICT (address) DO UPDATE SET failures = CASE WHEN ?2 - last > ?3 THEN 1 "
+                "INSERT INTO slowdown (address, failures, last, next_slot, step) VALUES (?1, 1, ?2, ?2, 0) "
+                "ON CONFLICT (address) DO UPDATE SET failures = CASE WHEN abs(?2 - last) > ?3 THEN 1 "
                 "ELSE failures + 1 END, last = ?2 RETURNING failures",
                 (address, now, self.forget_after)).fetchone()[0]
             wait = penalty(int(failures), self.base, self.maximum)
-            db.execute("UPDATE slowdown SET next_slot = MAX(next_slot, ?) WHERE address = ?", (now + wait, address))
+            db.execute("UPDATE slowdown SET next_slot = MAX(next_slot, ?), step = MAX(step, ?) WHERE address = ?",
+                       (now + wait, penalty(int(failures) + 1, self.base, self.maximum), address))
         return wait
 
     def succeeded(self, address: str) -> None:
@@ -292,7 +299,7 @@ class SharedState:
             return
         self._next_prune = now + 60.0
         self._replays.write("DELETE FROM replays WHERE expires <= ?", (now,))
-        self._throttle.write("DELETE FROM slowdown WHERE last < ? AND next_slot < ?", (now - self.forget_after, now))
+        self._throttle.write("DELETE FROM slowdown WHERE abs(? - last) > ?", (now, self.forget_after))
         self._throttle.write("DELETE FROM slowdown WHERE address IN (SELECT address FROM slowdown "
                              "ORDER BY last DESC LIMIT -1 OFFSET ?)", (MAX_TRACKED_ADDRESSES,))
 
@@ -372,7 +379,7 @@ def _token_checks(service: CaService, issuances: Sequence[Issuance]) -> list[Exc
         return [None] * len(issuances)
     try:
         active = {candidate.record.id for candidate in service.tokens.candidates()}
-    except tokens.TokenError as exc:
+    except tokens.TokenError as exc:  # renewals in the batch do not depend on the store
         return [exc if issuance.claim is not None else None for issuance in issuances]
     return [TokenGone() if issuance.claim is not None and issuance.claim.token_id not in active else None
             for issuance in issuances]

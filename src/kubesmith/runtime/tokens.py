@@ -248,6 +248,8 @@ class TokenStore(TokenFile):
             signature = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         except FileNotFoundError:
             signature = (0, 0, 0)
+        except OSError as exc:  # as for a read that fails
+            raise TokenError(f"{self.path}: unreadable token store ({exc})") from exc
         if self._cache is None or self._cache[0] != signature:
             self._cache = (signature, tuple(self._usable(r) for r in self.records() if r.active(now)))
         return tuple(c for c in self._cache[1] if c is not None and c.record.active(now))
