@@ -365,6 +365,41 @@ def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_un
     assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
 
 
+def test_bodies_held_back_to_arrive_together_get_no_more_checks(ca, server):
+    """A clean address: 40 connections send all but the last byte of a wrong-token request, then
+    the last bytes together. The first check's failure counts before the next check starts, so
+    the rest queue or get 429 (admitted at arrival, all 40 were checked)."""
+    token = create_token(ca, "--node", "w16")["token"]
+    request = sign_request("system:node:w16", ("system:nodes",), "kubelet-client")
+    assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200  # the address starts clean
+    body = json.dumps({"token": base64.b64encode(bytes(32)).decode(),
+                       "request": base64.b64encode(request).decode()}).encode()
+    head = (f"POST {ca_client.AUTHSIGN_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    port = int(server.url.rsplit(":", 1)[1])
+
+    async def held_back(count: int) -> list[int]:
+        context = ssl.create_default_context(cadata=ca.ca_pem().decode())
+        connections = [await asyncio.open_connection("127.0.0.1", port, ssl=context) for _ in range(count)]
+        for _, writer in connections:
+            writer.write(head + body[:-1])
+            await writer.drain()
+        await asyncio.sleep(0.5)  # every request now waits for its last byte
+        for _, writer in connections:
+            writer.write(body[-1:])
+        statuses = []
+        for reader, writer in connections:
+            statuses.append(int((await reader.readline()).split()[1]))
+            writer.close()
+        return statuses
+
+    statuses = asyncio.run(held_back(40))
+    assert set(statuses) <= {400, 429} and 429 in statuses
+    assert statuses.count(400) <= 12, statuses  # one free check per worker, then the slots
+    assert raw_authsign(server.url, tokens.auth_key(token), sign_request("system:node:w16", ("system:nodes",),
+                                                                         "kubelet-client"))[0] == 200
+
+
 def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
     """Authenticated, then waiting (for its slow-down slot, for its batch) when the token is
     revoked: the check right before signing refuses it; the batch's other requests are signed."""

@@ -413,15 +413,17 @@ def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Re
 async def authsign(request: web.Request) -> web.Response:
     service, shared, steps = request.app[SERVICE_KEY], request.app[SHARED_KEY], request.app[STEPS_KEY]
     client = request.remote or "unknown"
+    try:
+        mac, raw = await _authsign_body(request)
+    except PolicyError as exc:
+        return envelope(status=exc.status, message=str(exc))
+    # Admitted once the body is in, with no await between the admission, the token check and the
+    # count of a failure (for a free address): bodies held back to arrive together get no more checks.
     admission = shared.admit(client)
     if not admission.queued:
         return _too_many(client, admission.wait)
     if admission.wait > 0:
         await asyncio.sleep(admission.wait)
-    try:
-        mac, raw = await _authsign_body(request)
-    except PolicyError as exc:
-        return envelope(status=exc.status, message=str(exc))
     try:
         candidate = tokens.match(service.tokens.candidates(), mac, raw)
     except tokens.TokenError as exc:
