@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import ssl
 import stat
 import subprocess
@@ -338,7 +339,7 @@ def test_repeated_failures_from_one_address_are_slowed_down(ca, server):
     assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
 
 
-def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_unread(ca, server):
+def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_unchecked(ca, server):
     request = sign_request("system:node:w1", ("system:nodes",), "kubelet-client")
     body = {"token": base64.b64encode(bytes(32)).decode(), "request": base64.b64encode(request).decode()}
     assert raw_authsign(server.url, bytes(32), request)[0] == 400  # the address is penalized now
@@ -355,12 +356,12 @@ def test_parallel_failures_from_one_address_queue_and_the_overflow_is_refused_un
     # 40 guesses at once: the address is served one per penalty, up to the bound (0.4 s) of queue;
     # the rest are refused without looking at their token (before, all 40 were checked together)
     checked = [message for status, _, message in answers if status == 400]
-    unread = [(retry, message) for status, retry, message in answers if status == 429]
-    assert len(checked) + len(unread) == 40
+    unchecked = [(retry, message) for status, retry, message in answers if status == 429]
+    assert len(checked) + len(unchecked) == 40
     assert checked and set(checked) == {"invalid token"}
-    assert unread and all(retry is not None and int(retry) >= 1 and "too many failed authentications" in message
-                          for retry, message in unread)
-    assert "unread: too many failed authentications" in server.log_text()
+    assert unchecked and all(retry is not None and int(retry) >= 1 and "too many failed authentications" in message
+                          for retry, message in unchecked)
+    assert "unchecked: too many failed authentications" in server.log_text()
     token = create_token(ca, "--node", "w1")["token"]  # the queue drains; a valid request passes and clears
     assert raw_authsign(server.url, tokens.auth_key(token), request)[0] == 200
 
@@ -595,14 +596,24 @@ def test_join_under_a_root_writes_nothing_through_a_link_out_of_it(tmp_path, ca,
     result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
                        "--node", "w14", "--root", str(root), "--no-wait")
     assert result.returncode == 5 and "Traceback" not in result.stderr, result.stderr
-    assert f"{root}/etc/kubernetes/pki leads out of --root {root}" in result.stderr
+    assert re.search(rf"{root}/etc/kubernetes/pki/\S+ leads out of --root {root}", result.stderr), result.stderr
     assert list(outside.iterdir()) == []
     (root / "etc" / "kubernetes").unlink()
+    (root / "etc" / "kubernetes" / "pki").mkdir(parents=True)
+    machine_key = outside / "kubelet-client.key"  # a key file linked to this machine's key: not read
+    machine_key.write_bytes(keys.to_pem(keys.generate("ecdsa-p256")))
+    (root / "etc" / "kubernetes" / "pki" / "kubelet-client.key").symlink_to(machine_key)
+    linked = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+                       "--node", "w14", "--root", str(root), "--no-wait")
+    assert linked.returncode == 5, linked.stderr
+    assert f"{root}/etc/kubernetes/pki/kubelet-client.key leads out of --root {root}" in linked.stderr
+    assert list(outside.iterdir()) == [machine_key] and not (root / "etc" / "kubernetes" / "pki" / "ca.crt").exists()
+    shutil.rmtree(root / "etc" / "kubernetes")
     (root / "etc" / "kubernetes").symlink_to("kubernetes")  # a loop: one line, no traceback
     looped = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
                        "--node", "w14", "--root", str(root), "--no-wait")
     assert looped.returncode == 5 and "Traceback" not in looped.stderr, looped.stderr
-    assert f"{root}/etc/kubernetes/pki: " in looped.stderr
+    assert f"{root}/etc/kubernetes/pki/" in looped.stderr and "nothing written" in looped.stderr
     (root / "etc" / "kubernetes").unlink()
     (root / "srv" / "kubernetes").mkdir(parents=True)
     (root / "etc" / "kubernetes").symlink_to("../srv/kubernetes")  # relative: stays inside
@@ -705,7 +716,7 @@ def test_the_scheme_decides_tls_in_any_case_and_others_are_refused(ca):
 
 
 def test_join_asks_again_when_the_ca_service_answers_429(ca, server):
-    """A node behind the same address as a guessing machine is refused unread (429) while the
+    """A node behind the same address as a guessing machine is refused unchecked (429) while the
     address's slots are taken: the client waits as long as Retry-After says and asks again. Here
     a front answers 429 to the first request and passes the rest to the real CA service."""
     from aiohttp import web

@@ -231,9 +231,10 @@ def test_a_burst_from_a_failing_address_gets_no_more_checks_than_requests_one_by
         assert one.admit("10.0.0.7").wait == 1.5
         clock.now -= 10.0  # the wall clock steps back: the queue starts again instead of locking out
         assert two.admit("10.0.0.7") == Admission(0.0, penalized=True)
-        clock.now += 60.0  # quiet for long: forgotten, served at once, counted from one again
+        clock.now += 60.0  # quiet for long: forgotten, served at once, counted from one again,
         assert two.admit("10.0.0.7") == Admission(0.0, penalized=False)
         assert two.failed("10.0.0.7") == 0.5
+        assert [one.admit("10.0.0.7").wait for _ in range(2)] == [0.5, 1.5]  # with the first gaps too
     finally:
         one.close()
         two.close()

@@ -20,10 +20,10 @@ address is slowed down: each failure doubles a per-address penalty (bounded by
 `max_failed_auth_delay`) that the failing answer waits out, and the address is then served one
 request at a time: each further request waits for its own slot, and the slots lie as far apart as
 the penalties would if each request failed, so a burst gets no more checks than requests sent one
-by one; one that would wait longer than the bound is refused unread (HTTP 429, `Retry-After`).
-Counts and slots live in the shared state database, so a client gains nothing by reconnecting until
-another worker takes it. The waits are plain `asyncio.sleep`s, so one client's penalty never delays
-another.
+by one; one that would wait longer than the bound is refused with its token unchecked (HTTP 429,
+`Retry-After`). Counts and slots live in the shared state database, so a client gains nothing by
+reconnecting until another worker takes it. The waits are plain `asyncio.sleep`s, so one client's
+penalty never delays another.
 
 Processes: the parent checks the CA, reserves the port and forks `workers` processes (default one
 per CPU; signing is CPU-bound and one Python process uses one core). Each worker listens on the
@@ -259,8 +259,8 @@ class SharedState:
         """
         if self._throttle.read("SELECT 1 FROM slowdown WHERE address = ?", (address,)) is None:
             return FREE
-        now = self._clock()
         with self._throttle.transaction() as db:
+            now = self._clock()  # under the lock: another worker's later `now` is in the row already
             row = db.execute("SELECT last, next_slot, step FROM slowdown WHERE address = ?", (address,)).fetchone()
             if row is None or abs(now - row[0]) > self.forget_after:
                 return FREE
@@ -276,13 +276,15 @@ class SharedState:
 
     def failed(self, address: str) -> float:
         """Count one more failure for `address` (atomically, whichever worker); the new penalty,
-        which also keeps the address's next slot at least that far away."""
-        now = self._clock()
+        which also keeps the address's next slot at least that far away. After a quiet spell the
+        address starts again from the first penalty, slots and gaps included."""
         with self._throttle.transaction() as db:
+            now = self._clock()
             failures = db.execute(
                 "INSERT INTO slowdown (address, failures, last, next_slot, step) VALUES (?1, 1, ?2, ?2, 0) "
                 "ON CONFLICT (address) DO UPDATE SET failures = CASE WHEN abs(?2 - last) > ?3 THEN 1 "
-                "ELSE failures + 1 END, last = ?2 RETURNING failures",
+                "ELSE failures + 1 END, next_slot = CASE WHEN abs(?2 - last) > ?3 THEN ?2 ELSE next_slot END, "
+                "step = CASE WHEN abs(?2 - last) > ?3 THEN 0 ELSE step END, last = ?2 RETURNING failures",
                 (address, now, self.forget_after)).fetchone()[0]
             wait = penalty(int(failures), self.base, self.maximum)
             db.execute("UPDATE slowdown SET next_slot = MAX(next_slot, ?), step = MAX(step, ?) WHERE address = ?",
@@ -468,8 +470,8 @@ def _store_unreadable(exc: tokens.TokenError) -> web.Response:
 
 
 def _too_many(client: str, busy_for: float) -> web.Response:
-    """Refused unread (HTTP 429): the address's queued requests already fill the slots up to the bound."""
-    LOG.warning("refused authsign from %s unread: too many failed authentications, slots taken for %.1fs",
+    """Refused unchecked (HTTP 429): the address's queued requests already fill the slots up to the bound."""
+    LOG.warning("refused authsign from %s unchecked: too many failed authentications, slots taken for %.1fs",
                 client, busy_for)
     answer = envelope(status=429, message=f"too many failed authentications from {client}; "
                                           f"retry in {math.ceil(busy_for)}s")

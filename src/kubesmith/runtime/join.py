@@ -169,15 +169,16 @@ def _under(root: Path, path: str) -> Path:
 
 
 def check_inside_root(root: Path, paths: list[Path]) -> None:
-    """Under a --root other than /, no symbolic link may lead a write out of the root: an image's
-    absolute link (`etc/kubernetes -> /etc/kubernetes`) would otherwise write onto this machine."""
+    """Under a --root other than /, no symbolic link may lead a read or a write out of the root:
+    an image's absolute link (`etc/kubernetes -> /etc/kubernetes`, or a key file linked to this
+    machine's key) would otherwise reach this machine's files."""
     if root == Path("/"):
         return
     real_root = _resolved(root)
-    for directory in sorted({path.parent for path in paths}):
-        reached = _resolved(directory)
+    for path in sorted(set(paths)):
+        reached = _resolved(path)  # the file too, if it exists (a link to a key); else its directory
         if not reached.is_relative_to(real_root):
-            raise JoinError(f"{directory} leads out of --root {root} (through a symbolic link, to {reached}); "
+            raise JoinError(f"{path} leads out of --root {root} (through a symbolic link, to {reached}); "
                             "nothing written: make the link relative or drop it")
 
 
