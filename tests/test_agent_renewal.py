@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from ca_support import CFSSL, KUBESMITH, create_token, load_cert, make_ca, request, start_ca_service
 from conftest import kubesmith
+from kubesmith import fsutil
 from kubesmith.pki import documents, issue, keys
 
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -343,9 +344,8 @@ def held(lock_path: Path):
 
 def test_the_units_agent_stops_at_once_while_it_waits_for_a_manual_pass(tmp_path):
     """Waiting for the report's lock must not block the agent's event loop: SIGTERM still ends it."""
-    from kubesmith.runtime import agent
     state_file, log_path = tmp_path / "state.json", tmp_path / "agent.log"
-    with held(agent.report_lock(state_file)), log_path.open("w") as log:
+    with held(fsutil.lock_file(state_file)), log_path.open("w") as log:
         waiting = subprocess.Popen([KUBESMITH, "agent", "--host", "cp1", "--pki-dir", str(tmp_path / "pki"),
                                     "--kubeconfig-dir", str(tmp_path), "--state-file", str(state_file)],
                                    stdout=log, stderr=subprocess.STDOUT)
@@ -384,7 +384,6 @@ def test_an_error_stays_in_the_report_only_while_it_lasts(tmp_path):
 def test_passes_of_the_units_agent_and_agent_once_take_turns_and_share_the_report(tmp_path):
     """A manual pass beside the unit's agent waits for the running pass, and each pass starts
     from the report the other left: a renewal stays recorded after a pass that renewed nothing."""
-    from kubesmith.runtime import agent
     ca = make_ca(tmp_path / "ca")
     ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
     pki = tmp_path / "pki"
@@ -396,7 +395,7 @@ def test_passes_of_the_units_agent_and_agent_once_take_turns_and_share_the_repor
     args = ["agent", "--once", "--host", "cp1", "--pki-dir", str(pki), "--kubeconfig-dir", str(tmp_path),
             "--state-file", str(state_file), "--config", _agent_config(tmp_path, ca.ca_key)]
     log_path = tmp_path / "once.log"
-    with held(agent.report_lock(state_file)), log_path.open("w") as log:  # the unit's agent is in a pass
+    with held(fsutil.lock_file(state_file)), log_path.open("w") as log:  # the unit's agent is in a pass
         waiting = subprocess.Popen([KUBESMITH, *args], stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_until(lambda: "waiting for its pass to end" in log_path.read_text(), 30, "the manual pass to wait")

@@ -104,6 +104,11 @@ def _walk_temps(root: Path) -> Iterator[Path]:
                 yield Path(directory, name)
 
 
+def lock_file(path: Path) -> Path:
+    """The file whose flock guards read-modify-write cycles of `path` (beside it, hidden)."""
+    return path.with_name(f".{path.name}.lock")
+
+
 def make_dirs(directory: Path, mode: int = 0o755) -> None:
     """Create the missing directories of `directory` with exactly `mode`, whatever the umask (as
     files get theirs): `mkdir -p` under a umask of 000 makes them world-writable."""

@@ -482,17 +482,13 @@ async def locked_report(config: AgentConfig, stop: asyncio.Event | None = None) 
     so neither overwrites the other's renewals. The lock is polled, not waited for in a blocking
     call, so the event loop (and with it SIGTERM and Ctrl-C) keeps running meanwhile.
     """
-    lock_path = report_lock(config.state_file)
+    lock_path = fsutil.lock_file(config.state_file)
     fsutil.make_dirs(lock_path.parent)
     with open(lock_path, "a+b") as lock:
         await _take(lock, lock_path, stop)
         state = load_state(config.state_file, config.host)
         yield state
         write_state(config.state_file, state)
-
-
-def report_lock(state_file: Path) -> Path:
-    return state_file.with_name(f".{state_file.name}.lock")
 
 
 async def _take(lock: IO[bytes], lock_path: Path, stop: asyncio.Event | None) -> None:

@@ -201,7 +201,7 @@ class TokenFile:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.path.with_name(f".{self.path.name}.lock"), "a+b") as lock:
+        with open(fsutil.lock_file(self.path), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
