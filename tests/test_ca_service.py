@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import json
 import os
@@ -13,6 +14,7 @@ import shutil
 import ssl
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -401,52 +403,51 @@ def test_bodies_held_back_to_arrive_together_get_no_more_checks(ca, server):
                                                                          "kubelet-client"))[0] == 200
 
 
-def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
-    """Authenticated, then waiting (for its slow-down slot, for its batch) when the token is
-    revoked: the check right before signing refuses it; the batch's other requests are signed."""
-    from kubesmith.runtime import ca_policy
-    from kubesmith.runtime.ca_service import CaService, CaServiceConfig, Claim, Issuance, TokenGone, issue_batch
+@contextlib.contextmanager
+def in_process_service(tmp_path: Path):
+    """A CA service's signing state and shared state in this process (no HTTP), for batch tests."""
+    from kubesmith.runtime.ca_service import CaService, CaServiceConfig
     files = make_ca(tmp_path / "ca")
     service = CaService(CaServiceConfig(files.ca_cert, files.ca_key, files.tls_cert, files.tls_key,
                                         tmp_path / "state"))
     shared = service.shared_state()
     try:
-        def authenticated(token: tokens.NewToken, node: str) -> Issuance:
-            request = ca_policy.parse_sign_request(sign_request(f"system:node:{node}", ("system:nodes",),
-                                                                "kubelet-client"))
-            claim = Claim(os.urandom(32), token.record.id, token.record.expires)
-            return Issuance(ca_policy.node_grant(node, (), request), request, f"token:{token.record.id}",
-                            "127.0.0.1", claim)
+        yield service, shared
+    finally:
+        shared.close()
+
+
+def authenticated(token: tokens.NewToken, node: str):
+    """The issuance of a node's kubelet-client request that `token` authenticated."""
+    from kubesmith.runtime import ca_policy
+    from kubesmith.runtime.ca_service import Claim, Issuance
+    request = ca_policy.parse_sign_request(sign_request(f"system:node:{node}", ("system:nodes",), "kubelet-client"))
+    return Issuance(ca_policy.node_grant(node, (), request), request, f"token:{token.record.id}", "127.0.0.1",
+                    Claim(os.urandom(32), token.record.id, token.record.expires))
+
+
+def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
+    """Authenticated, then waiting (for its slow-down slot, for its batch) when the token is
+    revoked: the check right before signing refuses it; the batch's other requests are signed."""
+    from kubesmith.runtime.ca_service import TokenGone, issue_batch
+    with in_process_service(tmp_path) as (service, shared):
         revoked, kept = service.tokens.create(3600, "w30"), service.tokens.create(3600, "w31")
         waiting = [authenticated(revoked, "w30"), authenticated(kept, "w31")]
         service.tokens.revoke(revoked.record.id)
         outcomes = issue_batch(service, shared, waiting)
-    finally:
-        shared.close()
     assert isinstance(outcomes[0], TokenGone)
     assert isinstance(outcomes[1], str)
     assert load_cert(outcomes[1].encode()).subject.rfc4514_string() == "CN=system:node:w31,O=system:nodes"
 
 
 def test_an_unreadable_token_store_fails_the_token_requests_of_a_batch_not_its_renewals(tmp_path):
-    from kubesmith.runtime import ca_policy
-    from kubesmith.runtime.ca_service import CaService, CaServiceConfig, Claim, Issuance, issue_batch
-    files = make_ca(tmp_path / "ca")
-    service = CaService(CaServiceConfig(files.ca_cert, files.ca_key, files.tls_cert, files.tls_key,
-                                        tmp_path / "state"))
-    shared = service.shared_state()
-    try:
-        token = service.tokens.create(3600, "w32")
-        request = ca_policy.parse_sign_request(sign_request("system:node:w32", ("system:nodes",), "kubelet-client"))
-        grant = ca_policy.node_grant("w32", (), request)
-        by_token = Issuance(grant, request, f"token:{token.record.id}", "127.0.0.1",
-                            Claim(os.urandom(32), token.record.id, token.record.expires))
-        renewal = Issuance(grant, request, "agent:w32", "127.0.0.1")
+    from kubesmith.runtime.ca_service import issue_batch
+    with in_process_service(tmp_path) as (service, shared):
+        by_token = authenticated(service.tokens.create(3600, "w32"), "w32")
+        renewal = replace(by_token, who="agent:w32", claim=None)
         service.config.token_file.unlink()
         service.config.token_file.symlink_to(service.config.token_file.name)  # a loop: stat() fails (ELOOP)
         outcomes = issue_batch(service, shared, [by_token, renewal])
-    finally:
-        shared.close()
     assert isinstance(outcomes[0], tokens.TokenError) and "tokens.json" in str(outcomes[0])
     assert isinstance(outcomes[1], str) and "BEGIN CERTIFICATE" in outcomes[1]
 
@@ -715,6 +716,22 @@ def test_the_scheme_decides_tls_in_any_case_and_others_are_refused(ca):
         ca_client.transport("ftp://10.0.0.1", ca.ca_pem())
 
 
+@contextlib.asynccontextmanager
+async def front_server(path: str, answer):
+    """An HTTP server on 127.0.0.1 that answers POST `path` with `answer(request)`; its URL."""
+    from aiohttp import web
+    app = web.Application()
+    app.router.add_post(path, answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
 def test_join_asks_again_when_the_ca_service_answers_429(ca, server):
     """A node behind the same address as a guessing machine is refused unchecked (429) while the
     address's slots are taken: the client waits as long as Retry-After says and asks again. Here
@@ -736,20 +753,10 @@ def test_join_asks_again_when_the_ca_service_answers_429(ca, server):
                 async with session.post(server.url + ca_client.AUTHSIGN_PATH, data=await request.read(),
                                         ssl=False) as real:
                     return web.Response(body=await real.read(), status=real.status, content_type="application/json")
-        app = web.Application()
-        app.router.add_post(ca_client.AUTHSIGN_PATH, front)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            async with aiohttp.ClientSession() as session:
-                return await ca_client.authsign(session, f"http://127.0.0.1:{port}", tokens.auth_key(token),
-                                                keys.generate("ecdsa-p256"), Subject("system:node:w15", ("system:nodes",)),
-                                                "kubelet-client", ca.ca_pem())
-        finally:
-            await runner.cleanup()
+        async with front_server(ca_client.AUTHSIGN_PATH, front) as url, aiohttp.ClientSession() as session:
+            return await ca_client.authsign(session, url, tokens.auth_key(token), keys.generate("ecdsa-p256"),
+                                            Subject("system:node:w15", ("system:nodes",)), "kubelet-client",
+                                            ca.ca_pem())
     cert = load_cert(asyncio.run(go()))
     assert seen == [0, 1]  # refused once, asked again, signed
     assert cert.subject.rfc4514_string() == "CN=system:node:w15,O=system:nodes"
@@ -764,24 +771,14 @@ def test_odd_answers_from_a_server_are_errors_not_crashes(tmp_path):
                     web.Response(body=b"[" * 100000, content_type="application/json")])
 
     async def go() -> list[str]:
-        app = web.Application()
         async def answer(request: web.Request) -> web.Response:
             return next(answers)
-        app.router.add_post(ca_client.INFO_PATH, answer)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         messages = []
-        try:
-            async with aiohttp.ClientSession() as session:
-                for _ in range(4):
-                    with pytest.raises(CaClientError) as info:
-                        await ca_client.pinned_ca(session, f"http://127.0.0.1:{port}", "sha256:" + "0" * 64)
-                    messages.append(str(info.value))
-        finally:
-            await runner.cleanup()
+        async with front_server(ca_client.INFO_PATH, answer) as url, aiohttp.ClientSession() as session:
+            for _ in range(4):
+                with pytest.raises(CaClientError) as info:
+                    await ca_client.pinned_ca(session, url, "sha256:" + "0" * 64)
+                messages.append(str(info.value))
         return messages
     messages = asyncio.run(go())
     assert "token expired" in messages[0] and "nope" in messages[1]
