@@ -128,6 +128,17 @@ def issued_by(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
     return aki is not None and ski is not None and aki.key_identifier == ski.digest
 
 
+def signature_problem(cert: x509.Certificate, issuer: x509.Certificate) -> str | None:
+    """Why `issuer` did not sign `cert` (the failure's class name: InvalidSignature, or ValueError /
+    TypeError for another issuer name or key type), or None when it did: `issued_by` compares
+    names and key identifiers only, this checks the signature."""
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except Exception as exc:  # noqa: BLE001 - each caller words its own refusal
+        return exc.__class__.__name__
+    return None
+
+
 def _key_usage(enabled: set[str]) -> x509.KeyUsage:
     return x509.KeyUsage(**{name: name in enabled for name in _KU_FIELDS})
 

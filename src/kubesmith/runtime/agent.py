@@ -67,7 +67,7 @@ from kubesmith import fsutil
 from kubesmith.backends.render import yaml_bytes
 from kubesmith.pki import keys
 from kubesmith.pki.certlist import AUTHORITIES
-from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf
+from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
 from kubesmith.plan.model import CertificateRequest
@@ -296,10 +296,8 @@ def check_agent_certificate(path: Path, host: str, ca: Authority, now: dt.dateti
         raise CaClientError(f"{path}: this host's agent certificate does not load ({exc})") from None
     way_out = (f"the CA service refuses it, so nothing on this host renews through it; join the host again "
                f"(`kubesmith token create --node {host}`, then `kubesmith join` on it)")
-    try:
-        cert.verify_directly_issued_by(ca.cert)
-    except Exception:  # InvalidSignature, or another issuer name or key type
-        raise CaClientError(f"{path}: this host's agent certificate is not signed by {ca.name}; {way_out}") from None
+    if signature_problem(cert, ca.cert):
+        raise CaClientError(f"{path}: this host's agent certificate is not signed by {ca.name}; {way_out}")
     if now >= cert.not_valid_after_utc:
         raise CaClientError(f"{path}: this host's agent certificate expired at {_iso(cert.not_valid_after_utc)}; "
                             f"{way_out}")
@@ -311,10 +309,8 @@ def check_agent_certificate(path: Path, host: str, ca: Authority, now: dt.dateti
 def check_renewed(material: Material, ca: Authority, pem: bytes, now: dt.datetime) -> None:
     """The new certificate must be signed by the CA, for our key, valid now, and outlive the old one."""
     cert = x509.load_pem_x509_certificate(pem)
-    try:
-        cert.verify_directly_issued_by(ca.cert)
-    except Exception:  # InvalidSignature, or another issuer name or key type
-        raise CaClientError(f"{material.slot.path}: the renewed certificate is not signed by {ca.name}") from None
+    if signature_problem(cert, ca.cert):
+        raise CaClientError(f"{material.slot.path}: the renewed certificate is not signed by {ca.name}")
     if not keys.same_public_key(cert.public_key(), material.key.public_key()):
         raise CaClientError(f"{material.slot.path}: the renewed certificate is for another key")
     if cert.not_valid_before_utc > now:

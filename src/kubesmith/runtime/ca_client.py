@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay
 
-from kubesmith.pki.issue import issued_by, subject_alt_names
+from kubesmith.pki.issue import issued_by, signature_problem, subject_alt_names
 from kubesmith.pki.keys import PrivateKey, same_public_key
 from kubesmith.runtime.tokens import request_mac
 
@@ -240,11 +240,9 @@ def verified_certificate(result: Any, key: PrivateKey, subject: Subject, ca_pem:
     except (KeyError, TypeError, ValueError) as exc:
         raise CaClientError(f"the CA's answer holds no certificate ({exc})") from None
     ca = x509.load_pem_x509_certificate(ca_pem)
-    try:
-        cert.verify_directly_issued_by(ca)
-    except Exception as exc:
-        raise CaClientError(f"the returned certificate is not signed by the pinned CA ({exc.__class__.__name__})") \
-            from None
+    problem = signature_problem(cert, ca)
+    if problem:
+        raise CaClientError(f"the returned certificate is not signed by the pinned CA ({problem})")
     if not issued_by(cert, ca) and cert.issuer != ca.subject:
         raise CaClientError("the returned certificate names another issuer")
     if not same_public_key(cert.public_key(), key.public_key()):

@@ -39,7 +39,7 @@ from cryptography.x509.oid import NameOID
 
 from kubesmith.pki import keys
 from kubesmith.pki.certlist import certificate, is_ip
-from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf
+from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateRequest
 from kubesmith.spec.types import is_dns_label
@@ -231,10 +231,9 @@ def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca
     """
     if not issued_by(current, ca_cert):
         raise PolicyError("the current certificate was not issued by this CA")
-    try:
-        current.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, Exception) as exc:  # InvalidSignature
-        raise PolicyError(f"the current certificate does not verify against this CA ({exc.__class__.__name__})")
+    problem = signature_problem(current, ca_cert)
+    if problem:
+        raise PolicyError(f"the current certificate does not verify against this CA ({problem})")
     if not current.not_valid_before_utc <= now < current.not_valid_after_utc:
         raise PolicyError("the current certificate is not valid now; expired certificates cannot be renewed, "
                           "join again")
