@@ -12,6 +12,11 @@ and signature check, then the certificate with `cryptography`'s builder, warm ca
 kubesmith's worker spends on crypto at best), kubesmith's worker count (`ca serve --workers`,
 default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
 
+A third server runs the same load as a control: `floor_server.py`, kubesmith's own TLS, worker
+shape, batching and crypto calls without the service's duties (token store, slow-down, replay
+memory, issuance log). Its ratio to cfssl is the most any server built this way could reach; the
+ratio kubesmith / floor is what the duties cost.
+
     pip install -e '.[bench]'
     python bench/ca_bench.py [--requests 10000] [--concurrency 32] [--workers N]
 """
@@ -53,6 +58,7 @@ from kubesmith.runtime import ca_client, ca_policy, tokens  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"
+FLOOR = "floor (no duties)"  # bench/floor_server.py
 INFO_PATH, INFO_BODY = "/api/v1/cfssl/info", b'{"label": ""}'
 
 
@@ -107,6 +113,18 @@ def start_kubesmith(work: Path, paths: dict[str, Path], workers: int | None) -> 
             raise SystemExit(f"kubesmith ca serve exited with {process.returncode}")
         time.sleep(0.05)
     raise SystemExit("kubesmith ca serve did not start")
+
+
+def start_floor(work: Path, paths: dict[str, Path], auth_hex: str, workers: int | None) -> tuple[subprocess.Popen, str, str]:
+    """The control: `floor_server.py`, the same crypto, TLS and workers as `ca serve` without its duties."""
+    count = workers or len(os.sched_getaffinity(0))
+    port = free_port()
+    log = (work / "floor.log").open("w")
+    process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("floor_server.py")), str(port),
+                                str(paths["ca"]), str(paths["ca-key"]), str(paths["tls"]), str(paths["tls-key"]),
+                                auth_hex, str(count)], stdout=log, stderr=subprocess.STDOUT)
+    wait_port(port, process)
+    return process, f"https://127.0.0.1:{port}", str(count)
 
 
 def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subprocess.Popen, str, str]:
@@ -211,8 +229,8 @@ def main() -> None:
         created = tokens.TokenStore(work / "state" / "tokens.json", ca_key).create(3600, NODE)
         key = tokens.auth_key(created.token)
         total = options.requests + options.warmup
-        print(f"pre-generating {2 * total} CSRs (ECDSA P-256) ...", file=sys.stderr)
-        ours, theirs = bodies(total, key), bodies(total, key)
+        print(f"pre-generating {3 * total} CSRs (ECDSA P-256) ...", file=sys.stderr)
+        ours, theirs, control = bodies(total, key), bodies(total, key), bodies(total, key)
         ca_pem = paths["ca"].read_bytes()
         results: dict[str, float] = {}
         cpu: dict[str, float] = {}
@@ -220,7 +238,8 @@ def main() -> None:
         shapes: dict[str, str] = {}
         for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
                                       ("kubesmith ca serve", lambda: start_kubesmith(work, paths, options.workers),
-                                       ours)):
+                                       ours),
+                                      (FLOOR, lambda: start_floor(work, paths, key.hex(), options.workers), control)):
             process, url, shapes[name] = start()
             try:
                 results[name], cpu[name], transport[name] = measure(
@@ -245,6 +264,8 @@ def main() -> None:
     print(f"  signing work alone (in-process, cryptography): {floor * 1e6:.0f} us/certificate")
     ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
     print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")
+    print(f"  control, {FLOOR} / cfssl: {results[FLOOR] / results['cfssl serve 1.2']:.2f}x; "
+          f"kubesmith / {FLOOR}: {results['kubesmith ca serve'] / results[FLOOR]:.2f}x")
 
 
 if __name__ == "__main__":
