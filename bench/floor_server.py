@@ -40,9 +40,12 @@ VALIDITY = 365 * 86400.0
 
 def application(ca_cert: x509.Certificate, ca_key: keys.PrivateKey, auth_key: bytes) -> web.Application:
     parse = IterationBatch(each(ca_policy.parse_sign_request))
-    issue = IterationBatch(each(lambda request: ca_policy.sign(
-        ca_policy.node_grant(NODE, (), request), request.public_key, ca_cert, ca_key, VALIDITY,
-        utc_now()).public_bytes(Encoding.PEM).decode()))
+
+    def sign(request: ca_policy.SignRequest) -> str:
+        grant = ca_policy.node_grant(NODE, (), request, service_sans=frozenset())
+        return ca_policy.sign(grant, request.public_key, ca_cert, ca_key, VALIDITY, utc_now()).public_bytes(
+            Encoding.PEM).decode()
+    issue = IterationBatch(each(sign))
 
     async def authsign(request: web.Request) -> web.Response:
         document = json.loads(await request.read())

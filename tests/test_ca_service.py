@@ -422,7 +422,8 @@ def authenticated(token: tokens.NewToken, node: str):
     from kubesmith.runtime import ca_policy
     from kubesmith.runtime.ca_service import Claim, Issuance
     request = ca_policy.parse_sign_request(sign_request(f"system:node:{node}", ("system:nodes",), "kubelet-client"))
-    return Issuance(ca_policy.node_grant(node, (), request), request, f"token:{token.record.id}", "127.0.0.1",
+    grant = ca_policy.node_grant(node, (), request, service_sans=frozenset())
+    return Issuance(grant, request, f"token:{token.record.id}", "127.0.0.1",
                     Claim(os.urandom(32), token.record.id, token.record.expires))
 
 
@@ -541,6 +542,13 @@ def test_agent_renews_only_its_own_host_over_mtls(tmp_path, ca, server):
                              keys.load(ca.ca_key.read_bytes(), "ca"), 1, dt.datetime.now(dt.timezone.utc))
     with pytest.raises(CaClientError, match="'system:kube-controller-manager' is not a node identity of host 'w7'"):
         renew_as(server, ca, agent7, manager_key, manager, tmp_path)
+    # w7's serving certificate from before 10.96.0.1 became the API server's address is not renewed
+    serving_key = keys.generate("ecdsa-p256")
+    serving = issue.new_leaf(plan_request("x", "system:node:w7", ("system:nodes",), ips=("10.96.0.1",)),
+                             serving_key.public_key(), load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca"),
+                             1, dt.datetime.now(dt.timezone.utc))
+    with pytest.raises(CaClientError, match="'10.96.0.1' names the cluster's API server"):
+        renew_as(server, ca, agent7, serving_key, serving, tmp_path)
 
     async def anonymous():
         async with aiohttp.ClientSession() as session:

@@ -169,8 +169,10 @@ def requested_node(request: SignRequest) -> str | None:
     return node_named(request.subject[0])
 
 
-def node_grant(node: str | None, addresses: tuple[str, ...], request: SignRequest) -> Grant:
-    """What a join token scoped to `node` (None: not bound yet) may have signed for `request`."""
+def node_grant(node: str | None, addresses: tuple[str, ...], request: SignRequest, *,
+               service_sans: frozenset[str]) -> Grant:
+    """What a join token scoped to `node` (None: not bound yet) may have signed for `request`; never a
+    name of the API server (`service_sans`, see `check_service_sans`)."""
     profile = profile_for(request)
     if profile not in NODE_PROFILES:
         raise PolicyError(f"profile {profile!r} is not allowed for a node token "
@@ -194,8 +196,8 @@ def node_grant(node: str | None, addresses: tuple[str, ...], request: SignReques
         _check_serving_sans(node or "", addresses, dns, ips)
     elif dns or ips:
         raise PolicyError(f"profile {profile} carries no subject alternative names")
-    return Grant(profile, node if "{host}" in spec.common_name else None,
-                 _plan_request(profile, expected_cn, spec.organizations, spec.usages, dns, ips))
+    return _checked(Grant(profile, node if "{host}" in spec.common_name else None,
+                          _plan_request(profile, expected_cn, spec.organizations, spec.usages, dns, ips)), service_sans)
 
 
 def check_node_name(name: str) -> None:
@@ -219,7 +221,7 @@ def normalized_sans(values: tuple[str, ...]) -> frozenset[str]:
 
 
 def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca_cert: x509.Certificate,
-                  now: dt.datetime) -> Grant:
+                  now: dt.datetime, *, service_sans: frozenset[str]) -> Grant:
     """Renewal by host `host`'s agent: the same identity, the same key, for a certificate of `host`.
 
     The CSR must carry the public key of `current` (the agent reuses keys on renewal), so its
@@ -251,8 +253,13 @@ def renewal_grant(host: str, current: x509.Certificate, request: SignRequest, ca
     if (common_name, frozenset(organizations)) not in node_identities(host):
         raise PolicyError(f"{common_name!r} is not a node identity of host {host!r}: only those are renewed by "
                           "the CA service (control-plane certificates are renewed where the CA key is)")
-    return Grant("renewal", named, _plan_request("renewal", common_name, have.organizations,
-                                                 tuple(sorted(have.usages)), dns, ips))
+    return _checked(Grant("renewal", named, _plan_request("renewal", common_name, have.organizations,
+                                                          tuple(sorted(have.usages)), dns, ips)), service_sans)
+
+
+def _checked(grant: Grant, service_sans: frozenset[str]) -> Grant:
+    check_service_sans(grant.names, service_sans)
+    return grant
 
 
 def node_identities(host: str) -> frozenset[tuple[str, frozenset[str]]]:

@@ -491,8 +491,7 @@ async def _authsign_body(request: web.Request) -> tuple[bytes, bytes]:
 
 async def _node_grant(service: CaService, record: tokens.TokenRecord, sign_request: SignRequest) -> Grant:
     """Apply the token's scope; an unbound token is bound to the first node name it signs for."""
-    grant = ca_policy.node_grant(record.node, record.addresses, sign_request)
-    ca_policy.check_service_sans(grant.names, service.service_sans)
+    grant = ca_policy.node_grant(record.node, record.addresses, sign_request, service_sans=service.service_sans)
     if record.node is None and grant.node is not None:
         try:
             bound = await asyncio.to_thread(service.tokens.bind, record.id, grant.node,
@@ -525,8 +524,8 @@ async def renew(request: web.Request) -> web.Response:
         raw = await request.read()
         current = x509.load_pem_x509_certificate(str(json.loads(raw)["current"]).encode())
         sign_request = await steps.parse(raw)  # the renewal body is a sign request plus "current"
-        grant = ca_policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now())
-        ca_policy.check_service_sans(grant.names, service.service_sans)
+        grant = ca_policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now(),
+                                        service_sans=service.service_sans)
     except PolicyError as exc:
         LOG.warning("refused renewal for host %s from %s: %s", host, client, exc)
         return envelope(status=exc.status, message=str(exc))
