@@ -239,6 +239,25 @@ def test_no_token_yields_a_certificate_for_the_api_servers_names(ca, server, nod
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == f"system:node:{rightful}"
 
 
+def test_both_grants_refuse_the_api_servers_names_themselves(ca):
+    """The policy, not each of its callers, keeps the API server's names from nodes."""
+    from kubesmith.runtime import ca_policy
+    taken = ca_policy.normalized_sans(("kubernetes", "10.96.0.1"))
+    joining = ca_policy.parse_sign_request(sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
+    assert ca_policy.node_grant(None, (), joining, service_sans=frozenset()).node == "kubernetes"
+    with pytest.raises(ca_policy.PolicyError, match="'kubernetes' names the cluster's API server"):
+        ca_policy.node_grant(None, (), joining, service_sans=taken)
+    key, now = keys.generate("ecdsa-p256"), dt.datetime.now(dt.timezone.utc)
+    current = issue.new_leaf(plan_request("x", "system:node:w7", ("system:nodes",), ips=("10.96.0.1",)),
+                             key.public_key(), load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca"), 1, now)
+    renewing = ca_policy.parse_sign_request(sign_request("system:node:w7", ("system:nodes",), "", ("10.96.0.1",),
+                                                         key=key))
+    grant = ca_policy.renewal_grant("w7", current, renewing, load_cert(ca.ca_pem()), now, service_sans=frozenset())
+    assert grant.request.ip_addresses == ("10.96.0.1",)
+    with pytest.raises(ca_policy.PolicyError, match="'10.96.0.1' names the cluster's API server"):
+        ca_policy.renewal_grant("w7", current, renewing, load_cert(ca.ca_pem()), now, service_sans=taken)
+
+
 def test_a_token_for_the_api_servers_name_is_refused_at_creation(ca, server):
     """The same rules when the operator names the node: `token create` says so before a token exists."""
     config = ca.directory / "ca-service.json"
