@@ -555,6 +555,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 def application(service: CaService, shared: SharedState) -> web.Application:
+    """The CA service's routes, for one worker."""
     app = web.Application(client_max_size=MAX_BODY)
     app[SERVICE_KEY] = service
     app[SHARED_KEY] = shared
@@ -612,12 +613,16 @@ class Running:
         self.shared.close()
 
 
-async def start(service: CaService, port: int, addresses: list[tuple[int, Any]]) -> Running:
+AppFactory = Callable[[CaService, SharedState], web.Application]
+
+
+async def start(service: CaService, port: int, addresses: list[tuple[int, Any]],
+                make_app: AppFactory = application) -> Running:
     """Serve on `port` of every address, in this process (one worker of the pool)."""
     config = service.config
     context = server_context(config)
     shared = service.shared_state()
-    runner = web.AppRunner(application(service, shared), access_log=None, handle_signals=False)
+    runner = web.AppRunner(make_app(service, shared), access_log=None, handle_signals=False)
     await runner.setup()
     for family, sockaddr in addresses:
         sock = port_socket(family, (sockaddr[0], port, *sockaddr[2:]))
@@ -645,13 +650,14 @@ async def _reload_serving_cert(config: CaServiceConfig, context: ssl.SSLContext)
             LOG.warning("serving certificate not reloaded: %s", exc)
 
 
-async def serve_worker(service: CaService, port: int, addresses: list[tuple[int, Any]], ready: int) -> None:
+async def serve_worker(service: CaService, port: int, addresses: list[tuple[int, Any]], ready: int,
+                       make_app: AppFactory = application) -> None:
     """One worker: serve until SIGTERM or SIGINT, telling the pool through `ready` once listening."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    running = await start(service, port, addresses)
+    running = await start(service, port, addresses, make_app)
     try:
         os.write(ready, b"r")
         await stop.wait()
@@ -664,7 +670,8 @@ class StopPool(Exception):
 
 
 class WorkerPool:
-    """N forked worker processes serving one port (SO_REUSEPORT), supervised by the parent.
+    """N forked worker processes serving one port (SO_REUSEPORT), supervised by the parent; each
+    serves `make_app`'s routes (the CA service's; `bench/floor_server.py` serves a control's).
 
     Everything a worker needs is prepared before the fork (CA key and serving certificate checked,
     port reserved, state databases created) so that a bad configuration fails once, in the
@@ -672,8 +679,9 @@ class WorkerPool:
     so a SIGKILLed `ca serve` leaves no orphan holding the CA key or the port.
     """
 
-    def __init__(self, service: CaService, workers: int, addresses: list[tuple[int, Any]]) -> None:
-        self.service, self.workers, self.addresses = service, workers, addresses
+    def __init__(self, service: CaService, workers: int, addresses: list[tuple[int, Any]],
+                 make_app: AppFactory = application) -> None:
+        self.service, self.workers, self.addresses, self.make_app = service, workers, addresses, make_app
         self.port = 0
         self.children: dict[int, int] = {}  # pid -> worker index
 
@@ -718,7 +726,7 @@ class WorkerPool:
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         pid = os.fork()
         if pid == 0:
-            _worker_main(self.service, self.port, self.addresses, ready, previous)
+            _worker_main(self.service, self.port, self.addresses, ready, previous, self.make_app)
         self.children[pid] = index
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -766,7 +774,7 @@ class WorkerPool:
 
 
 def _worker_main(service: CaService, port: int, addresses: list[tuple[int, Any]], ready: int,
-                 previous: set[signal.Signals]) -> NoReturn:
+                 previous: set[signal.Signals], make_app: AppFactory) -> NoReturn:
     """The forked child: never returns into the parent's code, whatever happens."""
     code = 1
     try:
@@ -774,7 +782,7 @@ def _worker_main(service: CaService, port: int, addresses: list[tuple[int, Any]]
             signal.signal(signum, signal.SIG_DFL)
         _die_with_parent()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        asyncio.run(serve_worker(service, port, addresses, ready))
+        asyncio.run(serve_worker(service, port, addresses, ready, make_app))
         code = 0
     except BaseException:  # report, then leave through os._exit
         LOG.exception("worker failed")
