@@ -355,7 +355,7 @@ def _check_node_name(node: str, what: str = "--node") -> None:
 def _check_not_service_sans(node: str | None, addresses: tuple[str, ...], service_sans: tuple[str, ...]) -> None:
     """What the CA service would refuse to sign for this token, refused before the token exists."""
     try:
-        ca_policy.check_service_sans((*((node,) if node else ()), *addresses), ca_policy.normalized_sans(service_sans))
+        ca_policy.check_service_sans(ca_policy.claimed_names(node, addresses), ca_policy.normalized_sans(service_sans))
     except ca_policy.PolicyError as exc:
         fail(str(exc), ExitCode.USAGE)
 

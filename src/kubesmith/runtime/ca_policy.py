@@ -86,8 +86,12 @@ class Grant:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The node's name and every SAN: what must not collide with the API server's."""
-        return (*((self.node,) if self.node else ()), *self.request.dns_names, *self.request.ip_addresses)
+        return claimed_names(self.node, (*self.request.dns_names, *self.request.ip_addresses))
+
+
+def claimed_names(node: str | None, sans: tuple[str, ...]) -> tuple[str, ...]:
+    """A node's name and its SANs: what must not collide with the API server's (`check_service_sans`)."""
+    return (*((node,) if node else ()), *sans)
 
 
 def parse_sign_request(raw: bytes) -> SignRequest:
