@@ -5,6 +5,9 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    openssl ca-certificates iproute2 systemd systemd-container mmdebstrap \
-    openssh-client openssh-server golang-cfssl >/dev/null
+    openssl ca-certificates iproute2 iptables conntrack kmod zstd systemd systemd-container mmdebstrap \
+    openssh-client openssh-server golang-cfssl containerd runc containernetworking-plugins busybox-static \
+    >/dev/null
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# The real Kubernetes binaries, unpacked once per machine (tests/k8s_support.py asks the same script for the directory).
+bash ../shared/k8s/install.sh >/dev/null

@@ -108,7 +108,7 @@ def schema() -> None:
 @click.option("--name", required=True, help="Cluster name (a DNS label).")
 @click.option("--host", "host_args", multiple=True, required=True, metavar="NAME=ADDRESS[:ROLE,ROLE]",
               help="A host; roles from control-plane, etcd, node. Repeatable.")
-@click.option("--kubernetes-version", default=None, help="Release to run; default: the newest supported.")
+@click.option("--kubernetes-version", default=None, help="Release to run; default: the release kubesmith is tested with.")
 @click.option("--endpoint", default=None, metavar="HOST:PORT", help="Load-balanced API endpoint for HA.")
 def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, endpoint: str | None) -> None:
     """Write a starting cluster file to standard output.
@@ -122,7 +122,7 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
     """
     hosts = [_parse_host(arg) for arg in host_args]
     _default_roles(hosts)
-    version = kubernetes_version or f"{load_registry().newest}.0"
+    version = kubernetes_version or load_registry().tested_release
     document: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name},
                                 "spec": {"kubernetesVersion": version}}
     if endpoint:

@@ -1,0 +1,36 @@
+"""The real Kubernetes binaries of `../shared/k8s/` (v1.36.2), which every test that starts a
+Kubernetes component uses. `.ci/install.sh` unpacks them; asking the install script again is
+idempotent and prints their directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+INSTALLER = Path(__file__).resolve().parents[2] / "shared" / "k8s" / "install.sh"
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+
+
+@cache
+def real_binaries() -> Path:
+    """The directory of the real binaries: $KUBESMITH_K8S_BIN, else what ../shared/k8s/install.sh prints."""
+    if given := os.environ.get("KUBESMITH_K8S_BIN"):
+        return Path(given)
+    if not INSTALLER.exists():
+        pytest.fail(f"{INSTALLER} is missing: the real Kubernetes binaries live there (see .ci/install.sh)")
+    result = subprocess.run(["bash", str(INSTALLER)], capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"{INSTALLER} failed: {result.stderr.strip()}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@cache
+def real_release() -> str:
+    """The release the binaries report (`Kubernetes v1.36.2` -> `1.36.2`)."""
+    out = subprocess.run([str(real_binaries() / "kube-apiserver"), "--version"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    return out.split()[-1].removeprefix("v")
