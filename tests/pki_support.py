@@ -24,7 +24,7 @@ def plan_of(spec: Path) -> Plan:
 
 def write_spec(path: Path, name: str, hosts: list[dict], key_algorithm: str = "ecdsa-p256",
                endpoint: str | None = None) -> Path:
-    spec: dict = {"kubernetesVersion": "1.33.2", "hosts": hosts, "pki": {"keyAlgorithm": key_algorithm}}
+    spec: dict = {"kubernetesVersion": "1.36.2", "hosts": hosts, "pki": {"keyAlgorithm": key_algorithm}}
     if endpoint:
         spec["controlPlaneEndpoint"] = endpoint
     document = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": spec}

@@ -658,7 +658,7 @@ metadata: {name: demo}
 spec:
   kubernetesVersion: "1.33.2"
   hosts:
-    - {name: cp1, address: 127.0.0.1, roles: [control-plane, etcd]}
+    - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}
     - {name: w12, address: 127.0.0.12, roles: [node]}
 """
 
@@ -679,7 +679,7 @@ def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path
     embedded = load_cert(base64.b64decode(kubeconfig["users"][0]["user"]["client-certificate-data"]))
     assert embedded.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:w12"
     agent = json.loads((root / "etc/kubesmith/agent.json").read_text())
-    assert agent["host"] == "w12" and agent["ca_urls"] == ["https://127.0.0.1:8443"] and agent["ca_keys"] == {}
+    assert agent["host"] == "w12" and agent["ca_urls"] == ["https://10.0.0.11:8443"] and agent["ca_keys"] == {}
     refused = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
                         "--node", "cp1", "--spec", str(spec), "--root", str(tmp_path / "cp"))
     assert refused.returncode == 5 and "node-only hosts" in refused.stderr

@@ -31,10 +31,13 @@ REGISTRY = load_registry()
 CHECKS_FILE = "cis_checks.json"
 VECTORS_FILE = "kube_bench_vectors.json"
 
-# Checks deliberately not required to pass, with the reason. None today: every automatable flag and
-# config-file check of CIS 1.12 is decided by a flag or a file kubesmith renders. (Checks of other
-# types - file permissions/owners and manual ones - are outside this test by design, not excluded.)
-EXCLUDED: dict[str, str] = {}
+# Checks deliberately not required to pass, with the reason. (Checks of other types - file
+# permissions/owners - are outside this test by design, not excluded.)
+EXCLUDED: dict[str, str] = {
+    "4.2.7": "Manual check. The node name is the spec's host name, which the node's certificates carry "
+             "(system:node:<name>); kubesmith states it with --hostname-override so the kubelet cannot "
+             "register under the operating system's name and be refused by NodeRestriction (issue 21).",
+}
 
 
 def _reference_file(name: str) -> Path:
@@ -180,7 +183,7 @@ def test_a_weakened_spec_fails_the_guarding_check(components: str, check_id: str
                                                   checks: list[cis.Check], tmp_path: Path) -> None:
     single = next(example for example in EXAMPLES if example.stem == "single-node")
     outcomes = _outcomes(_spec_text(single, components=components), "weakened.yaml", checks, tmp_path)
-    not_passing = {o.result.id: o.result for o in outcomes if o.result.state != "PASS"}
+    not_passing = {o.result.id: o.result for o in outcomes if o.result.state != "PASS" and o.result.id not in EXCLUDED}
     assert check_id in not_passing, f"{check_id} still passes with:\n{components}"
     assert not_passing[check_id].state == state and not not_passing[check_id].passed
     collateral = {"1.2.27": {"1.2.28"}}.get(check_id, set())  # no encryption config: no provider either

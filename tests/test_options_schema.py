@@ -3,8 +3,12 @@ matches the loader, and generated specs are valid."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
+import subprocess
 import typing
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -110,7 +114,7 @@ def test_init_output_validates_and_round_trips(schema: dict[str, Any]) -> None:
     hosts = document["spec"]["hosts"]
     assert hosts == [{"name": "h1", "address": "10.0.0.1", "roles": ["control-plane", "etcd", "node"]},
                      {"name": "h2", "address": "10.0.0.2", "roles": ["node"]}]
-    assert document["spec"]["kubernetesVersion"] == f"{load_registry().newest}.0"
+    assert document["spec"]["kubernetesVersion"] == load_registry().tested_release == "1.36.2"
     loaded = load_spec_text(result.stdout, "init.yaml")
     assert yaml.safe_load(yaml.safe_dump(loaded.cluster.model_dump(by_alias=True, exclude_defaults=True))) == document
 
@@ -142,10 +146,33 @@ def test_init_bad_input_exits_2(args: list[str], message: str) -> None:
     assert result.stdout == "" and "Traceback" not in result.stderr
 
 
-def test_init_without_hosts_is_a_usage_error() -> None:
+def test_init_without_hosts_writes_this_machine_with_a_reachable_address() -> None:
     result = kubesmith("init", "--name", "demo")
-    assert result.returncode == 2
-    assert "Missing option '--host'" in result.stderr
+    assert result.returncode == 0, result.stderr
+    host, = yaml.safe_load(result.stdout)["spec"]["hosts"]
+    assert host["name"] == socket.gethostname().split(".")[0].lower()
+    assert host["roles"] == ["control-plane", "etcd", "node"]
+    address = ipaddress.ip_address(host["address"])
+    assert not (address.is_loopback or address.is_link_local or address.is_unspecified)
+    assert any(f" {host['address']}/" in line for line in subprocess.run(
+        ["ip", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout.splitlines())
+
+
+def test_a_loopback_or_link_local_control_plane_address_is_refused_where_it_is(tmp_path: Path) -> None:
+    (tmp_path / "lo.yaml").write_text(
+        "apiVersion: kubesmith.io/v1alpha1\nkind: Cluster\nmetadata: {name: lo}\nspec:\n"
+        "  kubernetesVersion: '1.36.2'\n  hosts:\n"
+        "    - {name: h1, address: 127.0.0.1, roles: [control-plane, etcd, node]}\n"
+        "    - {name: w1, address: 127.0.0.2, roles: [node]}\n"
+        "  components:\n    apiserver: {advertiseAddress: 'fe80::1'}\n")
+    result = kubesmith("validate", "lo.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: spec.hosts[0].address: 127.0.0.1 is a loopback address: a control-plane host needs an address "
+        "other hosts and pods can reach (kubesmith init without --host writes this machine's) (lo.yaml:7:18)",
+        "error: spec.components.apiserver.advertiseAddress: fe80::1 is a link-local address: the API server "
+        "publishes it as the kubernetes Service's endpoint, which pods must reach (lo.yaml:10:17)"]
 
 
 def test_version() -> None:

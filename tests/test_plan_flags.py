@@ -18,14 +18,19 @@ ROLE_SERVICES = {"etcd": {"etcd"}, "control-plane": {"kube-apiserver", "kube-con
                  "node": {"kubelet", "kube-proxy"}}
 
 
+HOST_BINARIES = {"/usr/bin/containerd"}  # the host's own (Debian's containerd), not versioned with Kubernetes
+
+
 def kubernetes_services(host: dict) -> dict[str, dict]:
-    """Services that run a Kubernetes (or etcd) binary; the rest must be kubesmith's own runtime pieces."""
+    """Services that run a Kubernetes (or etcd) binary; the rest must be kubesmith's own runtime pieces or
+    the host's container runtime."""
     services = {}
     for service in host["services"]:
         if service["binary"] in REGISTRY.binaries:
             services[service["name"]] = service
         else:
-            assert service["binary"] == "kubesmith", f"{service['binary']} is unknown to the version registry"
+            assert service["binary"] in {"kubesmith", *HOST_BINARIES}, \
+                f"{service['binary']} is unknown to the version registry"
     return services
 
 

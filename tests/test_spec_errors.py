@@ -153,7 +153,7 @@ def test_warnings_do_not_fail(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "warning: spec.hosts: 4 etcd members tolerate no more failures than 3; use an odd number" in result.stderr
     assert "error" not in result.stderr
-    assert result.stdout.startswith("even.yaml: valid (cluster lab, Kubernetes 1.33.2, 4 hosts)")
+    assert result.stdout.startswith("even.yaml: valid (cluster lab, Kubernetes 1.36.2, 4 hosts)")
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)

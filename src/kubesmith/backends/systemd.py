@@ -176,7 +176,7 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
         arguments = [probe_argument(probe, host) for probe in gate.any_of]
         entries.append(("ExecStartPre", command_line(wait_command(options, arguments, options.gate_deadline, True), head=7)))
     entries += [
-        ("ExecStart", command_line([f"{options.bin_dir}/{service.binary}", *service.argv])),
+        ("ExecStart", command_line([executable(service, options), *service.argv])),
         ("Restart", service.restart.policy),
         ("RestartSec", seconds(service.restart.delay_seconds)),
         ("TimeoutStartSec", seconds(options.gate_deadline * max(1, len(service.gates)) + 60)),
@@ -184,11 +184,17 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
         ("LimitNOFILE", "1048576"),
     ]
     entries += directories(service)
+    entries += service.unit_settings
     if service.capabilities:
         entries.append(("AmbientCapabilities", " ".join(service.capabilities)))
     if service.hardening:
         entries += hardening(service)
     return entries
+
+
+def executable(service: Service, options: UnitOptions) -> str:
+    """Shipped binaries live in bin_dir; a binary named by its absolute path is the host's own."""
+    return service.binary if service.binary.startswith("/") else f"{options.bin_dir}/{service.binary}"
 
 
 def directories(service: Service) -> list[tuple[str, str]]:

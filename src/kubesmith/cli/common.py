@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -14,6 +14,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import Problem, SpecError
 
 if TYPE_CHECKING:
+    from kubesmith.plan.environment import HostEnvironment
     from kubesmith.plan.model import Plan
     from kubesmith.spec.load import LoadedSpec
 
@@ -98,13 +99,14 @@ def ssh_flags(when: str = "") -> Callable[[Callable[..., Any]], Callable[..., An
     return decorate
 
 
-def load_plan_or_fail(path: str) -> tuple[LoadedSpec, Plan]:
-    """The spec and its plan: where every command that acts on hosts starts."""
+def load_plan_or_fail(path: str, environments: Mapping[str, HostEnvironment] | None = None
+                      ) -> tuple[LoadedSpec, Plan]:
+    """The spec and its plan (with what was observed of hosts): where every command that acts on hosts starts."""
     from kubesmith.plan.evaluate import evaluate
     from kubesmith.versions.registry import load_registry
 
     loaded = load_spec_or_fail(path)
-    return loaded, evaluate(loaded.cluster, load_registry())
+    return loaded, evaluate(loaded.cluster, load_registry(), environments)
 
 
 def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:

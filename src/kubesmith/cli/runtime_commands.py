@@ -13,6 +13,7 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json,
                                    spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
+from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
 from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
                                       supervisor_pids)
@@ -42,7 +43,7 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
     stops everything in reverse order on Ctrl-C/SIGTERM. Exit 4 names a service that could not
     become ready before its deadline.
     """
-    _, plan = load_plan_or_fail(spec_file)
+    _, plan = load_plan_or_fail(spec_file, {host_name: observe_local()})
     check_host_names(plan, [host_name], spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     try:

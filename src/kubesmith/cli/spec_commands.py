@@ -14,6 +14,7 @@ from kubesmith import __version__
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    load_spec_or_fail, report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.plan.environment import local_host_name, primary_address
 from kubesmith.plan.text import plan_text
 from kubesmith.spec.docs import option_docs, options_markdown
 from kubesmith.spec.errors import SpecError
@@ -106,21 +107,23 @@ def schema() -> None:
 
 @click.command()
 @click.option("--name", required=True, help="Cluster name (a DNS label).")
-@click.option("--host", "host_args", multiple=True, required=True, metavar="NAME=ADDRESS[:ROLE,ROLE]",
-              help="A host; roles from control-plane, etcd, node. Repeatable.")
+@click.option("--host", "host_args", multiple=True, metavar="NAME=ADDRESS[:ROLE,ROLE]",
+              help="A host; roles from control-plane, etcd, node. Repeatable. Default: this machine, by its "
+                   "host name and the address of its default route, with every role.")
 @click.option("--kubernetes-version", default=None, help="Release to run; default: the release kubesmith is tested with.")
 @click.option("--endpoint", default=None, metavar="HOST:PORT", help="Load-balanced API endpoint for HA.")
 def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, endpoint: str | None) -> None:
     """Write a starting cluster file to standard output.
 
     Without roles, one host gets every role; with several, the first one or three become
-    control-plane + etcd and the rest nodes.
+    control-plane + etcd and the rest nodes. Without --host, the cluster is this machine.
 
     \b
-    Example:
+    Examples:
+      kubesmith init --name demo > cluster.yaml      # this machine, for `kubesmith run`
       kubesmith init --name demo --host h1=10.0.0.11 --host h2=10.0.0.12:node > cluster.yaml
     """
-    hosts = [_parse_host(arg) for arg in host_args]
+    hosts = [_parse_host(arg) for arg in host_args] or [_this_machine()]
     _default_roles(hosts)
     version = kubernetes_version or load_registry().tested_release
     document: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name},
@@ -136,6 +139,14 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
         fail("the arguments do not make a valid cluster; see the problems above", ExitCode.USAGE)
     report_problems(loaded.warnings)
     sys.stdout.write(text)
+
+
+def _this_machine() -> dict[str, Any]:
+    address = primary_address()
+    if address is None:
+        fail("this machine has no default route, so its address is unknown; give --host NAME=ADDRESS",
+             ExitCode.USAGE)
+    return {"name": local_host_name(), "address": address}
 
 
 def _parse_host(argument: str) -> dict[str, Any]:

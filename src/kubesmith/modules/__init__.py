@@ -6,6 +6,7 @@ from kubesmith.modules.agent import AgentModule
 from kubesmith.modules.apiserver import ApiserverModule
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CaServiceModule
+from kubesmith.modules.container_runtime import ContainerRuntimeModule
 from kubesmith.modules.controller_manager import ControllerManagerModule
 from kubesmith.modules.etcd import EtcdModule
 from kubesmith.modules.kubelet import KubeletModule
@@ -17,6 +18,7 @@ MODULES: tuple[Module, ...] = (
     ApiserverModule(),
     ControllerManagerModule(),
     SchedulerModule(),
+    ContainerRuntimeModule(),
     KubeletModule(),
     ProxyModule(),
     CaServiceModule(),

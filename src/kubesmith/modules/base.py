@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import Field
 
+from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.model import File, Probe, Service, Source, Target, User
 from kubesmith.spec.types import ExtraArgs, FeatureGates, StrictModel
 from kubesmith.urls import url_host
@@ -30,6 +31,7 @@ class HostFacts:
     address: str
     roles: frozenset[str]
     labels: tuple[tuple[str, str], ...] = ()
+    environment: HostEnvironment = ASSUMED
 
 
 @dataclass(frozen=True, slots=True)

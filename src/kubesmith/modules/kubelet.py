@@ -1,8 +1,12 @@
 """kubelet: runs pods on every host with the `node` role.
 
 Configured through a KubeletConfiguration file (flags only for what has no config field).
-Webhook authentication and authorization, no read-only port, no anonymous access, and
-no --hostname-override (CIS 4.2.7): the host name in the spec is the node name.
+Webhook authentication and authorization, no read-only port, no anonymous access.
+
+The node's name is the spec's host name, always: its certificates say `system:node:<name>`, and
+NodeRestriction lets a kubelet touch only the Node of that name, so kubesmith passes the name
+(`--hostname-override`) rather than letting the kubelet take the operating system's host name.
+CIS 4.2.7 (manual) asks not to set that flag; here it states the identity instead of changing it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.apiserver import STRONG_CIPHERS
+from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
                                     render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
@@ -30,9 +35,12 @@ class KubeletOptions(ComponentOptions):
     root_dir: str = Field(default=f"{layout.LIB}/kubelet", description="Kubelet state directory.")
     max_pods: int = Field(default=110, ge=1, description="Maximum pods per node.")
     pod_pids_limit: int = Field(default=4096, ge=-1, description="Maximum processes per pod (CIS 4.2.13).")
-    container_runtime_endpoint: str = Field(default="unix:///run/containerd/containerd.sock",
-                                            description="CRI socket of the container runtime.")
-    cgroup_driver: str = Field(default="systemd", pattern="^(systemd|cgroupfs)$", description="Cgroup driver.")
+    container_runtime_endpoint: str | None = Field(
+        default=None, description="CRI socket of the container runtime; default: spec.components.containerRuntime.socket.",
+        json_schema_extra={"x-derived-from": "spec.components.containerRuntime.socket"})
+    cgroup_driver: str | None = Field(default=None, pattern="^(systemd|cgroupfs)$", description="Cgroup driver, "
+                                      "shared with containerd; default: systemd where systemd is PID 1, else cgroupfs.",
+                                      json_schema_extra={"x-derived-from": "the host's init system"})
     cluster_dns: list[IPAddress] | None = Field(default=None, description="DNS servers for pods; default: "
                                           "spec.network.dnsServiceIp.",
                                           json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
@@ -61,12 +69,13 @@ class KubeletModule(Module):
         kubeconfig = kubeconfig_file(ctx, "kubelet", "kubelet-client", "root")
         config_path = layout.config_path("kubelet.yaml")
         ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
-        config = ctx.shared("kubelet-configuration", lambda: File(
+        config = ctx.shared(("kubelet-configuration", host.environment), lambda: File(
             path=config_path, mode=0o644, data=kubelet_configuration(ctx, options), format="yaml"))
         labels = ",".join(f"{key}={value}" for key, value in host.labels)
         flags = {
             "config": config_path,
             "kubeconfig": kubeconfig.path,
+            "hostname-override": host.name,
             "node-ip": host.address,
             "root-dir": options.root_dir,
             "node-labels": labels or None,
@@ -99,8 +108,10 @@ class KubeletModule(Module):
 
 
 def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str, Any]:
-    """The KubeletConfiguration document: identical on every node (the host shows in flags only)."""
+    """The KubeletConfiguration document: the same on every node of one environment (the host shows in
+    flags only)."""
     cluster = ctx.cluster
+    environment = ctx.host.environment
     serving = certificate("kubelet-serving")
     ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
     gates = effective_gates(cluster, options.feature_gates)
@@ -121,8 +132,9 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
         "tlsMinVersion": "VersionTLS12",
         "clusterDomain": options.cluster_domain or cluster.dns_domain,
         "clusterDNS": options.cluster_dns or [cluster.dns_service_ip],
-        "cgroupDriver": options.cgroup_driver,
-        "containerRuntimeEndpoint": options.container_runtime_endpoint,
+        "cgroupDriver": options.cgroup_driver or environment.cgroup_driver,
+        "failCgroupV1": False if environment.cgroup_version == 1 else None,
+        "containerRuntimeEndpoint": options.container_runtime_endpoint or runtime_endpoint(ctx),
         "maxPods": options.max_pods,
         "podPidsLimit": options.pod_pids_limit,
         "seccompDefault": options.seccomp_default,

@@ -37,7 +37,7 @@ class ProxyModule(Module):
         config_path = layout.config_path("kube-proxy.yaml")
         config = ctx.shared("kube-proxy-configuration", lambda: File(
             path=config_path, mode=0o644, data=proxy_configuration(ctx, options, kubeconfig.path), format="yaml"))
-        flags = {"config": config_path, "v": options.verbosity}
+        flags = {"config": config_path, "hostname-override": host.name, "v": options.verbosity}
         service = Service(
             name="kube-proxy",
             component=self.key,
@@ -47,7 +47,7 @@ class ProxyModule(Module):
             user="root",
             group="root",
             wanted_by="node-online.target",
-            after=("network-online.target", "kubelet.service"),
+            after=("network-online.target", "kubelet.service"),  # the node name: see modules/kubelet.py
             gates=(api_gate(ctx, "kube-proxy-client"),),
             readiness=Probe(kind="http", host=host.address, port=options.healthz_port, path="/healthz"),
             needs_files=(config_path, kubeconfig.path),
@@ -74,6 +74,9 @@ def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str
         "bindAddress": "0.0.0.0",
         "healthzBindAddress": f"0.0.0.0:{options.healthz_port}",
         "metricsBindAddress": options.metrics_bind_address,
+        # kubesmith owns the host's sysctls (sysctl.d on hosts; `run` only checks them), so kube-proxy
+        # leaves conntrack limits as they are: it cannot write them outside the initial network namespace
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
         "featureGates": gates or None,
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 from kubesmith.gcpause import gc_paused
@@ -9,6 +10,7 @@ from kubesmith.modules import MODULES
 from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
+from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.versions.registry import VersionRegistry
@@ -48,13 +50,16 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) 
     )
 
 
-def _host_facts(host) -> HostFacts:  # type: ignore[no-untyped-def]
+def _host_facts(host, environment: HostEnvironment = ASSUMED) -> HostFacts:  # type: ignore[no-untyped-def]
     return HostFacts(name=host.name, address=host.address, roles=frozenset(host.roles),
-                     labels=tuple(sorted(host.labels.items())))
+                     labels=tuple(sorted(host.labels.items())), environment=environment)
 
 
-def evaluate(cluster: Cluster, registry: VersionRegistry) -> Plan:
-    host_facts = tuple(_host_facts(host) for host in cluster.spec.hosts)
+def evaluate(cluster: Cluster, registry: VersionRegistry,
+             environments: Mapping[str, HostEnvironment] | None = None) -> Plan:
+    """The plan; `environments` holds what was observed of hosts (by name), the rest is assumed."""
+    observed = environments or {}
+    host_facts = tuple(_host_facts(host, observed.get(host.name, ASSUMED)) for host in cluster.spec.hosts)
     facts = cluster_facts(cluster, host_facts)
     memo: dict[object, object] = {}
     with gc_paused():
@@ -99,6 +104,7 @@ def _host_plan(ctx: HostContext) -> HostPlan:
         targets=tuple(target for part in parts for target in part.targets),
         files=_unique_files(files),
         certificates=requests,
+        environment=ctx.host.environment,
     )
 
 

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.urls import url_host
 
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
@@ -74,6 +75,7 @@ class Service:
     state_directory: str | None = None  # owned data directory (etcd data, kubelet root)
     capabilities: tuple[str, ...] = ()  # ambient capabilities for non-root users
     hardening: bool = True  # whether the component tolerates systemd sandboxing
+    unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,7 @@ class File:
     group: str = "root"
     content: str | None = None  # literal text
     data: Any = None  # structured document, serialised at render time as `format`
-    format: Literal["text", "yaml", "json"] = "text"
+    format: Literal["text", "yaml", "json", "toml"] = "text"
     source: Source | None = None  # produced later (certificates, keys, kubeconfigs)
 
 
@@ -143,6 +145,7 @@ class HostPlan:
     targets: tuple[Target, ...]
     files: tuple[File, ...]
     certificates: tuple[CertificateRequest, ...]
+    environment: HostEnvironment = ASSUMED  # observed facts, or what the plan assumed
 
     def service(self, name: str) -> Service:
         for service in self.services:

@@ -18,6 +18,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _version(cluster, registry)
     findings += _network(cluster)
     findings += _hosts(cluster)
+    findings += _advertised_addresses(cluster)
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
     return findings
@@ -88,6 +89,35 @@ def _hosts(cluster: Cluster) -> list[Finding]:
                          "several control-plane hosts but no endpoint: clients will use the first host only; "
                          "set a load-balanced HOST:PORT for HA", "warning"))
     return findings
+
+
+def _advertised_addresses(cluster: Cluster) -> list[Finding]:
+    """A control-plane address is published to the whole cluster (the `kubernetes` Service's
+    endpoints, certificates, every kubeconfig): one only this machine can reach breaks every
+    in-cluster client, and the API server refuses loopback endpoints outright."""
+    findings: list[Finding] = []
+    for index, host in enumerate(cluster.spec.hosts):
+        if "control-plane" in host.roles and (reason := _unreachable_from_others(host.address)):
+            findings.append((("spec", "hosts", index, "address"),
+                             f"{host.address} is {reason}: a control-plane host needs an address other hosts and "
+                             "pods can reach (kubesmith init without --host writes this machine's)", "error"))
+    advertised = cluster.spec.components.apiserver.advertise_address
+    if advertised and (reason := _unreachable_from_others(advertised)):
+        findings.append((("spec", "components", "apiserver", "advertiseAddress"),
+                         f"{advertised} is {reason}: the API server publishes it as the kubernetes Service's "
+                         "endpoint, which pods must reach", "error"))
+    return findings
+
+
+def _unreachable_from_others(text: str) -> str | None:
+    address = ipaddress.ip_address(text)
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_unspecified:
+        return "the unspecified address"
+    if address.is_link_local:
+        return "a link-local address"
+    return None
 
 
 def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:

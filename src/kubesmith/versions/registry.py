@@ -63,7 +63,8 @@ class VersionRegistry:
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.minors: tuple[str, ...] = tuple(sorted(data["minors"], key=minor_key))
-        self.tested_release: str = data["tested_release"]  # the release the test suite runs for real
+        # the release the test suite runs for real (init's default)
+        self.tested_release: str = data.get("tested_release") or f"{self.minors[-1]}.0"
         self._binaries = {name: _binary(entry) for name, entry in data["binaries"].items()}
         self._removed = tuple(
             RemovedFlag(item["binary"], item["flag"], item["removed_in"], item.get("replacement"), item.get("note"))

@@ -1,0 +1,108 @@
+"""containerd with runc: the container runtime of every host with the `node` role.
+
+kubesmith writes containerd's whole configuration (it never relies on a distribution's file):
+its socket and directories, the cgroup driver the kubelet shares (the kubelet follows the
+runtime's driver only where the runtime can say which it uses, and containerd 1.6 cannot), the
+sandbox image, the CNI directories, and the oom-score restriction a host without
+CAP_SYS_RESOURCE needs (otherwise runc fails every sandbox with "can't get final child's PID
+from pipe"). Readiness is containerd's metrics endpoint on loopback, which answers once its
+plugins, the CRI one included, are loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import Contribution, HostContext, Module
+from kubesmith.modules.merge import deep_merge
+from kubesmith.plan.environment import HostEnvironment
+from kubesmith.plan.model import File, Probe, Service
+from kubesmith.spec.types import ExtraConfig, Port, StrictModel
+
+CRI_PLUGIN = "io.containerd.grpc.v1.cri"
+CONFIG_PATH = "/etc/containerd/config.toml"
+
+
+class ContainerRuntimeOptions(StrictModel):
+    binary: str = Field(default="/usr/bin/containerd", pattern="^/", description="containerd on the host "
+                        "(Debian's package, with runc and containernetworking-plugins); apply does not ship it.")
+    socket: str = Field(default="/run/containerd/containerd.sock", description="containerd's gRPC socket "
+                        "(the kubelet's container runtime endpoint).")
+    root_dir: str = Field(default=f"{layout.LIB}/containerd", description="containerd's persistent data "
+                          "(images, snapshots).")
+    state_dir: str = Field(default="/run/containerd", description="containerd's runtime state.")
+    metrics_port: Port = Field(default=1338, description="Plain-HTTP metrics port on 127.0.0.1 (readiness).")
+    sandbox_image: str = Field(default="kubesmith.local/pause:1", description="Pod sandbox image; kubesmith "
+                               "imports its own build on every node, no registry needed.")
+    cni_bin_dir: str = Field(default="/usr/lib/cni", description="Directory of the CNI plugins "
+                             "(Debian's containernetworking-plugins).")
+    cni_conf_dir: str = Field(default="/etc/cni/net.d", description="Directory of the CNI network configuration.")
+    restrict_oom_score_adj: bool | None = Field(
+        default=None, description="Keep containers' oom_score_adj at or above containerd's; default: on where "
+        "the host lacks CAP_SYS_RESOURCE.", json_schema_extra={"x-derived-from": "the host's capabilities"})
+    extra_config: ExtraConfig = Field(default={}, description="Merged into containerd's config.toml.")
+
+
+class ContainerRuntimeModule(Module):
+    key = "container_runtime"
+    title = "containerd container runtime"
+    options = ContainerRuntimeOptions
+    roles = frozenset({"node"})
+
+    def contribute(self, ctx: HostContext, options: ContainerRuntimeOptions) -> Contribution:
+        environment = ctx.host.environment
+        config = ctx.shared(("containerd-config", environment), lambda: File(
+            path=CONFIG_PATH, mode=0o644, data=containerd_config(options, environment), format="toml"))
+        service = Service(
+            name="containerd",
+            component=self.key,
+            description="containerd container runtime",
+            binary=options.binary,
+            argv=(f"--config={CONFIG_PATH}",),
+            user="root",
+            group="root",
+            wanted_by="node-online.target",
+            after=("network-online.target", "local-fs.target"),
+            readiness=Probe(kind="http", host="127.0.0.1", port=options.metrics_port, path="/v1/metrics",
+                            run_on=ctx.host.name),
+            needs_files=(CONFIG_PATH,),
+            state_directory=options.root_dir,
+            hardening=False,
+            # containers live in their own cgroups under the runtime's: systemd must neither manage
+            # them nor kill the shims when containerd restarts (as containerd's own unit has it)
+            unit_settings=(("Delegate", "yes"), ("KillMode", "process"), ("OOMScoreAdjust", "-999")),
+        )
+        return Contribution(services=[service], files=[config])
+
+
+def containerd_config(options: ContainerRuntimeOptions, environment: HostEnvironment) -> dict[str, Any]:
+    """containerd 1.6's configuration (version 2) for this host's environment."""
+    restrict = options.restrict_oom_score_adj
+    if restrict is None:
+        restrict = not environment.can_lower_oom_score
+    return deep_merge({
+        "version": 2,
+        "root": options.root_dir,
+        "state": options.state_dir,
+        "grpc": {"address": options.socket},
+        "metrics": {"address": f"127.0.0.1:{options.metrics_port}"},
+        "plugins": {CRI_PLUGIN: {
+            "sandbox_image": options.sandbox_image,
+            "restrict_oom_score_adj": restrict,
+            "containerd": {
+                "default_runtime_name": "runc",
+                "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                      "options": {"SystemdCgroup": environment.cgroup_driver == "systemd"}}},
+            },
+            "cni": {"bin_dir": options.cni_bin_dir, "conf_dir": options.cni_conf_dir},
+        }},
+    }, options.extra_config)
+
+
+def runtime_endpoint(ctx: HostContext) -> str:
+    """The CRI endpoint the kubelet uses: this module's socket."""
+    options: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
+    return f"unix://{options.socket}"
