@@ -1,4 +1,5 @@
-"""The stand-ins refuse what the real binaries refuse: unknown flags, client certs from the wrong CA."""
+"""The fault-injection stand-ins (a /readyz that stays false: what a real binary cannot show on demand)
+still refuse what the real binaries refuse: unknown flags, client certificates from the wrong CA."""
 
 from __future__ import annotations
 

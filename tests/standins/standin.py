@@ -1,6 +1,8 @@
-"""Stand-ins for the Kubernetes binaries, for tests only: they prove the plumbing, not Kubernetes.
+"""Stand-ins for the Kubernetes binaries, for fault injection in tests only.
 
-The real control-plane binaries are not installable here. A stand-in takes the command line
+Every test that starts a Kubernetes component uses the real binaries (tests/k8s_support.py). A
+stand-in remains only where a test needs a fault a real binary cannot show on demand: a /readyz that
+stays false (STANDIN_NEVER_READY) or answers late (STANDIN_READY_DELAY). A stand-in takes the command line
 the plan gives the real binary and:
 
 * accepts only the flags the version registry allows for that binary and version
@@ -367,6 +369,9 @@ async def serve(state: State) -> None:
 def main(binary: str) -> int:
     """Entry point of each stand-in executable."""
     argv = sys.argv[1:]
+    if argv == ["--version"]:  # as the real binaries answer (kubesmith checks the release)
+        print(f"Kubernetes v{kubernetes_version()}.0-standin")
+        return 0
     try:
         version = kubernetes_version()
         flags = parse_flags(binary, version, argv)
