@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-pytest_plugins = ["lab_fixture", "lab_cluster", "sshd_fixture"]  # lab_hosts, lab_cluster, local_sshd
+pytest_plugins = ["lab_fixture", "lab_cluster", "sshd_fixture", "run_support"]  # lab_hosts, lab_cluster, local_sshd, run_netns
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

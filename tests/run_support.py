@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,9 +80,22 @@ def init_spec(netns: Netns, directory: Path, name: str = "single") -> Path:
     return path
 
 
-def short_state_dir() -> Path:
-    """containerd's socket lives under the state directory: unix socket paths are limited to 107 bytes."""
-    return Path(tempfile.mkdtemp(prefix="ks", dir="/tmp"))
+@pytest.fixture(scope="session")
+def short_state_dirs() -> Iterator[Callable[[], Path]]:
+    """New short state directories, removed at the end of the session. containerd's socket lives
+    under the state directory, and unix socket paths are limited to 107 bytes: pytest's are too long."""
+    made: list[Path] = []
+
+    def make() -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix="ks", dir="/tmp")))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+            (directory.parent / f"{directory.name}.log").unlink(missing_ok=True)
 
 
 @dataclass

