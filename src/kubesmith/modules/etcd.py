@@ -91,6 +91,7 @@ class EtcdModule(Module):
             needs_files=tls_files,
             watch_files=tls_files[1:],
             state_directory=options.data_dir,
+            tools=("etcdctl", "etcdutl"),  # snapshots and restores (kubesmith etcd snapshot/restore)
         )
         return Contribution(
             services=[service],

@@ -76,6 +76,7 @@ class Service:
     capabilities: tuple[str, ...] = ()  # ambient capabilities for non-root users
     hardening: bool = True  # whether the component tolerates systemd sandboxing
     unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
+    tools: tuple[str, ...] = ()  # companion executables shipped beside the binary (etcdctl, etcdutl)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,137 @@
+"""Day-2 commands: `etcd snapshot`, `etcd restore`, `reset`."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
+                                  spec_argument)
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki.store import default_state_dir
+from kubesmith.plan.model import Plan
+
+T = TypeVar("T")
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _on_hosts(spec_file: str, ssh_config: str | None, known_hosts: str | None, identity: str | None,
+              work: Callable[[Any, Plan], Awaitable[T]]) -> tuple[Plan, T]:
+    """Run `work(transport, plan)`; a failed step is one line naming host and step (exit 5)."""
+    from kubesmith.backends.day2 import Day2Error
+    from kubesmith.transport.settings import ssh_options
+    from kubesmith.transport.ssh import SshTransport, TransportError
+
+    loaded, plan = load_plan_or_fail(spec_file)
+    options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+
+    async def run() -> T:
+        async with SshTransport(options) as transport:
+            return await work(transport, plan)
+
+    try:
+        return plan, asyncio.run(run())
+    except (Day2Error, TransportError) as exc:
+        fail(str(exc), ExitCode.FAILED)
+
+
+def _confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{question} Give --yes to proceed without a terminal.", ExitCode.USAGE)
+    if not click.confirm(question, default=False):
+        fail("nothing was changed", ExitCode.USAGE)
+
+
+@click.group("etcd")
+def etcd_group() -> None:
+    """Snapshots of the cluster's etcd and restoring one (etcd's disaster-recovery procedure)."""
+
+
+@etcd_group.command("snapshot")
+@spec_argument()
+@click.option("--output", "output_file", default=None, metavar="FILE",
+              help="Where to write it (0600); default: etcd-<cluster>-<UTC time>.db here.")
+@click.option("--format", "output", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@ssh_flags()
+def snapshot_command(spec_file: str, output_file: str | None, output: str, ssh_config: str | None,
+                     known_hosts: str | None, identity: str | None) -> None:
+    """Save a consistent snapshot through the etcd API of the first healthy member; print its hash and revision."""
+    from kubesmith.backends.day2 import snapshot
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    _, taken = _on_hosts(spec_file, ssh_config, known_hosts, identity, lambda transport, plan: snapshot(
+        transport, plan, Path(output_file or f"etcd-{plan.cluster}-{stamp}.db"), _progress))
+    if output == "json":
+        emit_json({"path": str(taken.path), "member": taken.member, "revision": taken.revision, "hash": taken.hash,
+                   "keys": taken.keys, "size": taken.size, "sha256": taken.sha256})
+    else:
+        click.echo(f"{taken.path}: revision {taken.revision}, hash {taken.hash}, {taken.keys} keys, "
+                   f"{taken.size} bytes, sha256 {taken.sha256} (from {taken.member})")
+
+
+@etcd_group.command("restore")
+@spec_argument()
+@click.argument("snapshot_file", metavar="SNAPSHOT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--deadline", default=600.0, show_default=True, help="Seconds etcd and the API servers may take.")
+@ssh_flags()
+def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: float, ssh_config: str | None,
+                    known_hosts: str | None, identity: str | None) -> None:
+    """Replace the cluster's state with SNAPSHOT on every etcd member.
+
+    Checks the file's integrity first (nothing changes when it fails), stops the API servers and
+    etcd, restores each member's data as a new cluster with the old data kept aside, starts etcd,
+    then the API servers, and removes the old data once they are healthy.
+    """
+    from kubesmith.backends.day2 import integrity_problem, restore
+
+    problem = integrity_problem(snapshot_file.read_bytes())
+    if problem:
+        fail(f"{snapshot_file} {problem}; nothing was changed", ExitCode.FAILED)
+    _confirm(yes, f"Replace the whole state of this cluster with {snapshot_file}?")
+    _, removed = _on_hosts(spec_file, ssh_config, known_hosts, identity, lambda transport, plan: restore(
+        transport, plan, snapshot_file, _progress, deadline=deadline))
+    click.echo(f"restored {snapshot_file} on {len(removed)} member{'s' if len(removed) != 1 else ''}; "
+               "the cluster is healthy and the old data was removed")
+
+
+@click.command("reset")
+@spec_argument()
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only this host (repeatable; default: all).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--purge", is_flag=True, help="Also delete the cluster's state directory (its CAs and keys).")
+@click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (for --purge).")
+@ssh_flags()
+def reset_command(spec_file: str, hosts: tuple[str, ...], yes: bool, purge: bool, state_dir: str | None,
+                  ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
+    """Stop and remove kubesmith's units, files and data directories on the hosts.
+
+    Refuses a host whose manifest names another cluster (or none) before touching any. The
+    state directory stays, unless --purge: a later `apply` builds the cluster again with the
+    same CAs, so old kubeconfigs work again.
+    """
+    from kubesmith.backends.day2 import reset
+
+    _, plan = load_plan_or_fail(spec_file)
+    selected = list(hosts) or [host.name for host in plan.hosts]
+    check_host_names(plan, selected, spec_file)
+    _confirm(yes, f"Remove cluster {plan.cluster!r} from {', '.join(selected)} (units, files, etcd data)?")
+    _on_hosts(spec_file, ssh_config, known_hosts, identity,
+              lambda transport, plan: reset(transport, plan, selected, _progress))
+    click.echo(f"reset {', '.join(selected)}")
+    if purge:
+        state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+        shutil.rmtree(state, ignore_errors=True)
+        click.echo(f"removed the state directory {state}")

@@ -1,0 +1,62 @@
+"""What a Kubernetes binary itself says about its flags and feature gates: the registry's ground truth.
+
+`--help` lists every flag it accepts (hidden, deprecated ones excepted) and marks deprecated ones,
+and lists the alpha and beta feature gates with their defaults. GA and deprecated gates are not
+listed; asking the binary to set one shows what it is: an unknown name is "unrecognized" (a
+warning), a locked one refuses the other value (an error), a deprecated one warns. Used by
+`tools/registry_from_binaries.py` to write the registry's facts and by the tests to check them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)\b")
+GATE_LINE = re.compile(r"^\s+(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false \((ALPHA|BETA|GA|DEPRECATED) - default=(true|false)\)")
+GateKind = Literal["unknown", "locked", "deprecated", "settable"]
+
+
+@dataclass(frozen=True, slots=True)
+class HelpFacts:
+    flags: frozenset[str]
+    deprecated: frozenset[str]
+    gates: dict[str, tuple[str, bool]]  # alpha and beta gates: name -> (stage, default)
+
+
+def help_facts(text: str) -> HelpFacts:
+    flags, deprecated, gates = set(), set(), {}
+    for line in text.splitlines():
+        if match := FLAG_LINE.match(line):
+            flags.add(match.group(1))
+            if "(DEPRECATED:" in line:
+                deprecated.add(match.group(1))
+        elif match := GATE_LINE.match(line):
+            gates[match.group(1)] = (match.group(2), match.group(3) == "true")
+    flags.discard("help")
+    return HelpFacts(frozenset(flags), frozenset(deprecated), gates)
+
+
+def read_help(binary: Path) -> HelpFacts:
+    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
+    return help_facts(result.stdout + result.stderr)
+
+
+def probe_gate(binary: Path, name: str, value: bool) -> GateKind:
+    """How the binary takes `--feature-gates=name=value`; it exits before serving anything."""
+    with tempfile.TemporaryDirectory() as scratch:  # the kubelet parses gates only with a config to read
+        extra = ["--config", str(Path(scratch) / "missing.yaml")] if binary.name == "kubelet" else ["--version"]
+        result = subprocess.run([str(binary), f"--feature-gates={name}={str(value).lower()}", *extra],
+                                capture_output=True, text=True, timeout=60, check=False)
+    output = result.stdout + result.stderr
+    if f"unrecognized feature gate: {name}" in output:
+        return "unknown"
+    if f"cannot set feature gate {name} to" in output and "locked" in output:
+        return "locked"
+    if "deprecated feature gate" in output and name in output:
+        return "deprecated"
+    return "settable"
