@@ -143,7 +143,7 @@ class ApiserverModule(Module):
             "audit-policy-file": audit_policy,
             "event-ttl": options.event_ttl,
             "profiling": options.profiling,
-            "feature-gates": feature_gates_flag(effective_gates(cluster, options.feature_gates)),
+            "feature-gates": feature_gates_flag(effective_gates(ctx, "kube-apiserver", options.feature_gates)),
             "v": options.verbosity,
         }
         files = [

@@ -155,9 +155,11 @@ def feature_gates_flag(gates: tuple[tuple[str, bool], ...] | dict[str, bool] | N
     return ",".join(f"{name}={flag_value(enabled)}" for name, enabled in items) or None
 
 
-def effective_gates(cluster: ClusterFacts, own: FeatureGates | None) -> dict[str, bool]:
-    """The cluster's feature gates, overridden gate by gate by the component's own."""
-    gates = dict(cluster.feature_gates)
+def effective_gates(ctx: HostContext, binary: str, own: FeatureGates | None) -> dict[str, bool]:
+    """The cluster's feature gates that `binary` knows (validation refused names none knows), overridden
+    gate by gate by the component's own: a gate is never handed to a component that would not take it."""
+    known = ctx.registry.gates(binary, ctx.cluster.minor)
+    gates = {name: value for name, value in ctx.cluster.feature_gates if known is None or name in known}
     gates.update(own or {})
     return gates
 

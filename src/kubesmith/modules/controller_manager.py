@@ -73,7 +73,7 @@ class ControllerManagerModule(Module):
             "profiling": options.profiling,
             "tls-cert-file": serving.cert_path,
             "tls-private-key-file": serving.key_path,
-            "feature-gates": feature_gates_flag(effective_gates(cluster, options.feature_gates)),
+            "feature-gates": feature_gates_flag(effective_gates(ctx, "kube-controller-manager", options.feature_gates)),
             "v": options.verbosity,
         }
         watched = (serving.cert_path, serving.key_path, kubeconfig.path, ca_key, sa_key)

@@ -114,7 +114,7 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
     environment = ctx.host.environment
     serving = certificate("kubelet-serving")
     ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
-    gates = effective_gates(cluster, options.feature_gates)
+    gates = effective_gates(ctx, "kubelet", options.feature_gates)
     document = deep_merge({
         "apiVersion": ctx.registry.config_api("KubeletConfiguration", cluster.minor),
         "kind": "KubeletConfiguration",

@@ -64,7 +64,7 @@ class ProxyModule(Module):
 def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str) -> dict[str, Any]:
     """The KubeProxyConfiguration document: identical on every node."""
     cluster = ctx.cluster
-    gates = effective_gates(cluster, options.feature_gates)
+    gates = effective_gates(ctx, "kube-proxy", options.feature_gates)
     document = deep_merge({
         "apiVersion": ctx.registry.config_api("KubeProxyConfiguration", cluster.minor),
         "kind": "KubeProxyConfiguration",

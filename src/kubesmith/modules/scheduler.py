@@ -52,7 +52,7 @@ class SchedulerModule(Module):
             "tls-cert-file": serving.cert_path,
             "tls-private-key-file": serving.key_path,
             "profiling": options.profiling,
-            "feature-gates": feature_gates_flag(effective_gates(cluster, options.feature_gates)),
+            "feature-gates": feature_gates_flag(effective_gates(ctx, "kube-scheduler", options.feature_gates)),
             "v": options.verbosity,
         }
         watched = (serving.cert_path, serving.key_path, kubeconfig.path)

@@ -21,6 +21,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _advertised_addresses(cluster)
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
+        findings += _feature_gates(cluster, registry)
     return findings
 
 
@@ -118,6 +119,23 @@ def _unreachable_from_others(text: str) -> str | None:
     if address.is_link_local:
         return "a link-local address"
     return None
+
+
+def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
+    """Gates against what the release's binaries know: the cluster's against every component that takes
+    gates, a component's own against its binary."""
+    takers = {module.key: module.binary for module in MODULES if module.binary and
+              "feature_gates" in module.options.model_fields}
+    findings: list[Finding] = []
+    for name, value in cluster.spec.feature_gates.items():
+        if problem := registry.check_gate(tuple(takers.values()), name, value, cluster.minor):
+            findings.append((("spec", "featureGates", name), problem, "error"))
+    for key, binary in takers.items():
+        own = getattr(cluster.spec.components, key).feature_gates or {}
+        for name, value in own.items():
+            if problem := registry.check_gate((binary,), name, value, cluster.minor):
+                findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
+    return findings
 
 
 def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:

@@ -19,6 +19,11 @@ from typing import Literal
 FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)\b")
 GATE_LINE = re.compile(r"^\s+(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false \((ALPHA|BETA|GA|DEPRECATED) - default=(true|false)\)")
 GateKind = Literal["unknown", "locked", "deprecated", "settable"]
+PROXY_PROBE = """apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {{kubeconfig: {kubeconfig}}}
+featureGates: {{{name}: {value}}}
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +52,22 @@ def read_help(binary: Path) -> HelpFacts:
 
 
 def probe_gate(binary: Path, name: str, value: bool) -> GateKind:
-    """How the binary takes `--feature-gates=name=value`; it exits before serving anything."""
-    with tempfile.TemporaryDirectory() as scratch:  # the kubelet parses gates only with a config to read
-        extra = ["--config", str(Path(scratch) / "missing.yaml")] if binary.name == "kubelet" else ["--version"]
-        result = subprocess.run([str(binary), f"--feature-gates={name}={str(value).lower()}", *extra],
-                                capture_output=True, text=True, timeout=60, check=False)
+    """How the binary takes the gate `name` set to `value`; it exits before serving anything.
+
+    The kubelet applies --feature-gates only on its way to reading a config file; kube-proxy takes
+    gates from its config file alone (it then stops at the missing kubeconfig)."""
+    setting = f"{name}={str(value).lower()}"
+    with tempfile.TemporaryDirectory() as scratch:
+        if binary.name == "kube-proxy":
+            config = Path(scratch) / "proxy.yaml"
+            config.write_text(PROXY_PROBE.format(kubeconfig=Path(scratch) / "missing", name=name,
+                                                 value=str(value).lower()))
+            argv = ["--config", str(config)]
+        elif binary.name == "kubelet":
+            argv = [f"--feature-gates={setting}", "--config", str(Path(scratch) / "missing.yaml")]
+        else:
+            argv = [f"--feature-gates={setting}", "--version"]
+        result = subprocess.run([str(binary), *argv], capture_output=True, text=True, timeout=60, check=False)
     output = result.stdout + result.stderr
     if f"unrecognized feature gate: {name}" in output:
         return "unknown"

@@ -50,6 +50,21 @@ class BinaryFlags:
 
 
 @dataclass(frozen=True, slots=True)
+class GateFact:
+    """A feature gate as a release's binaries take it."""
+
+    stage: str  # ALPHA, BETA, GA, DEPRECATED
+    default: bool | None  # None: a GA or deprecated gate whose default the binaries did not show
+    locked: bool  # setting it to the other value stops the binary
+
+    @classmethod
+    def parse(cls, text: str) -> GateFact:
+        words = text.split()
+        default = {"true": True, "false": False}.get(words[1]) if len(words) > 1 else None
+        return cls(words[0], default, "locked" in words)
+
+
+@dataclass(frozen=True, slots=True)
 class RemovedFlag:
     binary: str
     flag: str
@@ -70,6 +85,7 @@ class VersionRegistry:
             RemovedFlag(item["binary"], item["flag"], item["removed_in"], item.get("replacement"), item.get("note"))
             for item in data.get("removed_before_supported", ()))
         self._config_apis: dict[str, dict[str, str]] = data["config_apis"]
+        self._gate_tables: dict[str, dict[str, Any]] = data.get("feature_gates", {})
         self._accepted: dict[tuple[str, str], frozenset[str]] = {}
 
     @property
@@ -108,6 +124,33 @@ class VersionRegistry:
         close = difflib.get_close_matches(name, sorted(self.flags(binary, minor)), n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"{binary} has no flag --{name} in {self._release(binary, minor)}{hint}"
+
+    def gates(self, binary: str, minor: str) -> dict[str, GateFact] | None:
+        """The feature gates `binary` of release `minor` knows; None where the registry has no gate facts."""
+        table = self._gate_tables.get(minor)
+        if table is None:
+            return None
+        differences = table.get("differences", {}).get(binary, {})
+        merged = {**table["gates"], **differences}
+        return {name: GateFact.parse(text) for name, text in merged.items() if text != "unknown"}
+
+    def check_gate(self, binaries: tuple[str, ...], name: str, value: bool, minor: str) -> str | None:
+        """None when every binary in `binaries` that knows the gate takes `value` and at least one knows
+        it; otherwise why not, with a close name when the gate is unknown."""
+        tables = [table for binary in binaries if (table := self.gates(binary, minor)) is not None]
+        if not tables:
+            return None
+        facts = [table[name] for table in tables if name in table]
+        if not facts:
+            known = sorted({gate for table in tables for gate in table})
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return f"Kubernetes {minor} has no feature gate {name!r}{hint}"
+        fact = facts[0]
+        if fact.locked and fact.default is not None and value != fact.default:
+            return (f"feature gate {name} is {fact.stage} and locked to {str(fact.default).lower()} in "
+                    f"Kubernetes {minor}; remove it from the spec")
+        return None
 
     def config_api(self, kind: str, minor: str) -> str:
         api = self._config_apis[kind].get(minor)

@@ -1,0 +1,113 @@
+"""The version registry agrees with the real v1.36.2 binaries: their flags, deprecated flags and
+feature gates (alpha and beta from `--help`; GA, locked and deprecated ones as the binaries take them).
+Where they disagree the binary is the truth: `tools/registry_from_binaries.py` updates the data."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from k8s_support import BINARIES, real_binaries, real_release
+
+from kubesmith.versions.binary_facts import HelpFacts, probe_gate, read_help
+from kubesmith.versions.registry import load_registry
+
+REGISTRY = load_registry()
+
+
+@pytest.fixture(scope="module")
+def minor() -> str:
+    return ".".join(real_release().split(".")[:2])
+
+
+@pytest.fixture(scope="module")
+def help_of() -> dict[str, HelpFacts]:
+    return {binary: read_help(real_binaries() / binary) for binary in BINARIES}
+
+
+def unknown_flag(binary: Path, flag: str) -> bool:
+    result = subprocess.run([str(binary), f"--{flag}=1", "--version"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    return f"unknown flag: --{flag}" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_every_flag_the_binary_lists_is_in_the_registry_and_every_other_is_hidden_but_accepted(
+        binary: str, minor: str, help_of: dict[str, HelpFacts]) -> None:
+    registry_flags = REGISTRY.flags(binary, minor)
+    listed = help_of[binary].flags
+    assert len(listed) > 50
+    assert sorted(listed - registry_flags) == []
+    hidden = sorted(registry_flags - listed)
+    assert [flag for flag in hidden if unknown_flag(real_binaries() / binary, flag)] == []
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_deprecated_flags_are_the_ones_the_binary_marks(binary: str, help_of: dict[str, HelpFacts]) -> None:
+    entry = REGISTRY._binaries[binary]  # noqa: SLF001 - the data under test
+    listed = help_of[binary]
+    assert entry.deprecated & listed.flags == listed.deprecated
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_alpha_and_beta_gates_are_the_ones_the_binary_lists(binary: str, minor: str,
+                                                            help_of: dict[str, HelpFacts]) -> None:
+    gates = REGISTRY.gates(binary, minor)
+    assert gates is not None
+    listed = help_of[binary].gates
+    assert len(listed) > 100
+    registry_view = {name: (fact.stage, fact.default) for name, fact in gates.items()
+                     if fact.stage in ("ALPHA", "BETA")}
+    assert registry_view == listed
+
+
+@pytest.mark.parametrize("binary", ["kube-apiserver", "kubelet", "kube-proxy"])
+def test_ga_locked_and_deprecated_gates_are_taken_as_the_registry_says(binary: str, minor: str) -> None:
+    gates = REGISTRY.gates(binary, minor)
+    assert gates is not None
+    path = real_binaries() / binary
+    unlisted = {name: fact for name, fact in gates.items() if fact.stage in ("GA", "DEPRECATED")}
+    assert len(unlisted) > 40 and sum(fact.locked for fact in unlisted.values()) > 30
+    for name, fact in sorted(unlisted.items())[::4]:  # a quarter of them: each probe starts the binary
+        if fact.locked:
+            assert probe_gate(path, name, not fact.default) == "locked", name
+            assert probe_gate(path, name, bool(fact.default)) != "locked", name
+        else:
+            assert probe_gate(path, name, True) in ("settable", "deprecated"), name
+        if fact.stage == "DEPRECATED":
+            assert probe_gate(path, name, True) == "deprecated", name
+    assert probe_gate(path, "NoSuchGate", True) == "unknown"
+    assert probe_gate(path, "ServerSideApply", False) == "unknown"  # GA, locked, then removed: 1.36 knows it not
+
+
+def test_unknown_and_locked_gates_are_located_errors(tmp_path: Path) -> None:
+    from conftest import kubesmith
+
+    (tmp_path / "gates.yaml").write_text(
+        "apiVersion: kubesmith.io/v1alpha1\nkind: Cluster\nmetadata: {name: fg}\nspec:\n"
+        "  kubernetesVersion: '1.36.2'\n"
+        "  featureGates: {NoSuchGate: true, APIResponseCompresion: true, ImageVolume: true}\n"
+        "  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node]}\n"
+        "  components:\n    kubelet:\n      featureGates: {NodeSwap: false}\n")
+    result = kubesmith("validate", "gates.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: spec.featureGates.NoSuchGate: Kubernetes 1.36 has no feature gate 'NoSuchGate' (gates.yaml:6:18)",
+        "error: spec.featureGates.APIResponseCompresion: Kubernetes 1.36 has no feature gate "
+        "'APIResponseCompresion'; did you mean 'APIResponseCompression'? (gates.yaml:6:36)",
+        "error: spec.components.kubelet.featureGates.NodeSwap: feature gate NodeSwap is GA and locked to true in "
+        "Kubernetes 1.36; remove it from the spec (gates.yaml:11:22)"]
+
+
+def test_a_cluster_gate_reaches_only_the_components_that_know_it(tmp_path: Path) -> None:
+    from pki_support import plan_of, write_spec
+
+    spec = write_spec(tmp_path / "one.yaml", "gated", [{"name": "h1", "address": "10.0.0.11",
+                                                         "roles": ["control-plane", "etcd", "node"]}])
+    text = spec.read_text().replace("spec:\n", "spec:\n  featureGates: {ControllerManagerReleaseLeaderElectionLockOnExit: true}\n", 1)
+    spec.write_text(text)
+    host = plan_of(spec).host("h1")
+    assert any("ControllerManagerReleaseLeaderElectionLockOnExit=true" in a
+               for a in host.service("kube-controller-manager").argv)
+    assert not any("feature-gates" in a for a in host.service("kube-scheduler").argv)  # 1.36's scheduler knows it not
