@@ -1,11 +1,14 @@
 """A fourth lab host joins the lab cluster as a node with a token, then renews through the CA service.
 
 h1..h3 run examples/lab.yaml (the session's `lab_cluster`, applied here if no earlier module did).
-h4 starts bare: it gets kubesmith's runtime the way apply installs it, the kubelet and kube-proxy
-stand-ins, and a cluster file that lists it as a node; then `kubesmith join` runs on h4 over ssh
-with a token created from this machine (`token create --cluster`) on h1, where the CA service
-keeps its token store. Stand-ins prove the
-plumbing (certificates, gates, units), not Kubernetes.
+h4 starts bare: it gets kubesmith's runtime the way apply installs it, a kubelet and a kube-proxy,
+and a cluster file that lists it as a node; then `kubesmith join` runs on h4 over ssh with a token
+created from this machine (`token create --cluster`) on h1, where the CA service keeps its token
+store. The node's kubelet and kube-proxy are stand-ins, the one place left where the real ones
+cannot run: lab hosts are systemd-nspawn containers whose cgroup controllers are read-only on this
+cgroup-v1 machine, so a real kubelet cannot make pod cgroups there (the real kubelet, containerd and
+kube-proxy run in test_run_real). The stand-ins reach the real API servers with the certificates
+the join gave them, which is what this module tests: tokens, certificates, units and renewal.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from cryptography.x509.oid import NameOID
 from lab_cluster import Cluster
+from standin_binaries import build_standin_binaries
 from tls_support import served_certificate
 
 from kubesmith import layout
@@ -64,6 +68,7 @@ def node_spec(cluster: Cluster) -> str:
     """The cluster file with h4 added as a node (what an operator edits before a join)."""
     document = yaml.safe_load(cluster.spec.read_text())
     document["spec"]["hosts"].append({"name": NODE, "address": cluster.lab.address(NODE), "roles": ["node"]})
+    document["spec"].setdefault("components", {})["containerRuntime"] = {"enabled": False}  # no CRI for stand-ins
     return yaml.safe_dump(document, sort_keys=False)
 
 
@@ -71,7 +76,8 @@ def prepare_node(cluster: Cluster) -> None:
     """kubesmith's runtime (as apply installs it), the node's binaries and the cluster file on h4."""
     lab = cluster.lab
     bundle = build_bundle(cluster.state_dir / "cache")
-    files = [HostFile(f"{layout.BIN}/{name}", 0o755, "root", "root", (cluster.binaries / name).read_bytes())
+    standins = build_standin_binaries(cluster.state_dir / "standins", "1.36")
+    files = [HostFile(f"{layout.BIN}/{name}", 0o755, "root", "root", (standins / name).read_bytes())
              for name in NODE_BINARIES]
     files.append(HostFile("/root/cluster.yaml", 0o644, "root", "root", node_spec(cluster).encode()))
     options = SshOptions(config_file=lab.ssh_config, known_hosts=lab.config.known_hosts,

@@ -153,14 +153,16 @@ def test_cas_are_ten_year_backdated_signing_cas(ha):
 
 def test_manifest_modes_owners_and_hashes(ha):
     import hashlib
+    from kubesmith.backends.systemd import unit_files
+
     plan, _, out = ha
     for host in plan.hosts:
         entries = manifest(out, host.name)
-        assert set(entries) == {f.path for f in host.files}
+        assert set(entries) == {f.path for f in host.files} | {f"/{path}" for path in unit_files(host)}
         for path, entry in entries.items():
             data = on_host(out, host.name, path).read_bytes()
             assert hashlib.sha256(data).hexdigest() == entry["sha256"]
-            if path.endswith(".key") or path.endswith(".conf"):
+            if path.endswith(".key") or (path.endswith(".conf") and path.startswith("/etc/kubernetes/")):
                 assert entry["mode"] == "0600", path
             if path.endswith(".crt") or path.endswith(".pub"):
                 assert entry["mode"] == "0644", path
@@ -223,7 +225,9 @@ def test_every_kubeconfig_passes_kubectl_minify(ha):
                                  capture_output=True, text=True, timeout=30)
             assert run.returncode == 0, (path, run.stderr)
             view = yaml.safe_load(run.stdout)
-            assert view["clusters"][0]["cluster"]["server"] == "https://10.0.0.10:6443"
+            # a control-plane host's components use its own API server; the rest the load balancer
+            own = f"https://{host.address}:6443" if "control-plane" in host.roles else "https://10.0.0.10:6443"
+            assert view["clusters"][0]["cluster"]["server"] == own
             user = view["users"][0]["user"]
             cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
             cn, org = KUBECONFIGS[Path(file.path).name]

@@ -27,6 +27,8 @@ CONFIG_PATH = "/etc/containerd/config.toml"
 
 
 class ContainerRuntimeOptions(StrictModel):
+    enabled: bool = Field(default=True, description="Run containerd on nodes; off when the hosts bring their own "
+                          "CRI runtime (then set spec.components.kubelet.containerRuntimeEndpoint).")
     binary: str = Field(default="/usr/bin/containerd", pattern="^/", description="containerd on the host "
                         "(Debian's package, with runc and containernetworking-plugins); apply does not ship it.")
     socket: str = Field(default="/run/containerd/containerd.sock", description="containerd's gRPC socket "
@@ -53,6 +55,8 @@ class ContainerRuntimeModule(Module):
     roles = frozenset({"node"})
 
     def contribute(self, ctx: HostContext, options: ContainerRuntimeOptions) -> Contribution:
+        if not options.enabled:
+            return Contribution()
         environment = ctx.host.environment
         config = ctx.shared(("containerd-config", environment), lambda: File(
             path=CONFIG_PATH, mode=0o644, data=containerd_config(options, environment), format="toml"))

@@ -5,18 +5,29 @@ from __future__ import annotations
 from kubesmith import layout
 from kubesmith.modules.base import HostContext, file_from, https_probe
 from kubesmith.plan.model import File, Gate
+from kubesmith.urls import url_host
+
+
+def api_address(ctx: HostContext) -> tuple[str, int]:
+    """Where this host's components reach the API: a control-plane host's own API server (so losing
+    another control-plane host takes nothing from it), every other host the cluster's endpoint."""
+    if "control-plane" in ctx.host.roles:
+        return ctx.host.address, ctx.spec.spec.components.apiserver.secure_port
+    return ctx.cluster.api_endpoint_host, ctx.cluster.api_endpoint_port
 
 
 def kubeconfig_file(ctx: HostContext, name: str, certificate: str, owner: str, server: str | None = None,
                     mode: int = 0o600) -> File:
     """A kubeconfig that the PKI stage fills with the CA and the client certificate named here."""
-    return ctx.shared(("kubeconfig", name, certificate, owner, server, mode), lambda: file_from("kubeconfig", name, layout.kubeconfig_path(name), owner, mode,
-                     server=server or ctx.cluster.api_url, ca="kubernetes-ca", certificate=certificate,
-                     cluster=ctx.cluster.name))
+    host, port = api_address(ctx)
+    server = server or f"https://{url_host(host)}:{port}"
+    return ctx.shared(("kubeconfig", name, certificate, owner, server, mode), lambda: file_from(
+        "kubeconfig", name, layout.kubeconfig_path(name), owner, mode, server=server, ca="kubernetes-ca",
+        certificate=certificate, cluster=ctx.cluster.name))
 
 
 def api_gate(ctx: HostContext, client_certificate: str) -> Gate:
-    """Wait for the API at the endpoint clients use, with the component's own client certificate."""
-    cluster = ctx.cluster
-    return ctx.shared(("api-gate", client_certificate), lambda: Gate("API server ready", (https_probe(
-        cluster.api_endpoint_host, cluster.api_endpoint_port, "/readyz", "kubernetes-ca", client_certificate),)))
+    """Wait for the API where this host's components reach it, with the component's own client certificate."""
+    host, port = api_address(ctx)
+    return ctx.shared(("api-gate", client_certificate, host, port), lambda: Gate("API server ready", (https_probe(
+        host, port, "/readyz", "kubernetes-ca", client_certificate),)))

@@ -9,6 +9,7 @@ from kubesmith.gcpause import gc_paused
 from kubesmith.modules import MODULES
 from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
+from kubesmith.modules.kubeconfigs import api_address
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
@@ -86,7 +87,7 @@ def _host_plan(ctx: HostContext) -> HostPlan:
             parts.append(contribution)
     certificates = sorted({name for part in parts for name in part.certificates})
     targets = {service.wanted_by for part in parts for service in part.services}
-    key = ("common", ctx.host.roles, tuple(certificates), frozenset(targets))
+    key = ("common", ctx.host.roles, tuple(certificates), frozenset(targets), api_address(ctx))
     parts.append(ctx.shared(key, lambda: common_contribution(ctx, certificates, targets)))
     certificates = sorted({name for part in parts for name in part.certificates})
     requests = tuple(_request(ctx, name) for name in certificates)
