@@ -97,7 +97,7 @@ async def critical_path(host: HostPlan, paths: HostPaths, binaries: Path) -> flo
 
     async def answers(probe) -> bool:  # type: ignore[no-untyped-def]
         spec = parse_probe(probe_argument(probe, host)).resolved(pki)
-        return (await runner.check(spec, 1.0)).ready
+        return (await runner.check(spec, 1.0)).ok
 
     async def start(service) -> None:  # type: ignore[no-untyped-def]
         for name in service.after:
@@ -134,12 +134,12 @@ async def critical_path(host: HostPlan, paths: HostPaths, binaries: Path) -> flo
 
 
 def empty_data(host: HostPlan, paths: HostPaths) -> None:
+    release_node_leftovers(paths.root)  # the kubelet's bind mount first, or its directory cannot go
     for service in host.services:
         if service.state_directory:
             directory = Path(reroot(service.state_directory, paths.root))
             shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True, mode=0o700)
-    release_node_leftovers(paths.root)
+            directory.mkdir(parents=True, mode=0o700, exist_ok=True)
 
 
 def in_netns() -> None:

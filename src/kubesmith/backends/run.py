@@ -250,6 +250,7 @@ class Supervisor:
         self.paths = HostPaths(options.state_dir, host.name)
         self.children = {s.name: Child(s, resolve_binary(s.binary, options.binaries)) for s in host.services}
         self.stopping = asyncio.Event()
+        self.readiness_changed = asyncio.Event()
         self.failure: RunError | None = None
 
     def probe(self, argument: str) -> ProbeSpec:
@@ -284,7 +285,13 @@ class Supervisor:
             self.failure = error
         self.stopping.set()
 
+    def policy(self, deadline: float) -> WaitPolicy:
+        """Local processes on one machine: probing them often costs next to nothing."""
+        return WaitPolicy(deadline=deadline, max_interval=self.options.max_interval, refused_interval=0.05,
+                          starting_interval=0.1)
+
     async def announce_ready(self) -> None:
+        """Say so the moment every service is ready (a readiness change wakes this), and keep run.json current."""
         announced = False
         while True:
             all_ready = all(child.ready for child in self.children.values())
@@ -292,7 +299,9 @@ class Supervisor:
                 self.emit("kubesmith", f"host {self.host.name}: all {len(self.children)} services ready")
             announced = all_ready
             self.write_state()
-            await asyncio.sleep(0.2)
+            self.readiness_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.readiness_changed.wait(), 0.2)
 
     def write_state(self) -> None:
         state = {"supervisor": os.getpid(), "host": self.host.name, "services": {
@@ -362,7 +371,7 @@ class Supervisor:
     async def pass_gates(self, child: Child) -> None:
         for gate in child.service.gates:
             specs = [self.probe(probe_argument(p, self.host)) for p in gate.any_of]
-            policy = WaitPolicy(deadline=self.options.gate_deadline, max_interval=self.options.max_interval)
+            policy = self.policy(self.options.gate_deadline)
             outcome = await wait_ready(specs, self.runner, policy, any_of=True,
                                        log=lambda line: self.emit(child.service.name, f"gate '{gate.description}': {line}"))
             if not outcome.ready:
@@ -390,13 +399,15 @@ class Supervisor:
         probe = child.service.readiness
         if probe is None:
             child.ready = True
+            self.readiness_changed.set()
             return
         spec = self.probe(probe_argument(probe, self.host))
-        policy = WaitPolicy(deadline=self.options.ready_deadline, max_interval=self.options.max_interval)
+        policy = self.policy(self.options.ready_deadline)
         outcome = await wait_ready([spec], self.runner, policy,
                                    log=lambda line: self.emit(child.service.name, f"readiness: {line}"))
         if outcome.ready:
             child.ready = True
+            self.readiness_changed.set()
             self.emit(child.service.name, f"ready ({outcome.elapsed:.2f}s after start)")
             return
         reason = outcome.last[0].reason if outcome.last else "no attempt"
