@@ -10,6 +10,7 @@ and process a run leaves, are checked for and removed in a finally.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -50,6 +51,22 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+# Kernel-wide settings a kubelet writes unless they already hold (its protectKernelDefaults is off):
+# the session puts back what the machine had.
+KUBELET_KERNEL_SETTINGS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+                           "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+
+
+@contextlib.contextmanager
+def kernel_settings_restored() -> Iterator[None]:
+    saved = {name: (Path("/proc/sys") / name).read_text() for name in KUBELET_KERNEL_SETTINGS}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            (Path("/proc/sys") / name).write_text(value)
+
+
 @pytest.fixture(scope="session")
 def run_netns() -> Iterator[Netns]:
     if os.geteuid() != 0:
@@ -62,7 +79,8 @@ def run_netns() -> Iterator[Netns]:
         _ip("-n", netns.name, "addr", "add", f"{ADDRESS}/24", "dev", "ksbr0")
         _ip("-n", netns.name, "link", "set", "ksbr0", "up")
         _ip("-n", netns.name, "route", "add", "default", "via", ADDRESS.rsplit(".", 1)[0] + ".1")
-        yield netns
+        with kernel_settings_restored():
+            yield netns
     finally:
         _ip("netns", "del", netns.name)
     assert not Path(f"/run/netns/{netns.name}").exists()

@@ -1,14 +1,14 @@
 """A fourth lab host joins the lab cluster as a node with a token, then renews through the CA service.
 
 h1..h3 run examples/lab.yaml (the session's `lab_cluster`, applied here if no earlier module did).
-h4 starts bare: it gets kubesmith's runtime the way apply installs it, a kubelet and a kube-proxy,
-and a cluster file that lists it as a node; then `kubesmith join` runs on h4 over ssh with a token
-created from this machine (`token create --cluster`) on h1, where the CA service keeps its token
-store. The node's kubelet and kube-proxy are stand-ins, the one place left where the real ones
-cannot run: lab hosts are systemd-nspawn containers whose cgroup controllers are read-only on this
-cgroup-v1 machine, so a real kubelet cannot make pod cgroups there (the real kubelet, containerd and
-kube-proxy run in test_run_real). The stand-ins reach the real API servers with the certificates
-the join gave them, which is what this module tests: tokens, certificates, units and renewal.
+h4 starts bare: it gets kubesmith's runtime the way apply installs it, the real kubelet and
+kube-proxy, and a cluster file that lists it as a node (containerd is Debian's, in the lab image);
+then `kubesmith join` runs on h4 over ssh with a token created from this machine (`token create
+--cluster`) on h1, where the CA service keeps its token store. Lab hosts are systemd-nspawn
+containers with read-only cgroup controllers: join observes that and plans the kubelet without
+QoS cgroups, so it runs and registers the node (pods themselves cannot run there); the kernel-wide
+settings the kubelet insists on are shown to it as set (`kubesmith.lab.host`), so it never changes
+this machine's kernel.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from cryptography.x509.oid import NameOID
 from lab_cluster import Cluster
-from standin_binaries import build_standin_binaries
 from tls_support import served_certificate
 
 from kubesmith import layout
@@ -68,7 +67,6 @@ def node_spec(cluster: Cluster) -> str:
     """The cluster file with h4 added as a node (what an operator edits before a join)."""
     document = yaml.safe_load(cluster.spec.read_text())
     document["spec"]["hosts"].append({"name": NODE, "address": cluster.lab.address(NODE), "roles": ["node"]})
-    document["spec"].setdefault("components", {})["containerRuntime"] = {"enabled": False}  # no CRI for stand-ins
     return yaml.safe_dump(document, sort_keys=False)
 
 
@@ -76,8 +74,7 @@ def prepare_node(cluster: Cluster) -> None:
     """kubesmith's runtime (as apply installs it), the node's binaries and the cluster file on h4."""
     lab = cluster.lab
     bundle = build_bundle(cluster.state_dir / "cache")
-    standins = build_standin_binaries(cluster.state_dir / "standins", "1.36")
-    files = [HostFile(f"{layout.BIN}/{name}", 0o755, "root", "root", (standins / name).read_bytes())
+    files = [HostFile(f"{layout.BIN}/{name}", 0o755, "root", "root", (cluster.binaries / name).read_bytes())
              for name in NODE_BINARIES]
     files.append(HostFile("/root/cluster.yaml", 0o644, "root", "root", node_spec(cluster).encode()))
     options = SshOptions(config_file=lab.ssh_config, known_hosts=lab.config.known_hosts,
@@ -154,7 +151,7 @@ def ca_public_keys(cluster: Cluster) -> dict[str, bytes]:
 
 
 def kubelet_healthz(cluster: Cluster) -> str:
-    """The kubelet stand-in's /healthz on h4: 'ok' only once the API answered its client certificate."""
+    """The kubelet's /healthz on h4: 'ok' only once the API answered its client certificate."""
     probe = ("import urllib.request\ntry:\n print(urllib.request.urlopen("
              f"'http://127.0.0.1:{KUBELET_HEALTHZ_PORT}/healthz', timeout=5).read().decode().strip())\n"
              "except Exception as exc:\n print('not ready:', exc)\n")
@@ -178,6 +175,12 @@ def active(cluster: Cluster, host: str, *units: str) -> bool:
     return states == ["active"] * len(units)
 
 
+def journal(cluster: Cluster, host: str, *units: str) -> str:
+    """The last lines each unit logged on `host`, for a failure's message."""
+    argv = ["journalctl", "--no-pager", "-o", "cat", "-n", "40", *(f"--unit={unit}" for unit in units)]
+    return "\n--- journal ---\n" + cluster.lab.ssh(host, argv, check=False).stdout
+
+
 def common_name(cert: x509.Certificate) -> str:
     return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
 
@@ -190,13 +193,13 @@ def test_a_fourth_host_joins_as_a_node_with_a_token(cluster: Cluster, ca_file: P
     join = lab.ssh(NODE, ["kubesmith", "join", "--server", token["server"],
                           "--token", token["token"], "--ca-hash", token["ca_hash"], "--spec", "/root/cluster.yaml",
                           "--deadline", "150"], check=False, timeout=240)
-    assert join.returncode == 0, join.stdout + join.stderr
+    assert join.returncode == 0, join.stdout + join.stderr + journal(cluster, NODE, "containerd", "kubelet", "kube-proxy")
     assert f"joined as {NODE}" in join.stdout and "node-online.target is active" in join.stdout
     assert active(cluster, NODE, "node-online.target", "kubelet.service", "kube-proxy.service",
                   "kubesmith-agent.service")
     poll(lambda: active(cluster, NODE, "kubernetes.target"), 60, "kubernetes.target on h4")
 
-    # the kubelet stand-in is ready: it reached the API server with its new client certificate
+    # the kubelet is ready: it reached the API server with its new client certificate
     assert kubelet_healthz(cluster) == "ok"
     ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
     client, client_key = kubeconfig_credentials(cluster, NODE, layout.kubeconfig_path("kubelet"))

@@ -189,13 +189,20 @@ def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:
 def _content(ctx: _Context, host: HostPlan, file: File) -> bytes:
     if file.source is not None:
         return _resolve(ctx, host, file.source, file.path)
+    if file.format not in DOCUMENT_WRITERS:
+        return own_bytes(file, host.name)
+    key = (id(file.data), file.format)  # one document object is shared by many hosts: serialise it once
+    if key not in ctx.documents:
+        ctx.documents[key] = own_bytes(file, host.name)
+    return ctx.documents[key]
+
+
+def own_bytes(file: File, host: str) -> bytes:
+    """The bytes of a file the plan spells out itself (a document or text, not key material)."""
     if file.format in DOCUMENT_WRITERS:
-        key = (id(file.data), file.format)
-        if key not in ctx.documents:
-            ctx.documents[key] = DOCUMENT_WRITERS[file.format](file.data)
-        return ctx.documents[key]
+        return DOCUMENT_WRITERS[file.format](file.data)
     if file.content is None:
-        raise RenderError(f"{host.name}:{file.path}: a file needs content, data or a source (kubesmith bug)")
+        raise RenderError(f"{host}:{file.path}: a file needs content, data or a source (kubesmith bug)")
     return file.content.encode()
 
 

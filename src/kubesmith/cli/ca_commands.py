@@ -387,7 +387,7 @@ def join_command(server: str, token: str, ca_hash: str, node: str | None, addres
     _check_node_name(name, "--node" if node else "this host's name (pass --node)")
     host_plan, cluster, algorithm = None, "kubernetes", "ecdsa-p256"
     if spec_file:
-        host_plan, cluster, algorithm = _host_plan(spec_file, name)
+        host_plan, cluster, algorithm = _host_plan(spec_file, name, observe=Path(root).resolve() == Path("/"))
         addresses = addresses or (host_plan.address,)
     options = join_runtime.JoinOptions(server=server, token=token, ca_hash=ca_hash, node=name,
                                        addresses=addresses, root=Path(root), host_plan=host_plan, cluster=cluster,
@@ -409,8 +409,11 @@ def ca_client_pin(pin: str) -> str:
     return parse_pin(pin)
 
 
-def _host_plan(spec_file: str, name: str) -> tuple[Any, str, str]:
-    loaded, plan = load_plan_or_fail(spec_file)
+def _host_plan(spec_file: str, name: str, observe: bool) -> tuple[Any, str, str]:
+    """The node's plan; for this machine (not an image under --root) planned for what it is like."""
+    from kubesmith.plan.environment import observe_local
+
+    loaded, plan = load_plan_or_fail(spec_file, {name: observe_local()} if observe else None)
     report_problems(loaded.warnings)
     try:
         return plan.host(name), plan.cluster, plan.pki.key_algorithm

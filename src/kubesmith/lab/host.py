@@ -18,6 +18,12 @@ READY_STATES = ("running", "degraded")
 GUEST_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TERM=dumb",
              "LANG=C.UTF-8")
 POLL_SECONDS = 0.2
+# Kernel-wide settings the kubelet insists on (it writes them unless they already hold). Lab hosts
+# share this machine's kernel, so each sees them as set through a read-only file of its own, and a
+# kubelet in the lab never changes the machine's kernel (nspawn keeps /proc/sys read-only anyway).
+KUBELET_KERNEL_SETTINGS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
+                           "kernel/panic_on_oops": "1", "kernel/keys/root_maxkeys": "1000000",
+                           "kernel/keys/root_maxbytes": "25000000"}
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -69,6 +75,24 @@ def seed_identity(root: Path, host: LabHost, all_hosts: tuple[LabHost, ...], net
     keys = ssh_dir / "authorized_keys"
     keys.write_text(authorized_key + "\n")
     keys.chmod(0o600)
+    seed_kernel_settings(root)
+
+
+KERNEL_SETTINGS_DIR = "/etc/kubesmith-lab/kernel"
+
+
+def seed_kernel_settings(root: Path) -> None:
+    """Files holding KUBELET_KERNEL_SETTINGS inside the host's root: nspawn binds a source for a
+    destination under /proc once inside the container, so the source must be there too."""
+    directory = root / KERNEL_SETTINGS_DIR.lstrip("/")
+    directory.mkdir(parents=True, exist_ok=True)
+    for setting, value in KUBELET_KERNEL_SETTINGS.items():
+        (directory / setting.replace("/", ".")).write_text(value + "\n")
+
+
+def kernel_settings_binds() -> list[str]:
+    return [f"--bind-ro={KERNEL_SETTINGS_DIR}/{setting.replace('/', '.')}:/proc/sys/{setting}"
+            for setting in KUBELET_KERNEL_SETTINGS]
 
 
 def nspawn_argv(config: LabConfig, host: LabHost) -> list[str]:
@@ -76,7 +100,7 @@ def nspawn_argv(config: LabConfig, host: LabHost) -> list[str]:
     return ["nsenter", f"--net={config.netns_path}", "systemd-nspawn", "--boot", "--keep-unit", "--register=no",
             f"--directory={root_dir(config, host.name)}", f"--machine={config.machine_name(host.name)}",
             f"--network-bridge={config.bridge}", "--link-journal=no", "--resolv-conf=off", "--console=read-only",
-            f"--uuid={uuid.uuid4()}", *config.nspawn_args]
+            f"--uuid={uuid.uuid4()}", *kernel_settings_binds(), *config.nspawn_args]
 
 
 def start(config: LabConfig, host: LabHost) -> ProcessRecord:

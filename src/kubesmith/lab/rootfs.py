@@ -17,9 +17,11 @@ from kubesmith.lab.config import LabConfig
 from kubesmith.lab.errors import LabError, Progress, require_tools
 
 PACKAGES = ("systemd", "systemd-sysv", "dbus", "openssh-server", "iproute2", "curl", "ca-certificates",
-            "procps", "netcat-openbsd", "python3", "openssl")
+            "procps", "netcat-openbsd", "python3", "openssl",
+            # what a node needs (Debian's, as on a user's hosts)
+            "containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "kmod")
 # Bump when the image recipe changes, so a cached image from an older recipe is rebuilt.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 5
 BUILD_TIMEOUT = 900.0
 MASKED_UNITS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
                 "fstrim.timer", "e2scrub_reap.service", "console-getty.service")
@@ -134,6 +136,11 @@ def _customize(root: Path) -> None:
     (root / "etc/ssh/sshd_config.d/kubesmith-lab.conf").write_text(SSHD_CONFIG)
     _systemctl_offline(root, "enable", "systemd-networkd.service", "ssh.service")
     _systemctl_offline(root, "mask", *MASKED_UNITS)
+    # containerd, runc and the CNI plugins are there for nodes: kubesmith's own unit runs containerd
+    _systemctl_offline(root, "disable", "containerd.service")
+    # the kubelet's OOM watcher reads /dev/kmsg, which a container does not have (kind links it likewise)
+    (root / "etc/tmpfiles.d").mkdir(parents=True, exist_ok=True)
+    (root / "etc/tmpfiles.d/kubesmith-lab-kmsg.conf").write_text("L /dev/kmsg - - - - /dev/console\n")
 
 
 def _systemctl_offline(root: Path, verb: str, *units: str) -> None:

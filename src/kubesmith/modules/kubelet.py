@@ -134,6 +134,10 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
         "clusterDNS": options.cluster_dns or [cluster.dns_service_ip],
         "cgroupDriver": options.cgroup_driver or environment.cgroup_driver,
         "failCgroupV1": False if environment.cgroup_version == 1 else None,
+        # where the cgroup controllers are read-only (a container), the kubelet cannot make its
+        # QoS and allocatable cgroups; it still runs and registers the node
+        "cgroupsPerQOS": None if environment.cgroups_writable else False,
+        "enforceNodeAllocatable": None if environment.cgroups_writable else [],
         "containerRuntimeEndpoint": options.container_runtime_endpoint or runtime_endpoint(ctx),
         "maxPods": options.max_pods,
         "podPidsLimit": options.pod_pids_limit,

@@ -24,6 +24,7 @@ class HostEnvironment:
     init_system: Literal["systemd", "none"] = "systemd"
     cgroup_version: Literal[1, 2] = 2
     can_lower_oom_score: bool = True  # CAP_SYS_RESOURCE: runc may set a lower oom_score_adj
+    cgroups_writable: bool = True  # False in a container that mounts the cgroup controllers read-only
     observed: bool = False  # False: the defaults above are assumptions, nothing was looked at
 
     @property
@@ -34,7 +35,8 @@ class HostEnvironment:
     def describe(self) -> str:
         source = "observed" if self.observed else "assumed"
         oom = "" if self.can_lower_oom_score else ", no CAP_SYS_RESOURCE"
-        return f"{source}: init {self.init_system}, cgroup v{self.cgroup_version}{oom}"
+        cgroups = "" if self.cgroups_writable else ", read-only cgroups"
+        return f"{source}: init {self.init_system}, cgroup v{self.cgroup_version}{oom}{cgroups}"
 
 
 ASSUMED = HostEnvironment()
@@ -43,14 +45,24 @@ ASSUMED = HostEnvironment()
 def observe_local(root: Path = Path("/")) -> HostEnvironment:
     """This machine's environment, read from /run, /sys and /proc (no privileges needed)."""
     systemd = (root / "run/systemd/system").is_dir()  # sd_booted(): systemd is PID 1
-    return HostEnvironment(init_system="systemd" if systemd else "none",
-                           cgroup_version=_cgroup_version(root / "sys/fs/cgroup"),
+    mount = root / "sys/fs/cgroup"
+    version = _cgroup_version(mount)
+    return HostEnvironment(init_system="systemd" if systemd else "none", cgroup_version=version,
                            can_lower_oom_score=_has_capability(CAP_SYS_RESOURCE),
+                           cgroups_writable=_writable(mount if version == 2 else mount / "memory"),
                            observed=True)
 
 
 def _cgroup_version(mount: Path) -> Literal[1, 2]:
     return 2 if (mount / "cgroup.controllers").exists() else 1
+
+
+def _writable(path: Path) -> bool:
+    """Whether the file system at `path` is mounted read-write (a read-only mount refuses even root)."""
+    try:
+        return not os.statvfs(path).f_flag & os.ST_RDONLY
+    except OSError:
+        return False
 
 
 def _has_capability(number: int) -> bool:

@@ -24,7 +24,6 @@ units.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import time
@@ -35,7 +34,7 @@ import aiohttp
 
 from kubesmith import fsutil, layout
 from kubesmith.backends import systemd
-from kubesmith.backends.render import target_path, yaml_bytes
+from kubesmith.backends.render import own_bytes, target_path, yaml_bytes
 from kubesmith.pki import documents, keys
 from kubesmith.pki.certlist import Sans, authority, certificate
 from kubesmith.plan.model import CertificateRequest, File, HostPlan
@@ -148,11 +147,7 @@ def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...
 def _content(options: JoinOptions, file: File, ca_pem: bytes, issued: dict[str, tuple[bytes, bytes]]) -> bytes:
     source = file.source
     if source is None:
-        if file.format == "yaml":
-            return yaml_bytes(file.data)
-        if file.format == "json":
-            return (json.dumps(file.data, indent=2, sort_keys=True) + "\n").encode()
-        return (file.content or "").encode()
+        return own_bytes(file, options.node)
     settings = dict(source.options)
     if source.kind == "ca-certificate" and source.name == "kubernetes-ca":
         return ca_pem
