@@ -10,16 +10,13 @@ tree, from psutil: the client shares the two cores, so CPU per certificate is wh
 rate), the CPU each spends per request of the same load on `/api/v1/cfssl/info` (no signing:
 what HTTPS, HTTP and JSON cost alone), the CPU of the signing work alone in-process (CSR parse
 and signature check, then the certificate with `cryptography`'s builder, warm caches: what
-kubesmith's worker spends on crypto at best), kubesmith's worker count (`ca serve --workers`,
-default one per CPU), the machine's load average and the ratio kubesmith / cfssl.
-
-A third server, started last, runs the same load as a control: `floor_server.py`, `ca serve`'s
-worker pool and request steps without the service's duties (token store, slow-down, replay
-memory, issuance log), with as many workers. Its ratio to cfssl is what this design reaches
-without the duties (one measured variant, not a bound); kubesmith / control is what they cost.
+kubesmith's process spends on crypto at best), the machine's load average and the ratio
+kubesmith / cfssl. There is no target: `ca serve` is one Python process (a cluster CA signs a
+handful of certificates per node), cfssl a multi-threaded Go server; the ratio says what that
+choice costs.
 
     pip install -e '.[bench]'
-    python bench/ca_bench.py [--requests 10000] [--concurrency 32] [--workers N]
+    python bench/ca_bench.py [--requests 10000] [--concurrency 32]
 """
 
 from __future__ import annotations
@@ -53,14 +50,13 @@ from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives.serialization import Encoding  # noqa: E402
 from net_support import free_port, listening  # noqa: E402
 
+from kubesmith.ca import client as ca_client, policy as ca_policy, tokens  # noqa: E402
 from kubesmith.pki import issue, keys  # noqa: E402
 from kubesmith.pki.store import utc_now  # noqa: E402
 from kubesmith.plan.model import CertificateRequest  # noqa: E402
-from kubesmith.runtime import ca_client, ca_policy, tokens  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"
-FLOOR = "floor (no duties)"  # bench/floor_server.py
 INFO_PATH, INFO_BODY = "/api/v1/cfssl/info", b'{"label": ""}'
 
 
@@ -93,7 +89,7 @@ def bodies(count: int, key: bytes) -> list[bytes]:
 
 
 def given_up(process: subprocess.Popen, message: str) -> NoReturn:  # type: ignore[type-arg]
-    """End a server that did not start (its workers die with it) and the bench with `message`."""
+    """End a server that did not start and the bench with `message`."""
     process.kill()
     process.wait()
     raise SystemExit(message)
@@ -104,36 +100,24 @@ def wait_port(port: int, process: subprocess.Popen, deadline: float = 20) -> Non
         given_up(process, f"server on port {port} did not start (exit status {process.poll()})")
 
 
-def serving(command: list[str], log_path: Path, name: str) -> tuple[subprocess.Popen, str, str]:  # type: ignore[type-arg]
-    """Start a `WorkerPool` server; its URL and worker count, from its `serving on URL (N workers)` line."""
+def start_kubesmith(work: Path, paths: dict[str, Path]) -> tuple[subprocess.Popen, str, str]:  # type: ignore[type-arg]
+    """`kubesmith ca serve` on a free port; its URL from its `serving on URL` line."""
+    kubesmith = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))
+    log_path = work / "kubesmith.log"
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen([kubesmith, "ca", "serve", "--listen", "127.0.0.1", "--port", "0",
+                                    "--ca-cert", str(paths["ca"]), "--ca-key", str(paths["ca-key"]),
+                                    "--tls-cert", str(paths["tls"]), "--tls-key", str(paths["tls-key"]),
+                                    "--state-dir", str(work / "state")], stdout=log, stderr=subprocess.STDOUT)
     stop = time.monotonic() + 20
     while time.monotonic() < stop:
-        match = re.search(r"serving on (https://\S+) \((\d+) workers?\)", log_path.read_text())
+        match = re.search(r"serving on (https://\S+)", log_path.read_text())
         if match:
-            return process, match.group(1), match.group(2)
+            return process, match.group(1), "1 process"
         if process.poll() is not None:
-            given_up(process, f"{name} exited with {process.returncode}: see {log_path}")
+            given_up(process, f"kubesmith ca serve exited with {process.returncode}: see {log_path}")
         time.sleep(0.05)
-    given_up(process, f"{name} did not start")
-
-
-def start_kubesmith(work: Path, paths: dict[str, Path], workers: int | None) -> tuple[subprocess.Popen, str, str]:
-    kubesmith = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))
-    extra = ["--workers", str(workers)] if workers is not None else []
-    return serving([kubesmith, "ca", "serve", "--listen", "127.0.0.1", "--port", "0",
-                    "--ca-cert", str(paths["ca"]), "--ca-key", str(paths["ca-key"]),
-                    "--tls-cert", str(paths["tls"]), "--tls-key", str(paths["tls-key"]),
-                    "--state-dir", str(work / "state"), *extra], work / "kubesmith.log", "kubesmith ca serve")
-
-
-def start_floor(work: Path, paths: dict[str, Path], auth_hex: str,
-                workers: int | None) -> tuple[subprocess.Popen, str, str]:  # type: ignore[type-arg]
-    """The control (`floor_server.py`): `ca serve`'s worker pool and request steps without its duties."""
-    return serving([sys.executable, str(Path(__file__).with_name("floor_server.py")), str(paths["ca"]),
-                    str(paths["ca-key"]), str(paths["tls"]), str(paths["tls-key"]), str(work / "floor-state"),
-                    auth_hex, str(workers or 0)], work / "floor.log", "floor_server.py")
+    given_up(process, "kubesmith ca serve did not start")
 
 
 def start_cfssl(work: Path, paths: dict[str, Path], auth_hex: str) -> tuple[subprocess.Popen, str, str]:
@@ -178,7 +162,7 @@ async def load(url: str, payloads: list[bytes], concurrency: int, ca_pem: bytes,
 
 
 def tree_cpu_seconds(process: psutil.Process) -> float:
-    """User + system CPU of a server and its worker processes so far."""
+    """User + system CPU of a server and its child processes so far."""
     total = 0.0
     for member in (process, *process.children(recursive=True)):
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -226,8 +210,6 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--workers", type=int, default=None,
-                        help="workers of kubesmith ca serve and of the control (default: one per CPU)")
     options = parser.parse_args()
     if shutil.which("cfssl") is None:
         raise SystemExit("cfssl not found (Debian golang-cfssl): the baseline is required")
@@ -238,17 +220,15 @@ def main() -> None:
         created = tokens.TokenStore(work / "state" / "tokens.json", ca_key).create(3600, NODE)
         key = tokens.auth_key(created.token)
         total = options.requests + options.warmup
-        print(f"pre-generating {3 * total} CSRs (ECDSA P-256) ...", file=sys.stderr)
-        ours, theirs, control = bodies(total, key), bodies(total, key), bodies(total, key)
+        print(f"pre-generating {2 * total} CSRs (ECDSA P-256) ...", file=sys.stderr)
+        ours, theirs = bodies(total, key), bodies(total, key)
         ca_pem = paths["ca"].read_bytes()
         results: dict[str, float] = {}
         cpu: dict[str, float] = {}
         transport: dict[str, float] = {}
         shapes: dict[str, str] = {}
         for name, start, payloads in (("cfssl serve 1.2", lambda: start_cfssl(work, paths, key.hex()), theirs),
-                                      ("kubesmith ca serve", lambda: start_kubesmith(work, paths, options.workers),
-                                       ours),
-                                      (FLOOR, lambda: start_floor(work, paths, key.hex(), options.workers), control)):
+                                      ("kubesmith ca serve", lambda: start_kubesmith(work, paths), ours)):
             process, url, shapes[name] = start()
             try:
                 results[name], cpu[name], transport[name] = measure(
@@ -264,17 +244,13 @@ def main() -> None:
     print(f"authsign throughput, ECDSA P-256, HTTPS, {options.concurrency} concurrent, {options.requests} requests, "
           f"{os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}:")
     for name, rate in results.items():
-        workers = shapes[name] if not shapes[name].isdigit() else \
-            f"{shapes[name]} worker{'s' if shapes[name] != '1' else ''}"
         print(f"  {name:20s} {rate:9.0f} certificates/s   server CPU {cpu[name] * 1e6:5.0f} us/certificate   "
-              f"({workers})")
+              f"({shapes[name]})")
     print("  server CPU per request of the same load without signing (/info: HTTPS, HTTP, JSON): "
           + ", ".join(f"{name.split()[0]} {seconds * 1e6:.0f} us" for name, seconds in transport.items()))
     print(f"  signing work alone (in-process, cryptography): {floor * 1e6:.0f} us/certificate")
     ratio = results["kubesmith ca serve"] / results["cfssl serve 1.2"]
-    print(f"  ratio kubesmith / cfssl: {ratio:.2f}x (target >= 1.0x)")
-    print(f"  control, {FLOOR} / cfssl: {results[FLOOR] / results['cfssl serve 1.2']:.2f}x; "
-          f"kubesmith / {FLOOR}: {results['kubesmith ca serve'] / results[FLOOR]:.2f}x")
+    print(f"  ratio kubesmith / cfssl: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

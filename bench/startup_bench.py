@@ -30,13 +30,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from k8s_support import real_binaries  # noqa: E402
 
-from kubesmith.backends.run import (HostPaths, release_node_leftovers, reroot, reroot_argument,  # noqa: E402
+from kubesmith.backends.run import (release_node_leftovers, reroot, reroot_argument,  # noqa: E402
                                     resolve_binary)
+from kubesmith.health.probespec import parse_probe, probe_argument  # noqa: E402
+from kubesmith.health.wait import LocalProbeRunner  # noqa: E402
+from kubesmith.layout import RunPaths  # noqa: E402
 from kubesmith.plan.environment import observe_local  # noqa: E402
 from kubesmith.plan.evaluate import evaluate  # noqa: E402
 from kubesmith.plan.model import HostPlan  # noqa: E402
-from kubesmith.runtime.probespec import parse_probe, probe_argument  # noqa: E402
-from kubesmith.runtime.wait import LocalProbeRunner  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.versions.registry import load_registry  # noqa: E402
 
@@ -87,7 +88,7 @@ def time_kubesmith_run(spec: Path, host: str, state: Path) -> float:
         process.wait(timeout=120)
 
 
-async def critical_path(host: HostPlan, paths: HostPaths, binaries: Path) -> float:
+async def critical_path(host: HostPlan, paths: RunPaths, binaries: Path) -> float:
     """The same services started by the floor's rules: each once its local predecessors run and its gates
     answer; the clock stops when every readiness probe answers."""
     runner = LocalProbeRunner()
@@ -133,7 +134,7 @@ async def critical_path(host: HostPlan, paths: HostPaths, binaries: Path) -> flo
                 process.wait()
 
 
-def empty_data(host: HostPlan, paths: HostPaths) -> None:
+def empty_data(host: HostPlan, paths: RunPaths) -> None:
     release_node_leftovers(paths.root)  # the kubelet's bind mount first, or its directory cannot go
     for service in host.services:
         if service.state_directory:
@@ -162,7 +163,7 @@ def main() -> None:
         last = work / f"s{args.trials - 1}"
         plan = evaluate(load_spec_file(spec).cluster, load_registry(), {name: observe_local()})
         host = plan.host(name)
-        paths = HostPaths(last.resolve(), name)
+        paths = RunPaths(last.resolve(), name)
         in_netns()
         floors = []
         for _ in range(args.trials):

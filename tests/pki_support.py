@@ -7,19 +7,13 @@ from pathlib import Path
 
 import yaml
 from cryptography import x509
+from plan_support import plan_of
 
 from kubesmith.backends.render import RenderResult, render
-from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.model import Plan
-from kubesmith.spec.load import load_spec_file
-from kubesmith.versions.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[1]
 HA_SPEC = REPO / "examples" / "ha.yaml"
-
-
-def plan_of(spec: Path) -> Plan:
-    return evaluate(load_spec_file(spec).cluster, load_registry())
 
 
 def write_spec(path: Path, name: str, hosts: list[dict], key_algorithm: str = "ecdsa-p256",

@@ -302,8 +302,8 @@ def test_a_wrong_or_damaged_ca_file_is_reported_and_stops_only_its_own_renewals(
 def test_a_renewal_is_dropped_if_the_key_changed_or_it_is_not_valid_yet(tmp_path):
     """The key on disk may be rotated (apply, a re-join) while the CA answers; a CA whose clock is
     ahead may return a certificate valid only later. Neither replaces the working certificate."""
-    from kubesmith.runtime import agent
-    from kubesmith.runtime.ca_client import CaClientError
+    from kubesmith.agent import renewal as agent
+    from kubesmith.ca.client import CaClientError
     ca = make_ca(tmp_path / "ca")
     ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
     key, cert = leaf(ca_cert, ca_key, "system:node:w1", ("system:nodes",), age_seconds=500)

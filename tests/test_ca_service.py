@@ -14,7 +14,6 @@ import shutil
 import ssl
 import stat
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -27,9 +26,9 @@ from ca_support import (CFSSL, KUBESMITH, CaFiles, ca_args, cfssl_config, create
                         make_ca, start_ca_service, start_cfssl_serve)
 from ca_support import request as plan_request
 from conftest import kubesmith
+from kubesmith.ca import client as ca_client, tokens
+from kubesmith.ca.client import CaClientError, Subject
 from kubesmith.pki import issue, keys
-from kubesmith.runtime import ca_client, tokens
-from kubesmith.runtime.ca_client import CaClientError, Subject
 
 pytestmark = pytest.mark.skipif(CFSSL is None, reason="cfssl (Debian golang-cfssl) is not installed")
 
@@ -241,7 +240,7 @@ def test_no_token_yields_a_certificate_for_the_api_servers_names(ca, server, nod
 
 def test_both_grants_refuse_the_api_servers_names_themselves(ca):
     """The policy, not each of its callers, keeps the API server's names from nodes."""
-    from kubesmith.runtime import ca_policy
+    from kubesmith.ca import policy as ca_policy
     taken = ca_policy.normalized_sans(("kubernetes", "10.96.0.1"))
     joining = ca_policy.parse_sign_request(sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
     assert ca_policy.node_grant(None, (), joining, service_sans=frozenset()).node == "kubernetes"
@@ -315,8 +314,7 @@ def request_with_a_broken_csr_signature(cn: str, orgs: tuple[str, ...], profile:
 
 
 def test_concurrent_requests_each_get_their_own_answer_and_a_replay_wins_once(ca, server):
-    """Requests that arrive together share the workers' batched steps (CSR check, replay claim,
-    signing): each still gets its own certificate or its own refusal."""
+    """Requests that arrive together each get their own certificate or their own refusal."""
     token = create_token(ca, "--node", "w2")["token"]
     key = tokens.auth_key(token)
     distinct = [sign_request("system:node:w2", ("system:nodes",), "kubelet-client") for _ in range(12)]
@@ -417,59 +415,34 @@ def test_bodies_held_back_to_arrive_together_get_no_more_checks(ca, server):
 
     statuses = asyncio.run(held_back(40))
     assert set(statuses) <= {400, 429} and 429 in statuses
-    assert statuses.count(400) <= 12, statuses  # one free check per worker, then the slots
+    assert statuses.count(400) <= 6, statuses  # the free check, then one per slot up to the bound
     assert raw_authsign(server.url, tokens.auth_key(token), sign_request("system:node:w16", ("system:nodes",),
                                                                          "kubelet-client"))[0] == 200
 
 
-@contextlib.contextmanager
-def in_process_service(tmp_path: Path):
-    """A CA service's signing state and shared state in this process (no HTTP), for batch tests."""
-    from kubesmith.runtime.ca_service import CaService, CaServiceConfig
+def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
+    """Authenticated, then waiting (for its slow-down slot, for binding) when the token is revoked:
+    the check right before signing refuses it; a request with a live token is signed."""
+    from kubesmith.ca import policy as ca_policy
+    from kubesmith.ca.server import CaService, CaServiceConfig, sign_for_token
     files = make_ca(tmp_path / "ca")
     service = CaService(CaServiceConfig(files.ca_cert, files.ca_key, files.tls_cert, files.tls_key,
                                         tmp_path / "state"))
-    shared = service.shared_state()
     try:
-        yield service, shared
+        def authenticated(node: str) -> tuple[tokens.NewToken, bytes, ca_policy.Grant, ca_policy.SignRequest]:
+            token = service.tokens.create(3600, node)
+            raw = sign_request(f"system:node:{node}", ("system:nodes",), "kubelet-client")
+            request = ca_policy.parse_sign_request(raw)
+            return token, raw, ca_policy.node_grant(node, (), request, service_sans=frozenset()), request
+
+        revoked, kept = authenticated("w30"), authenticated("w31")
+        service.tokens.revoke(revoked[0].record.id)
+        with pytest.raises(ca_policy.PolicyError, match="invalid token"):
+            sign_for_token(service, revoked[0].record, *revoked[1:], "127.0.0.1")
+        pem = sign_for_token(service, kept[0].record, *kept[1:], "127.0.0.1")
     finally:
-        shared.close()
-
-
-def authenticated(token: tokens.NewToken, node: str):
-    """The issuance of a node's kubelet-client request that `token` authenticated."""
-    from kubesmith.runtime import ca_policy
-    from kubesmith.runtime.ca_service import Claim, Issuance
-    request = ca_policy.parse_sign_request(sign_request(f"system:node:{node}", ("system:nodes",), "kubelet-client"))
-    grant = ca_policy.node_grant(node, (), request, service_sans=frozenset())
-    return Issuance(grant, request, f"token:{token.record.id}", "127.0.0.1",
-                    Claim(os.urandom(32), token.record.id, token.record.expires))
-
-
-def test_a_token_revoked_while_its_request_waits_signs_nothing(tmp_path):
-    """Authenticated, then waiting (for its slow-down slot, for its batch) when the token is
-    revoked: the check right before signing refuses it; the batch's other requests are signed."""
-    from kubesmith.runtime.ca_service import TokenGone, issue_batch
-    with in_process_service(tmp_path) as (service, shared):
-        revoked, kept = service.tokens.create(3600, "w30"), service.tokens.create(3600, "w31")
-        waiting = [authenticated(revoked, "w30"), authenticated(kept, "w31")]
-        service.tokens.revoke(revoked.record.id)
-        outcomes = issue_batch(service, shared, waiting)
-    assert isinstance(outcomes[0], TokenGone)
-    assert isinstance(outcomes[1], str)
-    assert load_cert(outcomes[1].encode()).subject.rfc4514_string() == "CN=system:node:w31,O=system:nodes"
-
-
-def test_an_unreadable_token_store_fails_the_token_requests_of_a_batch_not_its_renewals(tmp_path):
-    from kubesmith.runtime.ca_service import issue_batch
-    with in_process_service(tmp_path) as (service, shared):
-        by_token = authenticated(service.tokens.create(3600, "w32"), "w32")
-        renewal = replace(by_token, who="agent:w32", claim=None)
-        service.config.token_file.unlink()
-        service.config.token_file.symlink_to(service.config.token_file.name)  # a loop: stat() fails (ELOOP)
-        outcomes = issue_batch(service, shared, [by_token, renewal])
-    assert isinstance(outcomes[0], tokens.TokenError) and "tokens.json" in str(outcomes[0])
-    assert isinstance(outcomes[1], str) and "BEGIN CERTIFICATE" in outcomes[1]
+        service.replays.close()
+    assert load_cert(pem.encode()).subject.rfc4514_string() == "CN=system:node:w31,O=system:nodes"
 
 
 def test_malformed_bodies_get_cfssl_errors_not_crashes(server):

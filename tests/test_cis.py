@@ -1,7 +1,7 @@
 """CIS Kubernetes Benchmark v1.12: kubesmith's rendered hosts pass every automatable flag and config check.
 
 Three layers, each needed for the next to mean anything:
-(a) the evaluator (`kubesmith.cis`) gives kube-bench's verdict on kube-bench's own unit-test vectors;
+(a) the evaluator (`tests/cis_eval.py`) gives kube-bench's verdict on kube-bench's own unit-test vectors;
 (b) every host of every example, at every supported Kubernetes minor, passes every automatable
     `flag` and `config-file` check whose component runs on it (files as `render` writes them);
 (c) the same path fails when the spec turns a protection off, so (b) is not vacuous.
@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
+import cis_eval
 from conftest import EXAMPLES
-from kubesmith import cis
-from kubesmith.plan.evaluate import evaluate
-from kubesmith.spec.load import load_spec_text
+from plan_support import plan_of_text
 from kubesmith.versions.registry import load_registry
 
 REGISTRY = load_registry()
@@ -53,8 +52,8 @@ def _reference_file(name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def checks() -> list[cis.Check]:
-    return cis.load_checks(_reference_file(CHECKS_FILE))
+def checks() -> list[cis_eval.Check]:
+    return cis_eval.load_checks(_reference_file(CHECKS_FILE))
 
 
 def _vectors(group: str) -> list[dict[str, Any]]:
@@ -75,7 +74,7 @@ def _vector_id(vector: dict[str, Any]) -> str:
 @pytest.mark.parametrize("vector", _vectors("compare_op"), ids=_vector_id)
 def test_compare_matches_kube_bench(vector: dict[str, Any]) -> None:
     assert "missing" not in vector, vector.get("missing")
-    assert cis.compare(vector["op"], vector["flagVal"], vector["compareValue"]) is vector["testResult"]
+    assert cis_eval.compare(vector["op"], vector["flagVal"], vector["compareValue"]) is vector["testResult"]
 
 
 EXECUTION_VECTORS = [(group, vector) for group in ("execute", "execute_exceptions", "audit_config_states",
@@ -86,8 +85,8 @@ EXECUTION_VECTORS = [(group, vector) for group in ("execute", "execute_exception
                          ids=[f"{group}-{_vector_id(vector)}" for group, vector in EXECUTION_VECTORS])
 def test_check_execution_matches_kube_bench(group: str, vector: dict[str, Any]) -> None:
     assert "missing" not in vector, vector.get("missing")
-    check = cis.Check.from_dict({**vector["check"], "id": vector["ref"]})
-    result = cis.evaluate_check(check, vector["audit_output"], vector["config_output"], vector["env_output"])
+    check = cis_eval.Check.from_dict({**vector["check"], "id": vector["ref"]})
+    result = cis_eval.evaluate_check(check, vector["audit_output"], vector["config_output"], vector["env_output"])
     if "expected_test_result" in vector:
         assert result.passed is vector["expected_test_result"], result
     if "expected_state" in vector:
@@ -97,15 +96,15 @@ def test_check_execution_matches_kube_bench(group: str, vector: dict[str, Any]) 
 def test_quirks_that_decide_real_checks() -> None:
     """kube-bench's substring rules, pinned on the flags kubesmith actually renders."""
     etcd = "etcd --peer-client-cert-auth=true --peer-cert-file=/p.crt"
-    assert cis.find_flag(etcd, "--client-cert-auth") == (False, "")  # '--' must be adjacent
-    assert cis.find_flag(etcd, "--cert-file") == (False, "")
-    assert cis.find_flag("x --profiling --v=2", "--profiling") == (True, "true")  # bare flag
-    assert cis.find_flag("x --a=1 --a=2", "--a") == (True, "1")  # first occurrence wins
-    assert cis.find_path("readOnlyPort: 0\n", "{.readOnlyPort}") == (True, "0")
-    assert cis.find_path('{"n": 1000000}', "{.n}") == (True, "1e+06")  # JSON numbers are float64 in Go
+    assert cis_eval.find_flag(etcd, "--client-cert-auth") == (False, "")  # '--' must be adjacent
+    assert cis_eval.find_flag(etcd, "--cert-file") == (False, "")
+    assert cis_eval.find_flag("x --profiling --v=2", "--profiling") == (True, "true")  # bare flag
+    assert cis_eval.find_flag("x --a=1 --a=2", "--a") == (True, "1")  # first occurrence wins
+    assert cis_eval.find_path("readOnlyPort: 0\n", "{.readOnlyPort}") == (True, "0")
+    assert cis_eval.find_path('{"n": 1000000}', "{.n}") == (True, "1e+06")  # JSON numbers are float64 in Go
     suites = "tlsCipherSuites: [A, B]\n"
-    assert cis.find_path(suites, "{range .tlsCipherSuites[:]}{}{','}{end}") == (True, "A,B,")
-    assert cis.encryption_audit("kube-apiserver --encryption-provider-config=/e.yaml",
+    assert cis_eval.find_path(suites, "{range .tlsCipherSuites[:]}{}{','}{end}") == (True, "A,B,")
+    assert cis_eval.encryption_audit("kube-apiserver --encryption-provider-config=/e.yaml",
                                 {"/e.yaml": "resources:\n- providers:\n  - aescbc:\n  - identity: {}\n"}
                                 ) == "provider=aescbc"
 
@@ -123,17 +122,17 @@ def _spec_text(example: Path, minor: str | None = None, components: str = "") ->
     return text
 
 
-def _outcomes(text: str, name: str, checks: list[cis.Check], state_dir: Path) -> list[cis.HostCheck]:
-    plan = evaluate(load_spec_text(text, name, REGISTRY).cluster, REGISTRY)
-    return cis.evaluate_plan(checks, plan, state_dir)
+def _outcomes(text: str, name: str, checks: list[cis_eval.Check], state_dir: Path) -> list[cis_eval.HostCheck]:
+    plan = plan_of_text(text, name)
+    return cis_eval.evaluate_plan(checks, plan, state_dir)
 
 
-def test_the_benchmark_data_is_what_this_test_expects(checks: list[cis.Check]) -> None:
+def test_the_benchmark_data_is_what_this_test_expects(checks: list[cis_eval.Check]) -> None:
     """If the data shrank or changed shape, (b) could pass by checking less."""
     counts = json.loads(_reference_file(CHECKS_FILE).read_text(encoding="utf-8"))["counts"]["by_type"]
-    applicable = cis.applicable(checks)
+    applicable = cis_eval.applicable(checks)
     assert len(applicable) == counts["flag"] + counts["config-file"] == 61
-    assert {check.component for check in applicable} == set(cis.COMPONENT_BINARIES)
+    assert {check.component for check in applicable} == set(cis_eval.COMPONENT_BINARIES)
     assert set(EXCLUDED) <= {check.id for check in applicable}
 
 
@@ -145,20 +144,20 @@ def state_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("minor", REGISTRY.minors)
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
-def test_every_host_passes_the_automatable_checks(example: Path, minor: str, checks: list[cis.Check],
+def test_every_host_passes_the_automatable_checks(example: Path, minor: str, checks: list[cis_eval.Check],
                                                   state_dirs: dict[str, Path]) -> None:
-    plan = evaluate(load_spec_text(_spec_text(example, minor), example.name, REGISTRY).cluster, REGISTRY)
+    plan = plan_of_text(_spec_text(example, minor), example.name)
     assert plan.kubernetes_version == f"{minor}.0"
-    outcomes = cis.evaluate_plan(checks, plan, state_dirs[example.stem])
+    outcomes = cis_eval.evaluate_plan(checks, plan, state_dirs[example.stem])
     failures = [f"{o.host} {o.result.id} ({o.binary}): {o.result.state} {o.result.items}"
                 for o in outcomes if o.result.state != "PASS" and o.result.id not in EXCLUDED]
     assert not failures, "\n".join(failures)
     # every check whose component runs on a host was evaluated there, and nothing else
     for host in plan.hosts:
         running = {service.binary for service in host.services}
-        expected = {check.id for check in cis.applicable(checks) if cis.COMPONENT_BINARIES[check.component] in running}
+        expected = {check.id for check in cis_eval.applicable(checks) if cis_eval.COMPONENT_BINARIES[check.component] in running}
         assert {o.result.id for o in outcomes if o.host == host.name} == expected, host.name
-        assert expected or not running & set(cis.COMPONENT_BINARIES.values()), host.name
+        assert expected or not running & set(cis_eval.COMPONENT_BINARIES.values()), host.name
     assert any(o.component == "apiserver" for o in outcomes)
 
 
@@ -180,7 +179,7 @@ FAILING_SPECS = [
 
 @pytest.mark.parametrize(("components", "check_id", "state"), FAILING_SPECS, ids=[c[1] for c in FAILING_SPECS])
 def test_a_weakened_spec_fails_the_guarding_check(components: str, check_id: str, state: str,
-                                                  checks: list[cis.Check], tmp_path: Path) -> None:
+                                                  checks: list[cis_eval.Check], tmp_path: Path) -> None:
     single = next(example for example in EXAMPLES if example.stem == "single-node")
     outcomes = _outcomes(_spec_text(single, components=components), "weakened.yaml", checks, tmp_path)
     not_passing = {o.result.id: o.result for o in outcomes if o.result.state != "PASS" and o.result.id not in EXCLUDED}

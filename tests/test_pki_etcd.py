@@ -13,7 +13,8 @@ import pytest
 from net_support import free_port
 
 from kubesmith.pki.store import PkiStore, store_root
-from pki_support import on_host, plan_of, render_spec, write_spec
+from pki_support import on_host, render_spec, write_spec
+from plan_support import plan_of
 
 PKI = "/etc/kubernetes/pki"
 

@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from kubesmith.backends.render import RenderError, render
 from kubesmith.pki.keys import load as load_key
 from kubesmith.pki.store import PkiStore, store_root, utc_now
-from pki_support import HA_SPEC, cert_at, on_host, plan_of, render_spec, snapshot, write_spec
+from pki_support import HA_SPEC, cert_at, on_host, render_spec, snapshot, write_spec
+from plan_support import plan_of
 
 HOSTS = [{"name": "cp1", "address": "10.1.0.1", "roles": ["control-plane", "etcd"]},
          {"name": "cp2", "address": "10.1.0.2", "roles": ["control-plane", "etcd"]},

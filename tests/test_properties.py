@@ -11,9 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubesmith.plan.evaluate import evaluate
+from plan_support import plan_of_text
 from kubesmith.plan.model import HostPlan, Plan
-from kubesmith.spec.load import load_spec_text
 from kubesmith.versions.registry import load_registry
 
 REGISTRY = load_registry()
@@ -68,8 +67,7 @@ def cluster_documents(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def plan_of(document: dict[str, Any]) -> Plan:
-    loaded = load_spec_text(yaml.safe_dump(document), "prop.yaml", REGISTRY)
-    return evaluate(loaded.cluster, REGISTRY)
+    return plan_of_text(yaml.safe_dump(document), "prop.yaml")
 
 
 def flags(host: HostPlan, service: str) -> dict[str, str]:

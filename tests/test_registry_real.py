@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from binary_facts import HelpFacts, probe_gate, read_help
 from k8s_support import BINARIES, real_binaries, real_release
 
-from kubesmith.versions.binary_facts import HelpFacts, probe_gate, read_help
 from kubesmith.versions.registry import load_registry
 
 REGISTRY = load_registry()
@@ -101,7 +101,8 @@ def test_unknown_and_locked_gates_are_located_errors(tmp_path: Path) -> None:
 
 
 def test_a_cluster_gate_reaches_only_the_components_that_know_it(tmp_path: Path) -> None:
-    from pki_support import plan_of, write_spec
+    from pki_support import write_spec
+    from plan_support import plan_of
 
     spec = write_spec(tmp_path / "one.yaml", "gated", [{"name": "h1", "address": "10.0.0.11",
                                                          "roles": ["control-plane", "etcd", "node"]}])

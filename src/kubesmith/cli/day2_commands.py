@@ -29,7 +29,7 @@ def _on_hosts(spec_file: str, ssh_config: str | None, known_hosts: str | None, i
               work: Callable[[Any, Plan], Awaitable[T]]) -> tuple[Plan, T]:
     """Run `work(transport, plan)`; a failed step is one line naming host and step (exit 5)."""
     from kubesmith.backends.day2 import Day2Error
-    from kubesmith.transport.settings import ssh_options
+    from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.transport.ssh import SshTransport, TransportError
 
     loaded, plan = load_plan_or_fail(spec_file)

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from kubesmith.backends import apply as applying
-from kubesmith.backends.runtime_bundle import build_bundle
+from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                   report_problems, spec_argument)
+                                  report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.model import Plan
-from kubesmith.transport.settings import ssh_options
-from kubesmith.transport.ssh import SshTransport, TransportError
+from kubesmith.transport.ssh import TransportError
+
+T = TypeVar("T")
 
 
 @click.group()
@@ -76,11 +77,9 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     `kubernetes.target` on every host. A re-apply with no change changes nothing.
     On failure it names the host, the unit and the last lines of its journal (exit 5).
     """
-    context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
-    binaries = checked_binaries(context["plan"], binaries_dir, context["hosts"])
+    session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
     started = time.monotonic()
-    report = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.apply_plan(
-        transport, context["plan"], files, bundle, _progress, deadline))
+    report = _on_hosts(lambda: session.apply(_progress, deadline))
     if output == "json":
         emit_json({"changed": report.changed, "changes": [c.as_dict() for c in report.changes],
                    "timings": report.timings})
@@ -95,10 +94,8 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
 def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
-    context = _context(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity)
-    binaries = checked_binaries(context["plan"], binaries_dir, context["hosts"])
-    states = _run_on_hosts(context, binaries, lambda transport, files, bundle: applying.inspect_all(
-        transport, context["plan"], files, bundle))
+    session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
+    states = _on_hosts(session.inspect)
     if output == "json":
         emit_json({"changes": [state.changes.as_dict() for state in states]})
         return
@@ -106,8 +103,8 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
         click.echo(_describe(state.changes, verbose=True))
 
 
-def _context(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
-             known_hosts: str | None, identity: str | None) -> dict[str, Any]:
+def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
+             known_hosts: str | None, identity: str | None, binaries_dir: Path | None) -> applying.ApplySession:
     loaded, plan = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
     selected = [name.strip() for name in only_hosts.split(",")] if only_hosts else [h.name for h in plan.hosts]
@@ -115,7 +112,8 @@ def _context(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
     click.echo(f"reaching hosts with {source}", err=True)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
-    return {"plan": plan, "hosts": selected, "ssh": options, "state_dir": state}
+    binaries = checked_binaries(plan, binaries_dir, selected)
+    return applying.ApplySession(plan, tuple(selected), options, state, binaries)
 
 
 def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:
@@ -135,25 +133,16 @@ def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> ap
     return binaries
 
 
-def _run_on_hosts(context: dict[str, Any], binaries: applying.Binaries,
-                  work: Callable[[SshTransport, Any, Any], Any]) -> Any:
-    plan: Plan = context["plan"]
+def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
+    """Run an apply session's work; its failures become one line and an exit code."""
     try:
-        bundle = build_bundle(context["state_dir"] / "cache")
-        files = applying.desired_files(plan, context["state_dir"], binaries, bundle, context["hosts"])
+        return asyncio.run(work())
     except PkiError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    except (TransportError, applying.ApplyError) as exc:
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:
         fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)
-
-    async def run() -> Any:
-        async with SshTransport(context["ssh"]) as transport:
-            return await work(transport, files, bundle)
-
-    try:
-        return asyncio.run(run())
-    except (TransportError, applying.ApplyError) as exc:
-        fail(str(exc), ExitCode.FAILED)
 
 
 def _progress(line: str) -> None:

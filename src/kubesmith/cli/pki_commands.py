@@ -13,8 +13,7 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail,
-                                   report_problems, spec_argument)
+from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, report_problems, spec_argument
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile

@@ -9,16 +9,15 @@ import click
 
 from kubesmith.backends.render import RenderError, render as render_plan
 from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
+from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                   spec_argument)
+                                  spec_argument)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.health.remote import ssh_view
+from kubesmith.health.status import ClusterStatus, HostView, cluster_status, local_view, status_lines, supervisor_pids
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
-from kubesmith.runtime.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
-                                      supervisor_pids)
-from kubesmith.transport.probes import ssh_view
-from kubesmith.transport.settings import ssh_options
 from kubesmith.transport.ssh import SshTransport
 
 

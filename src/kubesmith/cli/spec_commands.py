@@ -12,7 +12,7 @@ import yaml
 
 from kubesmith import __version__
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                   load_spec_or_fail, report_problems, spec_argument)
+                                  load_spec_or_fail, report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.environment import local_host_name, primary_address
 from kubesmith.plan.text import plan_text

@@ -14,8 +14,8 @@ import click
 from kubesmith import layout
 from kubesmith.cli.common import emit_json, fail
 from kubesmith.exitcodes import ExitCode
-from kubesmith.runtime.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
-from kubesmith.runtime.wait import LocalProbeRunner, ProbeOperation, WaitPolicy, run_operations, wait_ready
+from kubesmith.health.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
+from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, WaitPolicy, run_operations, wait_ready
 
 WAIT_HELP_EPILOG = """\b
 Probe forms (one argument each; relative file paths are under --pki-dir):

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Contribution, HostContext, Module
+from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.spec.types import StrictModel
 from kubesmith.urls import url_host

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, OptionProblem,
-                                    effective_gates, feature_gates_flag, file_from, https_probe, render_flags,
-                                    system_user)
+from kubesmith.modules.base import (ComponentOptions, Module, OptionProblem, effective_gates, feature_gates_flag,
+                                    file_from, https_probe, render_flags, system_user)
 from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
 from kubesmith.spec.types import IPAddress, Port, StrictModel
 

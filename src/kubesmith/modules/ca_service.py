@@ -12,10 +12,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Contribution, HostContext, Module, https_probe
+from kubesmith.durations import parse_duration
+from kubesmith.modules.base import Module, https_probe
 from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
-from kubesmith.runtime.durations import parse_duration
 from kubesmith.spec.types import Port, StrictModel
 
 # The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA

@@ -8,9 +8,10 @@ ready (the systemd backend adds an "online" unit per service that waits for read
 from __future__ import annotations
 
 from kubesmith import layout
-from kubesmith.modules.base import Contribution, HostContext, file_from
+from kubesmith.modules.base import file_from
 from kubesmith.modules.kubeconfigs import kubeconfig_file
 from kubesmith.pki.certlist import AUTHORITIES, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Target
 
 # (target, what it means, targets it comes after when present on the same host)

@@ -16,9 +16,10 @@ from typing import Any
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Contribution, HostContext, Module
+from kubesmith.modules.base import Module
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
 from kubesmith.spec.types import ExtraConfig, Port, StrictModel
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
-                                    feature_gates_flag, file_from, https_probe, render_flags, system_user)
+from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag, file_from,
+                                    https_probe, render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Service
 from kubesmith.spec.types import Cidr, IPAddress, Port
 

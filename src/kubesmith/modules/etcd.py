@@ -8,8 +8,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (Contribution, HostContext, Module, render_flags, system_user)
+from kubesmith.modules.base import Module, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
 from kubesmith.spec.types import ExtraArgs, Port, StrictModel
 from kubesmith.urls import url_host

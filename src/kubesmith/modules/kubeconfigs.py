@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kubesmith import layout
-from kubesmith.modules.base import HostContext, file_from, https_probe
+from kubesmith.modules.base import file_from, https_probe
+from kubesmith.plan.facts import HostContext
 from kubesmith.plan.model import File, Gate
 from kubesmith.urls import url_host
 

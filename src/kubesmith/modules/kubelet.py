@@ -17,12 +17,12 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.apiserver import STRONG_CIPHERS
+from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
-from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
-                                    render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
 from kubesmith.spec.types import ExtraConfig, IPAddress, Port
 

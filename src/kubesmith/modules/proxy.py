@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
-                                    render_flags)
+from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
 from kubesmith.spec.types import Cidr, ExtraConfig, Port
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Contribution, HostContext, Module, effective_gates,
-                                    feature_gates_flag, https_probe, render_flags, system_user)
+from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag, https_probe,
+                                    render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
+from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Service
 from kubesmith.spec.types import ExtraConfig, IPAddress, Port
 

@@ -17,7 +17,7 @@ from kubesmith import layout
 from kubesmith.plan.model import CertificateAuthority, CertificateRequest
 
 if TYPE_CHECKING:
-    from kubesmith.modules.base import ClusterFacts, HostFacts
+    from kubesmith.plan.facts import ClusterFacts, HostFacts
 
 SERVER = ("digital signature", "key encipherment", "server auth")
 CLIENT = ("digital signature", "key encipherment", "client auth")
@@ -54,6 +54,7 @@ class CertSpec:
     file: str  # relative to the PKI directory, without .crt/.key
     owner: str
     description: str
+    node_scope: bool = False  # a node's own identity: the CA service signs it for the node's token and agent
 
     @property
     def cert_path(self) -> str:
@@ -125,18 +126,20 @@ CERTIFICATES: tuple[CertSpec, ...] = (
     CertSpec("scheduler-serving", "kubernetes-ca", "kube-scheduler", (), SERVER, Sans.LOOPBACK,
              "scheduler-serving", "kube-scheduler", "scheduler's secure port (127.0.0.1:10259)"),
     CertSpec("kubelet-client", "kubernetes-ca", "system:node:{host}", ("system:nodes",), CLIENT, Sans.NONE,
-             "kubelet-client", "root", "kubelet's node identity (Node authorizer, NodeRestriction)"),
+             "kubelet-client", "root", "kubelet's node identity (Node authorizer, NodeRestriction)", node_scope=True),
     CertSpec("kubelet-serving", "kubernetes-ca", "system:node:{host}", ("system:nodes",), SERVER, Sans.NODE,
-             "kubelet-serving", "root", "kubelet's HTTPS endpoint (port 10250)"),
+             "kubelet-serving", "root", "kubelet's HTTPS endpoint (port 10250)", node_scope=True),
     CertSpec("kube-proxy-client", "kubernetes-ca", "system:kube-proxy", (), CLIENT, Sans.NONE,
-             "kube-proxy-client", "root", "kube-proxy's identity towards the API"),
+             "kube-proxy-client", "root", "kube-proxy's identity towards the API", node_scope=True),
     CertSpec("ca-service-serving", "kubernetes-ca", "kubesmith-ca-service", (), SERVER, Sans.HOST,
              "ca-service/serving", "root", "HTTPS certificate of `kubesmith ca serve` (join, renewal)"),
     CertSpec("agent-client", "kubernetes-ca", "kubesmith:agent:{host}", ("kubesmith:agents",), CLIENT, Sans.NONE,
-             "agent-client", "root", "the host's agent towards the CA service (mTLS renewal); no RBAC rights"),
+             "agent-client", "root", "the host's agent towards the CA service (mTLS renewal); no RBAC rights",
+             node_scope=True),
 )
 
 _BY_NAME = {spec.name: spec for spec in CERTIFICATES}
+NODE_SCOPED: tuple[str, ...] = tuple(spec.name for spec in CERTIFICATES if spec.node_scope)
 _AUTHORITY_BY_NAME = {spec.name: spec for spec in AUTHORITIES}
 
 

@@ -7,11 +7,11 @@ from functools import partial
 
 from kubesmith.gcpause import gc_paused
 from kubesmith.modules import MODULES
-from kubesmith.modules.base import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.modules.kubeconfigs import api_address
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
+from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.versions.registry import VersionRegistry

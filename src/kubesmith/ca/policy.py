@@ -38,13 +38,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from kubesmith.pki import keys
-from kubesmith.pki.certlist import certificate, is_ip
+from kubesmith.pki.certlist import NODE_SCOPED, certificate, is_ip
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateRequest
 from kubesmith.spec.types import is_dns_label
 
-NODE_PROFILES: tuple[str, ...] = ("kubelet-client", "kubelet-serving", "agent-client", "kube-proxy-client")
 NODE_PREFIX, AGENT_PREFIX = "system:node:", "kubesmith:agent:"
 FORBIDDEN_ORGANIZATIONS = frozenset({"system:masters"})
 
@@ -178,9 +177,9 @@ def node_grant(node: str | None, addresses: tuple[str, ...], request: SignReques
     """What a join token scoped to `node` (None: not bound yet) may have signed for `request`; never a
     name of the API server (`service_sans`, see `check_service_sans`)."""
     profile = profile_for(request)
-    if profile not in NODE_PROFILES:
+    if profile not in NODE_SCOPED:
         raise PolicyError(f"profile {profile!r} is not allowed for a node token "
-                          f"(allowed: {', '.join(NODE_PROFILES)})")
+                          f"(allowed: {', '.join(NODE_SCOPED)})")
     spec = certificate(profile)
     wanted_node = requested_node(request)
     if "{host}" in spec.common_name:
@@ -269,7 +268,7 @@ def _checked(grant: Grant, service_sans: frozenset[str]) -> Grant:
 def node_identities(host: str) -> frozenset[tuple[str, frozenset[str]]]:
     """(CN, organizations) of every certificate a node token may obtain for `host`."""
     return frozenset((certificate(profile).common_name.format(host=host), frozenset(certificate(profile).organizations))
-                     for profile in NODE_PROFILES)
+                     for profile in NODE_SCOPED)
 
 
 def sign(grant: Grant, public_key: object, ca_cert: x509.Certificate, ca_key: PrivateKey,

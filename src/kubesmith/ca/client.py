@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay
 
+from kubesmith.ca.tokens import request_mac
 from kubesmith.pki.issue import issued_by, signature_problem, subject_alt_names
 from kubesmith.pki.keys import PrivateKey, same_public_key
-from kubesmith.runtime.tokens import request_mac
 
 LOG = logging.getLogger("kubesmith.ca_client")
 BUSY_PATIENCE = 120.0  # seconds `authsign` keeps asking a CA service that answers 429

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from kubesmith import layout
+from kubesmith.health.status import AgentReport, HostView, runs_agent, status_operations
+from kubesmith.health.wait import ProbeOperation, RecordedProbeRunner
 from kubesmith.plan.model import HostPlan
-from kubesmith.runtime.status import AgentReport, HostView, runs_agent, status_operations
-from kubesmith.runtime.wait import ProbeOperation, RecordedProbeRunner
 from kubesmith.transport.ssh import SshTransport, TransportError
 
 REMOTE_KUBESMITH = "/usr/local/bin/kubesmith"

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from kubesmith import layout
-from kubesmith.backends.run import HostPaths
+from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
+from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
+from kubesmith.layout import RunPaths
 from kubesmith.plan.model import HostPlan, Plan, Service
-from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
-from kubesmith.runtime.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ class ClusterStatus:
 
 def credentials_dir(state_dir: Path, host: str) -> Path:
     """Where the host's probe credentials are: its run root when `run` prepared one, else its render."""
-    paths = HostPaths(state_dir, host)
+    paths = RunPaths(state_dir, host)
     return paths.pki_dir if paths.root.is_dir() else paths.rendered / layout.PKI.lstrip("/")
 
 
@@ -143,7 +143,7 @@ def local_agent_report(state_dir: Path, host: HostPlan) -> AgentReport | None:
     if not runs_agent(host):
         return None
     try:
-        text = (HostPaths(state_dir, host.name).root / layout.AGENT_STATE_FILE.lstrip("/")).read_text()
+        text = (RunPaths(state_dir, host.name).root / layout.AGENT_STATE_FILE.lstrip("/")).read_text()
     except OSError:
         return None
     return AgentReport.parse(text)
@@ -152,7 +152,7 @@ def local_agent_report(state_dir: Path, host: HostPlan) -> AgentReport | None:
 def supervisor_pids(state_dir: Path, host: str) -> dict[str, int | None] | None:
     """Service pids from a live `kubesmith run` for this host; None when no supervisor runs it."""
     try:
-        state = json.loads(HostPaths(state_dir, host).state_file.read_text())
+        state = json.loads(RunPaths(state_dir, host).state_file.read_text())
     except (OSError, ValueError):
         return None
     if not pid_alive(state.get("supervisor")):

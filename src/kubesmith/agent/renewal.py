@@ -36,26 +36,19 @@ kubeconfig files (`Service.watch_files`) and restarts it when the agent replaces
 `kubesmith run`, the supervisor watches the same `watch_files` (a replaced file has a new
 inode and mtime). The agent itself does not restart anything.
 
-State: a small JSON file (`state_file`) with the last and next renewal, the last error and one
-entry per certificate; `read_state` is what `kubesmith status` and `agent --show-state` print.
-Each pass holds the file's lock and starts from the file (`locked_report`), so a manual
-`agent --once` beside the unit's agent waits for its pass and neither loses the other's record.
+What it did goes into its report (`agent.report`), one pass at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import datetime as dt
-import fcntl
-import itertools
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import aiohttp
 import yaml
@@ -64,21 +57,20 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from kubesmith import fsutil
-from kubesmith.backends.render import yaml_bytes
+from kubesmith.agent.report import AgentState, Renewer, SlotState, Stopping, failed_slot, iso, locked_report
+from kubesmith.ca import client as ca_client
+from kubesmith.ca.client import CaClientError, CaUnavailable, Subject
+from kubesmith.ca.policy import backdate_for
+from kubesmith.formats import yaml_bytes
 from kubesmith.pki import keys
 from kubesmith.pki.certlist import AUTHORITIES
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
 from kubesmith.plan.model import CertificateRequest
-from kubesmith.runtime import ca_client
-from kubesmith.runtime.ca_client import CaClientError, CaUnavailable, Subject
-from kubesmith.runtime.ca_policy import backdate_for
 
 LOG = logging.getLogger("kubesmith.agent")
-LOCK_POLL_SECONDS = 0.2  # how often a pass checks whether the other agent's pass has ended
 Clock = Callable[[], dt.datetime]
-Renewer = Literal["local", "ca-service", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,41 +114,6 @@ class Authority:
     cert: x509.Certificate
     cert_pem: bytes
     key: PrivateKey | None  # present when this host signs with it
-
-
-@dataclass(frozen=True, slots=True)
-class SlotState:
-    path: str
-    subject: str
-    ca: str
-    not_after: str
-    renew_at: str
-    renewer: Renewer
-    last_renewal: str | None = None
-    last_error: str | None = None
-
-
-SLOT_FIELDS = tuple(f.name for f in fields(SlotState))
-REPORT_FIELDS = ("last_check", "last_renewal", "last_error", "next_renewal", "next_attempt")  # AgentState's order
-
-
-@dataclass(slots=True)
-class AgentState:
-    """What the agent reports: read from the state file before each pass, written after it."""
-
-    host: str
-    slots: dict[str, SlotState] = field(default_factory=dict)
-    last_check: str | None = None
-    last_renewal: str | None = None
-    last_error: str | None = None
-    next_renewal: str | None = None
-    next_attempt: str | None = None
-
-    def document(self) -> dict[str, Any]:
-        return {"host": self.host, "last_check": self.last_check, "last_renewal": self.last_renewal,
-                "next_renewal": self.next_renewal, "last_error": self.last_error,
-                "next_attempt": self.next_attempt,
-                "certificates": [_slot_document(s) for _, s in sorted(self.slots.items())]}
 
 
 # ---- discovery and reading
@@ -299,11 +256,11 @@ def check_agent_certificate(path: Path, host: str, ca: Authority, now: dt.dateti
     if signature_problem(cert, ca.cert):
         raise CaClientError(f"{path}: this host's agent certificate is not signed by {ca.name}; {way_out}")
     if now >= cert.not_valid_after_utc:
-        raise CaClientError(f"{path}: this host's agent certificate expired at {_iso(cert.not_valid_after_utc)}; "
+        raise CaClientError(f"{path}: this host's agent certificate expired at {iso(cert.not_valid_after_utc)}; "
                             f"{way_out}")
     if now < cert.not_valid_before_utc:
         raise CaClientError(f"{path}: this host's agent certificate is valid only from "
-                            f"{_iso(cert.not_valid_before_utc)}; is this host's clock behind?")
+                            f"{iso(cert.not_valid_before_utc)}; is this host's clock behind?")
 
 
 def check_renewed(material: Material, ca: Authority, pem: bytes, now: dt.datetime) -> None:
@@ -354,7 +311,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
     """Renew every due certificate once; record everything in `state`."""
     cas, ca_problems = authorities(config)
     for path, problem in ca_problems.items():
-        state.slots[path] = _failed_slot(state.slots.get(path), path, problem)
+        state.slots[path] = failed_slot(state.slots.get(path), path, problem)
     renewed, unavailable, problems = 0, [], [f"{path}: {problem}" for path, problem in ca_problems.items()]
     next_due: dt.datetime | None = None
     slots = discover(config)
@@ -363,7 +320,7 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
         try:
             material = load_material(slot)
         except (ValueError, OSError) as exc:
-            state.slots[key] = _failed_slot(state.slots.get(key), key, str(exc))
+            state.slots[key] = failed_slot(state.slots.get(key), key, str(exc))
             problems.append(f"{key}: {exc}")
             continue
         ca = next((a for a in cas if issued_by(material.cert, a.cert)), None)
@@ -382,8 +339,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
                 write_certificate(slot, pem)
                 material = load_material(slot)
                 entry = _slot_state(material, ca, renewer, config.renew_fraction, previous)
-                entry = replace(entry, last_renewal=_iso(now), last_error=None)
-                state.last_renewal = _iso(now)
+                entry = replace(entry, last_renewal=iso(now), last_error=None)
+                state.last_renewal = iso(now)
                 renewed += 1
                 LOG.info("renewed %s (%s) via %s; expires %s", slot.path, entry.subject, renewer, entry.not_after)
             except CaUnavailable as exc:
@@ -403,8 +360,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
             next_due = due if next_due is None or due < next_due else next_due
     seen = set(ca_problems) | {str(slot.path) for slot in slots}
     state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
-    state.last_check = _iso(clock())
-    state.next_renewal = _iso(next_due) if next_due else None
+    state.last_check = iso(clock())
+    state.next_renewal = iso(next_due) if next_due else None
     state.last_error, state.next_attempt = "; ".join(unavailable) or None, None
     return CycleOutcome(len(slots), renewed, tuple(unavailable), next_due, tuple(problems))
 
@@ -430,15 +387,15 @@ async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSessio
                     retry_state.attempt_number, pause, error)
 
     async def attempt() -> CycleOutcome:
-        async with locked_report(config, stop) as state:
+        async with locked_report(config.state_file, config.host, stop) as state:
             outcome = await run_cycle(config, session, state, clock)
         if outcome.unavailable:
             raise CaUnavailable("; ".join(outcome.unavailable))
         return outcome
 
     async def pause(seconds: float) -> None:
-        async with locked_report(config, stop) as state:
-            state.next_attempt = _iso(clock() + dt.timedelta(seconds=seconds))
+        async with locked_report(config.state_file, config.host, stop) as state:
+            state.next_attempt = iso(clock() + dt.timedelta(seconds=seconds))
         await _sleep(stop, seconds)
 
     retrying = AsyncRetrying(retry=retry_if_exception_type(CaUnavailable),
@@ -463,98 +420,9 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
-# ---- one pass at a time per state file
-
-class Stopping(Exception):
-    """The agent was asked to stop while it waited for another pass to end."""
-
-
-@contextlib.asynccontextmanager
-async def locked_report(config: AgentConfig, stop: asyncio.Event | None = None) -> AsyncIterator[AgentState]:
-    """The report as the last pass left it, under the state file's lock; written back at the end.
-
-    The unit's agent and a manual `agent --once` share the report: a pass waits for the other's
-    to end (no certificate renewed by both at once) and starts from what the other recorded,
-    so neither overwrites the other's renewals. The lock is polled, not waited for in a blocking
-    call, so the event loop (and with it SIGTERM and Ctrl-C) keeps running meanwhile.
-    """
-    lock_path = fsutil.lock_file(config.state_file)
-    fsutil.make_dirs(lock_path.parent)
-    with open(lock_path, "a+b") as lock:
-        await _take(lock, lock_path, stop)
-        state = load_state(config.state_file, config.host)
-        yield state
-        write_state(config.state_file, state)
-
-
-async def _take(lock: IO[bytes], lock_path: Path, stop: asyncio.Event | None) -> None:
-    for attempt in itertools.count():
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if attempt == 0:
-                LOG.info("another agent is renewing on this host; waiting for its pass to end (%s)", lock_path)
-        if stop is not None and stop.is_set():
-            raise Stopping()
-        await asyncio.sleep(LOCK_POLL_SECONDS)
-
-
-# ---- state file
-
-def write_state(path: Path, state: AgentState) -> None:
-    document = {**state.document(), "updated": _iso(utc_now())}
-    fsutil.atomic_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o644)
-
-
-def load_state(path: Path, host: str) -> AgentState:
-    """The report as `AgentState`; a fresh one if there is none, or it is another host's or not
-    a report this agent wrote (damaged, edited, other types)."""
-    try:
-        document = read_state(path)
-    except (OSError, ValueError, RecursionError):
-        return AgentState(host)
-    if not isinstance(document, dict) or document.get("host") != host:
-        return AgentState(host)
-    entries = document.get("certificates") or []
-    tops = [document.get(name) for name in REPORT_FIELDS]
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and _strings(e.get(n) for n in SLOT_FIELDS)
-                                                 and isinstance(e.get("path"), str) for e in entries) \
-            or not _strings(tops):
-        return AgentState(host)
-    slots = {entry["path"]: SlotState(**{name: entry.get(name) for name in SLOT_FIELDS}) for entry in entries}
-    return AgentState(host, slots, *tops)
-
-
-def _strings(values: Iterable[object]) -> bool:
-    return all(value is None or isinstance(value, str) for value in values)
-
-
-def read_state(path: Path) -> dict[str, Any] | None:
-    """The agent's last report, or None if it never ran here (for `kubesmith status`)."""
-    try:
-        return json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-
-
 def _slot_state(material: Material, ca: Authority | None, renewer: Renewer, fraction: float,
                 previous: SlotState | None) -> SlotState:
     return SlotState(path=str(material.slot.path), subject=Identity.of_certificate(material.cert).common_name,
-                     ca=ca.name if ca else "unknown", not_after=_iso(material.cert.not_valid_after_utc),
-                     renew_at=_iso(material.renew_at(fraction)), renewer=renewer,
+                     ca=ca.name if ca else "unknown", not_after=iso(material.cert.not_valid_after_utc),
+                     renew_at=iso(material.renew_at(fraction)), renewer=renewer,
                      last_renewal=previous.last_renewal if previous else None)  # errors: this pass's only
-
-
-def _failed_slot(previous: SlotState | None, path: str, error: str) -> SlotState:
-    if previous is not None:
-        return replace(previous, last_error=error)
-    return SlotState(path, "", "unknown", "", "", "none", None, error)
-
-
-def _slot_document(slot: SlotState) -> dict[str, Any]:
-    return {name: getattr(slot, name) for name in SLOT_FIELDS}
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).isoformat(timespec="seconds")

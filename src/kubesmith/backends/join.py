@@ -17,7 +17,7 @@ Order, and why:
 
 Which certificates: with `--spec`, those of the node's host plan (it must be a node-only host:
 control-plane and etcd hosts need CA material a join token must never reach; use `apply`).
-Without it, the node's standard set (`ca_policy.NODE_PROFILES`) at the standard paths, and no
+Without it, the node's standard set (`certlist.NODE_SCOPED`) at the standard paths, and no
 units.
 """
 
@@ -34,13 +34,13 @@ import aiohttp
 
 from kubesmith import fsutil, layout
 from kubesmith.backends import systemd
-from kubesmith.backends.render import own_bytes, target_path, yaml_bytes
+from kubesmith.backends.render import own_bytes, target_path
+from kubesmith.ca import client as ca_client
+from kubesmith.ca.tokens import auth_key, parse_token
+from kubesmith.formats import yaml_bytes
 from kubesmith.pki import documents, keys
-from kubesmith.pki.certlist import Sans, authority, certificate
+from kubesmith.pki.certlist import NODE_SCOPED, Sans, authority, certificate
 from kubesmith.plan.model import CertificateRequest, File, HostPlan
-from kubesmith.runtime import ca_client
-from kubesmith.runtime.ca_policy import NODE_PROFILES
-from kubesmith.runtime.tokens import auth_key, parse_token
 
 
 class JoinError(Exception):
@@ -75,7 +75,7 @@ class JoinResult:
 def standard_requests(node: str, addresses: tuple[str, ...]) -> tuple[CertificateRequest, ...]:
     """The node's certificates when no cluster file is given: certlist entries of the node scope."""
     requests = []
-    for name in NODE_PROFILES:
+    for name in NODE_SCOPED:
         spec = certificate(name)
         # the node SAN policy (Sans.NODE): the node's name and its addresses
         dns, ips = ((node,), tuple(addresses)) if spec.sans is Sans.NODE else ((), ())
@@ -93,7 +93,7 @@ def node_requests(options: JoinOptions) -> tuple[CertificateRequest, ...]:
     if set(plan.roles) != {"node"}:
         raise JoinError(f"host {plan.name} has roles {', '.join(plan.roles)}: join is for node-only hosts "
                         "(control-plane and etcd hosts get CA material; use `kubesmith apply`)")
-    outside = sorted(r.name for r in plan.certificates if r.name not in NODE_PROFILES)
+    outside = sorted(r.name for r in plan.certificates if r.name not in NODE_SCOPED)
     if outside:
         raise JoinError(f"host {plan.name} needs certificates a join token cannot obtain: {', '.join(outside)}")
     return plan.certificates

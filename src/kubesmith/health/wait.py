@@ -30,7 +30,7 @@ import aiohttp
 from cryptography import x509
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
 
-from kubesmith.runtime.probespec import ProbeSpec, format_probe, parse_probe
+from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe
 
 Log = Callable[[str], None]
 

@@ -1,0 +1,1 @@
+"""The agent on every host: renews its certificates long before they expire and reports what it did."""

@@ -1,0 +1,196 @@
+"""`kubesmith token create|list|revoke`: join tokens for new nodes, in the CA service's token store."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import click
+from cryptography import x509
+
+from kubesmith import layout
+from kubesmith.backends import remote_tokens
+from kubesmith.backends.ssh_settings import ssh_options
+from kubesmith.ca import policy as ca_policy, server as ca_service, tokens
+from kubesmith.ca.client import spki_hash
+from kubesmith.cli.ca_commands import ca_config
+from kubesmith.cli.common import (DURATION, OUTPUT_TEXT_JSON, check_addresses, check_node_name, config_option,
+                                  emit_json, fail, load_spec_or_fail, ssh_flags, user_errors)
+from kubesmith.exitcodes import ExitCode
+from kubesmith.pki import keys
+
+
+@click.group("token")
+def token_group() -> None:
+    """Join tokens for new nodes (stored wrapped, never in clear; expiry enforced)."""
+
+
+def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | None) -> tokens.TokenStore:
+    """The store, with the CA key checked against the CA certificate where that is readable (a
+    token wrapped with another key would never be accepted by the CA service)."""
+    with user_errors():
+        key = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
+    if ca_cert is not None and not keys.same_public_key(ca_cert.public_key(), key.public_key()):
+        fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",
+             ExitCode.USAGE)
+    return tokens.TokenStore(config.token_file, key)
+
+
+def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | None:
+    """The CA certificate, or None where it is not readable here (the token store works without)."""
+    try:
+        return x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def store_options(command: Any) -> Any:
+    """Where the token store is: the CA service's settings file, or --state-dir."""
+    command = click.option("--state-dir", default=None, metavar="DIR",
+                           help=f"CA service state directory (default {layout.CA_SERVICE_STATE}).")(command)
+    return config_option(layout.CA_SERVICE_CONFIG)(command)
+
+
+def token_options(command: Any) -> Any:
+    """The token store and the CA key that wraps its HMAC keys (creating tokens needs both)."""
+    command = click.option("--ca-cert", default=None, metavar="FILE",
+                           help="kubernetes-ca certificate (for the --ca-hash that joins need).")(command)
+    command = click.option("--ca-key", default=None, metavar="FILE",
+                           help="kubernetes-ca private key (wraps the stored HMAC keys).")(command)
+    return store_options(command)
+
+
+@token_group.command("create")
+@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token (default: the CA service's "
+              "tokenTtl setting, else 1h).")
+@click.option("--node", default=None, metavar="NAME",
+              help="The node this token may join as (default: the first node name it is used for).")
+@click.option("--address", "addresses", multiple=True, metavar="IP",
+              help="IP address the node's serving certificate may carry (repeatable).")
+@click.option("--description", default="", help="Free text shown by `token list`.")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@click.option("--cluster", "cluster_file", default=None, metavar="FILE",
+              help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
+                   "--on, else the first), and print the complete join command for that host's CA service.")
+@click.option("--on", "on_host", default=None, metavar="HOST", help="With --cluster: the control-plane host.")
+@ssh_flags("with --cluster")
+@token_options
+def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str, output: str,
+                 cluster_file: str | None, on_host: str | None, ssh_config: str | None, known_hosts: str | None,
+                 identity: str | None, config_file: str | None, state_dir: str | None, ca_key: str | None,
+                 ca_cert: str | None) -> None:
+    """Create a join token; prints it once (it is not stored), with its cfssl auth key.
+
+    Run it on a control-plane host (its CA service keeps the token store), or from anywhere
+    with --cluster FILE, which runs it there over SSH.
+    """
+    check_addresses(addresses)
+    if node is not None:
+        check_node_name(node)
+    if cluster_file is not None:
+        request = remote_tokens.TokenRequest(ttl, node, addresses, description)
+        _token_create_remote(cluster_file, on_host, (ssh_config, known_hosts, identity), request, output)
+        return
+    config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key, ca_cert=ca_cert)
+    certificate = ca_certificate(config)
+    store = token_store(config, certificate)
+    _check_not_service_sans(node, addresses, config.service_sans)
+    ttl = ttl or config.default_token_ttl
+    with user_errors():
+        created = store.create(ttl, node, addresses, description)
+    ca_hash = spki_hash(certificate) if certificate is not None else "sha256:<hash of the CA public key>"
+    info = {"token": created.token, "id": created.record.id, "expires": _iso(created.record.expires),
+            "node": node, "addresses": list(addresses), "cfssl_auth_key": created.auth_key_hex, "ca_hash": ca_hash}
+    if output == "json":
+        emit_json(info)
+        return
+    click.echo(created.token)
+    click.echo(f"id {info['id']}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
+    click.echo(f"cfssl auth key (hex, type standard): {created.auth_key_hex}", err=True)
+    click.echo(f"join with: {join_command_line('https://<control-plane>:<port>', created.token, ca_hash)}", err=True)
+
+
+def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str | None, str | None, str | None],
+                         request: remote_tokens.TokenRequest, output: str) -> None:
+    loaded = load_spec_or_fail(cluster_file)
+    options, _ = ssh_options(loaded.cluster, *ssh)
+    try:
+        host = remote_tokens.signing_host(loaded.cluster, on_host, cluster_file)
+    except remote_tokens.RemoteTokenError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    try:
+        info = asyncio.run(remote_tokens.create_on(loaded.cluster, host, options, request))
+    except remote_tokens.RemoteTokenError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    if output == "json":
+        emit_json(info)
+        return
+    click.echo(info["token"])
+    click.echo(f"id {info['id']} on {host.name}, expires {info['expires']}, "
+               f"node {request.node or '(first to join)'}", err=True)
+    click.echo(f"join with: {join_command_line(info['server'], info['token'], info['ca_hash'])}", err=True)
+
+
+@token_group.command("list")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@store_options
+def token_list(output: str, state_dir: str | None, config_file: str | None) -> None:
+    """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
+    config = ca_config(config_file, state_dir=state_dir)
+    with user_errors():
+        records = tokens.TokenFile(config.token_file).records()
+    now = dt.datetime.now(dt.timezone.utc).timestamp()
+    rows = [_token_row(record, now) for record in records]
+    if output == "json":
+        emit_json(rows)
+        return
+    lines = [("ID", "NODE", "EXPIRES", "STATE", "DESCRIPTION")]
+    lines += [(r["id"], r["node"] or "-", r["expires"], r["state"], r["description"]) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    for line in lines:
+        click.echo("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+@token_group.command("revoke")
+@click.argument("token_id", metavar="ID")
+@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@store_options
+def token_revoke(token_id: str, output: str, state_dir: str | None, config_file: str | None) -> None:
+    """Revoke the token ID at once (the CA service re-reads the store on its next request).
+
+    Needs only the token store, not the CA key: revoking a leaked token never waits for key access.
+    """
+    config = ca_config(config_file, state_dir=state_dir)
+    with user_errors():
+        try:
+            record = tokens.TokenFile(config.token_file).revoke(token_id)
+        except tokens.TokenError as exc:
+            fail(str(exc), ExitCode.USAGE)
+    if output == "json":
+        emit_json(_token_row(record, dt.datetime.now(dt.timezone.utc).timestamp()))
+        return
+    click.echo(f"token {record.id} revoked")
+
+
+def _token_row(record: tokens.TokenRecord, now: float) -> dict[str, Any]:
+    return {"id": record.id, "node": record.node, "addresses": list(record.addresses),
+            "created": _iso(record.created), "expires": _iso(record.expires), "state": record.state(now),
+            "description": record.description}
+
+
+def join_command_line(server: str, token: str, ca_hash: str) -> str:
+    """The token goes in the environment: a `--token` argument is readable in every user's `ps`."""
+    return f"KUBESMITH_JOIN_TOKEN={token} kubesmith join --server {server} --ca-hash {ca_hash}"
+
+
+def _check_not_service_sans(node: str | None, addresses: tuple[str, ...], service_sans: tuple[str, ...]) -> None:
+    """What the CA service would refuse to sign for this token, refused before the token exists."""
+    try:
+        ca_policy.check_service_sans(ca_policy.claimed_names(node, addresses), ca_policy.normalized_sans(service_sans))
+    except ca_policy.PolicyError as exc:
+        fail(str(exc), ExitCode.USAGE)
+
+
+def _iso(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,1 @@
+"""Plan: the evaluated desired state of every host, as plain immutable data."""

@@ -1,0 +1,91 @@
+"""What a module reads and what it gives back: the cluster's and one host's facts, and a contribution.
+
+These live with the plan, below the modules: every module builds on them and the plan collects
+what they return. The spec document itself is typed only for checkers (`TYPE_CHECKING`): it is
+built from the modules' options, so it sits above them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kubesmith.plan.environment import ASSUMED, HostEnvironment
+from kubesmith.plan.model import File, Service, Target, User
+from kubesmith.urls import url_host
+
+if TYPE_CHECKING:
+    from kubesmith.spec.model import Cluster
+    from kubesmith.versions.registry import VersionRegistry
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    name: str
+    address: str
+    roles: frozenset[str]
+    labels: tuple[tuple[str, str], ...] = ()
+    environment: HostEnvironment = ASSUMED
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """Cluster-wide values derived once from the spec; every module reads these, none recomputes them."""
+
+    name: str
+    version: str  # 1.28.7
+    minor: str  # 1.28
+    api_endpoint_host: str
+    api_endpoint_port: int
+    api_service_ip: str  # first address of the service CIDR
+    dns_service_ip: str  # tenth address of the service CIDR
+    dns_domain: str
+    cluster_cidr: str
+    service_cidr: str
+    feature_gates: tuple[tuple[str, bool], ...]
+    control_plane: tuple[HostFacts, ...]
+    etcd_members: tuple[HostFacts, ...]
+    etcd_client_port: int
+    apiserver_extra_sans: tuple[str, ...]
+
+    @property
+    def api_endpoint(self) -> str:
+        return f"{url_host(self.api_endpoint_host)}:{self.api_endpoint_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{self.api_endpoint}"
+
+    @property
+    def etcd_client_urls(self) -> tuple[str, ...]:
+        return tuple(f"https://{url_host(member.address)}:{self.etcd_client_port}" for member in self.etcd_members)
+
+
+@dataclass(frozen=True, slots=True)
+class HostContext:
+    spec: Cluster
+    cluster: ClusterFacts
+    host: HostFacts
+    registry: VersionRegistry
+    memo: dict[Any, Any] = field(default_factory=dict)  # shared by every host of one evaluation
+
+    def shared(self, key: Any, build: Callable[[], T]) -> T:
+        """A value that is the same for every host, built once per evaluation (1,000 nodes: one
+        kubelet configuration document, not a thousand identical ones)."""
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class Contribution:
+    """A module's part of one host's plan."""
+
+    services: list[Service] = field(default_factory=list)
+    files: list[File] = field(default_factory=list)
+    certificates: list[str] = field(default_factory=list)  # names from pki.certlist
+    users: list[User] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)

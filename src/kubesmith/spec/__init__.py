@@ -1,0 +1,1 @@
+"""Spec: the cluster file, parsed and validated, with every mistake located."""
