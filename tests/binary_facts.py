@@ -51,28 +51,37 @@ def read_help(binary: Path) -> HelpFacts:
     return help_facts(result.stdout + result.stderr)
 
 
-def probe_gate(binary: Path, name: str, value: bool) -> GateKind:
+def probe_gate(binary: Path, name: str, value: bool, attempts: int = 3) -> GateKind:
     """How the binary takes the gate `name` set to `value`; it exits before serving anything.
 
     The kubelet applies --feature-gates only on its way to reading a config file; kube-proxy takes
-    gates from its config file alone (it then stops at the missing kubeconfig)."""
+    gates from its config file alone (it then stops at the missing kubeconfig). "settable" needs
+    proof that the binary went past its gates (it reached that next step); a run that stopped
+    earlier for another reason (kube-proxy probes iptables first, which another process may hold)
+    is tried again."""
     setting = f"{name}={str(value).lower()}"
-    with tempfile.TemporaryDirectory() as scratch:
-        if binary.name == "kube-proxy":
-            config = Path(scratch) / "proxy.yaml"
-            config.write_text(PROXY_PROBE.format(kubeconfig=Path(scratch) / "missing", name=name,
-                                                 value=str(value).lower()))
-            argv = ["--config", str(config)]
-        elif binary.name == "kubelet":
-            argv = [f"--feature-gates={setting}", "--config", str(Path(scratch) / "missing.yaml")]
-        else:
-            argv = [f"--feature-gates={setting}", "--version"]
-        result = subprocess.run([str(binary), *argv], capture_output=True, text=True, timeout=60, check=False)
-    output = result.stdout + result.stderr
-    if f"unrecognized feature gate: {name}" in output:
-        return "unknown"
-    if f"cannot set feature gate {name} to" in output and "locked" in output:
-        return "locked"
-    if "deprecated feature gate" in output and name in output:
-        return "deprecated"
-    return "settable"
+    output = ""
+    for _ in range(attempts):
+        with tempfile.TemporaryDirectory() as scratch:
+            if binary.name == "kube-proxy":
+                config = Path(scratch) / "proxy.yaml"
+                config.write_text(PROXY_PROBE.format(kubeconfig=Path(scratch) / "missing", name=name,
+                                                     value=str(value).lower()))
+                argv, next_step = ["--config", str(config)], "missing: no such file"
+            elif binary.name == "kubelet":
+                argv, next_step = [f"--feature-gates={setting}", "--config", str(Path(scratch) / "missing.yaml")], \
+                    "missing.yaml"
+            else:
+                argv, next_step = [f"--feature-gates={setting}", "--version"], "Kubernetes v"
+            result = subprocess.run([str(binary), *argv], capture_output=True, text=True, timeout=60, check=False)
+        output = result.stdout + result.stderr
+        if f"unrecognized feature gate: {name}" in output:
+            return "unknown"
+        if f"cannot set feature gate {name} to" in output and "locked" in output:
+            return "locked"
+        if "deprecated feature gate" in output and name in output:
+            return "deprecated"
+        if next_step in output:
+            return "settable"
+    raise RuntimeError(f"{binary.name} stopped before its feature gates were applied ({attempts} runs): "
+                       f"{output.strip()[-300:]}")
