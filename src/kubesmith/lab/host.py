@@ -76,6 +76,47 @@ def seed_identity(root: Path, host: LabHost, all_hosts: tuple[LabHost, ...], net
     keys.write_text(authorized_key + "\n")
     keys.chmod(0o600)
     seed_kernel_settings(root)
+    seed_container_support(root)
+
+
+# nspawn mounts the v1 controllers read-only; the host's own cgroups lie under them (`lab.cgroups`),
+# so the guest makes them writable before anything starts, on every boot. And a guest stops within
+# seconds: pods (the init of their own PID namespace, which ignores SIGTERM) would hold the final
+# kill-everything for 90 s.
+CGROUPS_UNIT_NAME = "lab-cgroups-writable.service"  # the lab's own: not named like kubesmith's units
+CGROUPS_UNIT = """[Unit]
+Description=kubesmith lab: this host's own cgroup controllers, writable
+DefaultDependencies=no
+Before=sysinit.target
+ConditionPathIsReadWrite=!/sys/fs/cgroup/memory
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for c in /sys/fs/cgroup/*; do [ -e "$c/tasks" ] && mount -o remount,bind,rw,nosuid,nodev,noexec "$c"; done; true'
+
+[Install]
+WantedBy=sysinit.target
+"""
+STOP_TIMEOUT_CONF = "[Manager]\nDefaultTimeoutStopSec=10s\n"
+
+
+def seed_container_support(root: Path) -> None:
+    units = root / "etc/systemd/system"
+    wants = units / "sysinit.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (units / CGROUPS_UNIT_NAME).write_text(CGROUPS_UNIT)
+    link = wants / CGROUPS_UNIT_NAME
+    if not link.is_symlink():
+        link.symlink_to(f"../{CGROUPS_UNIT_NAME}")
+    conf = root / "etc/systemd/system.conf.d"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "kubesmith-lab.conf").write_text(STOP_TIMEOUT_CONF)
+
+
+def containerd_dir(config: LabConfig, name: str) -> Path:
+    """containerd's data on the machine's file system: overlayfs cannot be the upper dir of its snapshots."""
+    return config.host_dir(name) / "containerd"
 
 
 KERNEL_SETTINGS_DIR = "/etc/kubesmith-lab/kernel"
@@ -100,12 +141,16 @@ def nspawn_argv(config: LabConfig, host: LabHost) -> list[str]:
     return ["nsenter", f"--net={config.netns_path}", "systemd-nspawn", "--boot", "--keep-unit", "--register=no",
             f"--directory={root_dir(config, host.name)}", f"--machine={config.machine_name(host.name)}",
             f"--network-bridge={config.bridge}", "--link-journal=no", "--resolv-conf=off", "--console=read-only",
-            f"--uuid={uuid.uuid4()}", *kernel_settings_binds(), *config.nspawn_args]
+            f"--uuid={uuid.uuid4()}", *kernel_settings_binds(),
+            f"--bind={containerd_dir(config, host.name)}:/var/lib/containerd",
+            "--system-call-filter=@keyring",  # runc gives each container a session keyring, as on any machine
+            *config.nspawn_args]
 
 
 def start(config: LabConfig, host: LabHost) -> ProcessRecord:
     """Start the host's supervisor, detached in its own session, inside the host's own cgroups."""
     cgroup_dirs = cgroups.create(config.cgroup_name(host.name))
+    containerd_dir(config, host.name).mkdir(mode=0o711, exist_ok=True)
     stop_file(config, host.name).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "kubesmith.lab.supervisor", *(f"--cgroup={c}" for c in cgroup_dirs),
             f"--stop-file={stop_file(config, host.name)}", "--", *nspawn_argv(config, host)]

@@ -21,6 +21,10 @@ from kubesmith.lab.procs import ProcessRecord
 from kubesmith.lab.state import LabState, mounts_under
 
 NSPAWN_PROPAGATE = Path("/run/systemd/nspawn/propagate")
+# Lab hosts share this machine's kernel and its root user, and every host's systemd, kubelet and
+# containerd take inotify instances from root's one quota (128 by default: four hosts with nodes
+# exhaust it, and the next systemd or kubelet fails with "too many open files").
+INOTIFY_LIMITS = {"fs/inotify/max_user_instances": 8192, "fs/inotify/max_user_watches": 524288}
 SHUTDOWN_TIMEOUT = 30.0
 UP_TOOLS = ("systemd-nspawn", "nsenter", "ip", "mount", "umount", "ssh-keygen")
 
@@ -32,6 +36,7 @@ def up(config: LabConfig, count: int, progress: Progress) -> tuple[LabHost, ...]
     require_root()
     require_tools(UP_TOOLS)
     refuse_if_up(config)
+    raise_inotify_limits(progress)
     rootfs.ensure_rootfs(config, progress)
     hosts = config.hosts(count)
     started = time.monotonic()
@@ -47,6 +52,17 @@ def up(config: LabConfig, count: int, progress: Progress) -> tuple[LabHost, ...]
     progress(f"{count} host{'s' if count != 1 else ''} up in {time.monotonic() - started:.1f}s; "
              f"ssh -F {config.ssh_config} h1")
     return hosts
+
+
+def raise_inotify_limits(progress: Progress, proc_sys: Path = Path("/proc/sys")) -> None:
+    """Raise the machine's inotify limits to what several lab hosts need (never lower them)."""
+    for name, wanted in INOTIFY_LIMITS.items():
+        setting = proc_sys / name
+        current = int(setting.read_text())
+        if current < wanted:
+            setting.write_text(str(wanted))
+            progress(f"raised {name.replace('/', '.')} from {current} to {wanted}: lab hosts share this "
+                     "machine's kernel, and each host's systemd and kubelet need inotify instances")
 
 
 def refuse_if_up(config: LabConfig) -> None:
@@ -91,7 +107,7 @@ def down(config: LabConfig, progress: Progress) -> None:
     left = mounts_under(config.state_dir)
     if left:
         problems.append(f"still mounted: {', '.join(map(str, left))}")
-    elif config.state_dir.exists():
+    elif config.state_dir.exists() and not problems:  # the state names what is left: another `down` needs it
         shutil.rmtree(config.state_dir)
     if problems:
         raise LabError("down left things behind: " + "; ".join(problems))
@@ -117,6 +133,8 @@ def _request_poweroff(config: LabConfig, name: str) -> None:
     """nspawn turns SIGTERM into SIGRTMIN+3 for the guest's systemd: a clean poweroff."""
     if config.host_dir(name).is_dir():
         host.stop_file(config, name).touch()
+    for pods in ("payload/kubepods", "payload/kubepods.slice"):  # runc's trees in cgroup2, either driver
+        cgroups.kill(config.cgroup_name(name), pods)
     process = host.nspawn(config, name)
     if process is not None:
         process.signal(signal.SIGTERM)
@@ -128,6 +146,7 @@ def _await_stop(config: LabConfig, name: str, progress: Progress) -> None:
         _reap(supervisor)
         return
     progress(f"{name}: no clean shutdown after {SHUTDOWN_TIMEOUT:.0f}s; killing it")
+    cgroups.kill(config.cgroup_name(name))  # everything, pods and a PID 1 now called systemd-shutdown included
     for process in (host.leader(config, name), host.nspawn(config, name)):
         if process is not None:
             process.signal(signal.SIGKILL)
