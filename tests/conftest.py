@@ -11,13 +11,42 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 pytest_plugins = ["lab_fixture", "lab_cluster", "sshd_fixture", "run_support"]  # lab_hosts, lab_cluster, local_sshd, run_netns
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+# Machine-wide settings that the tests' components change: a kubelet writes these unless they hold
+# (its protectKernelDefaults is off), and `kubesmith lab up` raises root's inotify limits.
+MACHINE_SETTINGS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+                    "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "fs/inotify/max_user_instances",
+                    "fs/inotify/max_user_watches")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_settings_restored() -> Iterator[None]:
+    """The session puts back every such setting as the machine had it."""
+    proc_sys = Path("/proc/sys")
+    saved = {name: (proc_sys / name).read_text() for name in MACHINE_SETTINGS if (proc_sys / name).exists()}
+    try:
+        yield
+    finally:
+        if os.geteuid() == 0:
+            for name, value in saved.items():
+                (proc_sys / name).write_text(value)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Lab tests last: the session's lab hosts run a whole cluster until the session ends, and on
+    two cores that would slow every test after them (the order within each group stays)."""
+    items.sort(key=lambda item: item.get_closest_marker("lab") is not None)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,27 @@ class Cluster:
     def apply(self, spec: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
         return self.kubesmith("apply", "--binaries", str(self.binaries), "--deadline", "180", spec=spec, extra=extra)
 
+    def applied(self) -> Cluster:
+        """The cluster once applied (a module's first apply; no change when an earlier module applied it)."""
+        result = self.apply()
+        assert result.returncode == 0, result.stdout + result.stderr
+        return self
+
+    def admin_kubeconfig(self, directory: Path) -> Path:
+        """h1's root-only admin.conf, copied here (0600)."""
+        path = directory / "admin.conf"
+        path.write_text(self.lab.ssh("h1", "cat /etc/kubernetes/admin.conf").stdout)
+        path.chmod(0o600)
+        return path
+
+    def kubectl(self, kubeconfig: Path, *args: str, server: str | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """kubectl inside the lab's network namespace (the lab is not routed from the machine's own)."""
+        where = ["--server", server] if server else []
+        return subprocess.run(["nsenter", f"--net={self.lab.config.netns_path}", "kubectl", "--kubeconfig",
+                               str(kubeconfig), *where, *args], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+
     def unit_state(self, host: str) -> dict[str, str]:
         """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""
         units = " ".join(f"{name}.service" for name in SERVICES)

@@ -10,7 +10,6 @@ and process a run leaves, are checked for and removed in a finally.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -51,22 +50,6 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
-# Kernel-wide settings a kubelet writes unless they already hold (its protectKernelDefaults is off):
-# the session puts back what the machine had.
-KUBELET_KERNEL_SETTINGS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-                           "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
-
-
-@contextlib.contextmanager
-def kernel_settings_restored() -> Iterator[None]:
-    saved = {name: (Path("/proc/sys") / name).read_text() for name in KUBELET_KERNEL_SETTINGS}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            (Path("/proc/sys") / name).write_text(value)
-
-
 @pytest.fixture(scope="session")
 def run_netns() -> Iterator[Netns]:
     if os.geteuid() != 0:
@@ -79,20 +62,24 @@ def run_netns() -> Iterator[Netns]:
         _ip("-n", netns.name, "addr", "add", f"{ADDRESS}/24", "dev", "ksbr0")
         _ip("-n", netns.name, "link", "set", "ksbr0", "up")
         _ip("-n", netns.name, "route", "add", "default", "via", ADDRESS.rsplit(".", 1)[0] + ".1")
-        with kernel_settings_restored():
-            yield netns
+        # what a node's pod network needs and `kubesmith run` checks but never sets (as sysctl.d would on a host)
+        netns.run("sysctl", "-qw", "net.ipv4.ip_forward=1", check=True)
+        yield netns
     finally:
         _ip("netns", "del", netns.name)
     assert not Path(f"/run/netns/{netns.name}").exists()
 
 
-def init_spec(netns: Netns, directory: Path, name: str = "single") -> Path:
-    """`kubesmith init`'s spec for this machine (inside the namespace), its host renamed to NODE."""
+def init_spec(netns: Netns, directory: Path, name: str = "single", images: tuple[Path, ...] = ()) -> Path:
+    """`kubesmith init`'s spec for this machine (inside the namespace), its host renamed to NODE; `images`
+    are archives every apply (and run) imports on the node."""
     result = netns.run(*CLI, "init", "--name", name, check=True)
     document = yaml.safe_load(result.stdout)
     (host,) = document["spec"]["hosts"]
     assert host["address"] == ADDRESS
     host["name"] = NODE
+    if images:
+        document["spec"]["components"] = {"containerRuntime": {"images": [str(path) for path in images]}}
     path = directory / "cluster.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
@@ -179,7 +166,22 @@ def leftovers(run: Run) -> list[str]:
     state_file = run.state / "run" / NODE / "run.json"
     if state_file.exists():
         found += [f"process {name} {pid}" for name, pid in run.pids().items() if pid and _alive(pid)]
+    found += [f"process {entry.name} (containerd shim)" for entry in Path("/proc").glob("[0-9]*")
+              if str(run.state) in _text(entry / "cmdline").replace("\0", " ") and "containerd-shim" in
+              _text(entry / "cmdline")]
+    links = run.netns.run("ip", "-o", "link", "show", check=True).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
+              if "veth" in line or ": cni0" in line]
+    rules = run.netns.run("iptables-save", check=True).stdout
+    found += [f"iptables {line}" for line in rules.splitlines() if "KUBE" in line or "CNI-" in line]
     return found
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:

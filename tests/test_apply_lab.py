@@ -254,7 +254,7 @@ def test_missing_binary_is_refused_before_connecting(cluster: Cluster, tmp_path:
     shutil.copy(cluster.binaries / "kube-apiserver", partial / "kube-apiserver")
     result = cluster.kubesmith("apply", "--binaries", str(partial))
     assert result.returncode == 2
-    assert "missing binaries kube-controller-manager, kube-scheduler" in result.stderr
+    assert "missing binaries kube-controller-manager, kube-proxy, kube-scheduler, kubelet" in result.stderr
 
 
 def _config_with_absent_host(cluster: Cluster, tmp_path: Path) -> Path:

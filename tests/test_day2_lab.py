@@ -7,7 +7,6 @@ The module leaves the cluster applied and healthy for the modules after it.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,38 +16,24 @@ from polling import poll
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-OWNED = ("/var/lib/etcd", "/etc/kubernetes", "/var/lib/kubesmith", "/etc/kubesmith", "/usr/local/lib/kubesmith")
+OWNED = ("/var/lib/etcd", "/etc/kubernetes", "/var/lib/kubesmith", "/etc/kubesmith", "/usr/local/lib/kubesmith",
+         "/var/lib/kubelet")
 
 
 @pytest.fixture(scope="module")
 def cluster(lab_cluster: Cluster) -> Cluster:
-    applied = lab_cluster.apply()
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    return lab_cluster
-
-
-def kubectl(cluster: Cluster, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """kubectl inside the lab's network namespace (the lab is not routed from the machine's own)."""
-    return subprocess.run(["nsenter", f"--net={cluster.lab.config.netns_path}", "kubectl", "--kubeconfig",
-                           str(kubeconfig), *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def admin_kubeconfig(cluster: Cluster, directory: Path) -> Path:
-    path = directory / "admin.conf"
-    path.write_text(cluster.lab.ssh("h1", "cat /etc/kubernetes/admin.conf").stdout)
-    path.chmod(0o600)
-    return path
+    return lab_cluster.applied()
 
 
 def configmap(cluster: Cluster, admin: Path, name: str) -> str | None:
-    result = kubectl(cluster, admin, "get", "configmap", name, "-o", "jsonpath={.data.value}")
+    result = cluster.kubectl(admin, "get", "configmap", name, "-o", "jsonpath={.data.value}")
     return result.stdout if result.returncode == 0 else None
 
 
 def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_nothing(
         cluster: Cluster, tmp_path: Path) -> None:
-    admin = admin_kubeconfig(cluster, tmp_path)
-    created = kubectl(cluster, admin, "create", "configmap", "precious", "--from-literal=value=kept")
+    admin = cluster.admin_kubeconfig(tmp_path)
+    created = cluster.kubectl(admin, "create", "configmap", "precious", "--from-literal=value=kept")
     assert created.returncode == 0, created.stderr
     snapshot = tmp_path / "snap.db"
     taken = cluster.kubesmith("etcd snapshot", "--output", str(snapshot), "--format", "json", state=False)
@@ -56,7 +41,7 @@ def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_not
     facts = json.loads(taken.stdout)
     assert facts["revision"] > 0 and facts["keys"] > 100 and facts["member"] in cluster.hosts
     assert snapshot.stat().st_mode & 0o777 == 0o600 and snapshot.stat().st_size == facts["size"]
-    assert kubectl(cluster, admin, "delete", "configmap", "precious").returncode == 0
+    assert cluster.kubectl(admin, "delete", "configmap", "precious").returncode == 0
 
     corrupted = tmp_path / "corrupted.db"
     data = bytearray(snapshot.read_bytes())
@@ -81,7 +66,7 @@ def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_not
 
 def test_reset_refuses_another_clusters_hosts_then_removes_everything_and_apply_rebuilds(
         cluster: Cluster, tmp_path: Path) -> None:
-    admin = admin_kubeconfig(cluster, tmp_path)
+    admin = cluster.admin_kubeconfig(tmp_path)
     other = tmp_path / "other.yaml"
     document = yaml.safe_load(cluster.spec.read_text())
     document["metadata"]["name"] = "other"
@@ -92,6 +77,13 @@ def test_reset_refuses_another_clusters_hosts_then_removes_everything_and_apply_
     assert all(cluster.lab.ssh(h, "systemctl is-active kubernetes.target").stdout.strip() == "active"
                for h in cluster.hosts)
 
+    pod = tmp_path / "pod.yaml"  # a pod on a node: reset must stop what outlives its kubelet and containerd
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: before-reset}\nspec:\n  nodeName: h2\n"
+                   "  containers: [{name: pause, image: kubesmith.local/pause:1, imagePullPolicy: Never}]\n")
+    assert cluster.kubectl(admin, "create", "--validate=false", "-f", str(pod)).returncode == 0
+    poll(lambda: cluster.kubectl(admin, "get", "pod", "before-reset", "-o", "jsonpath={.status.phase}").stdout
+         == "Running", 120, "a pod running on h2")
+
     reset = cluster.kubesmith("reset", "--yes")
     assert reset.returncode == 0, reset.stdout + reset.stderr
     for host in cluster.hosts:
@@ -100,11 +92,15 @@ def test_reset_refuses_another_clusters_hosts_then_removes_everything_and_apply_
         assert units.strip() == "", (host, units)
         left = cluster.lab.ssh(host, "ls -d " + " ".join(OWNED) + " 2>/dev/null || true").stdout
         assert left.strip() == "", (host, left)
-        running = cluster.lab.ssh(host, "pgrep -l 'etcd|kube-' || true").stdout
+        running = cluster.lab.ssh(host, "pgrep -l 'etcd|kube-|containerd|pause' || true").stdout
         assert running.strip() == "", (host, running)
+        mounts = cluster.lab.ssh(host, "grep -E ' /(var/lib/kubelet|run/containerd)' /proc/mounts || true").stdout
+        assert mounts.strip() == "", (host, mounts)
+        empty = cluster.lab.ssh(host, "ls -A /var/lib/containerd").stdout  # a mount point here: emptied
+        assert empty.strip() == "", (host, empty)
 
     again = cluster.apply()
     assert again.returncode == 0, again.stdout + again.stderr
-    nodes = poll(lambda: kubectl(cluster, admin, "get", "namespaces", "-o", "name").stdout, 60,
+    nodes = poll(lambda: cluster.kubectl(admin, "get", "namespaces", "-o", "name").stdout, 60,
                  "the old admin kubeconfig to work again")
     assert "namespace/kube-system" in nodes.split()

@@ -28,29 +28,17 @@ ETCDCTL = ("/usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/
 
 @pytest.fixture(scope="module")
 def cluster(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    applied = lab_cluster.apply()
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    return lab_cluster
+    return lab_cluster.applied()
 
 
 @pytest.fixture(scope="module")
 def admin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ha") / "admin.conf"
-    path.write_text(cluster.lab.ssh("h1", "cat /etc/kubernetes/admin.conf").stdout)
-    path.chmod(0o600)
-    return path
-
-
-def kubectl(cluster: Cluster, admin: Path, *args: str, server: str | None = None) -> subprocess.CompletedProcess[str]:
-    """kubectl inside the lab's network namespace (the lab is not routed from the machine's own)."""
-    where = ["--server", server] if server else []
-    return subprocess.run(["nsenter", f"--net={cluster.lab.config.netns_path}", "kubectl", "--kubeconfig",
-                           str(admin), *where, *args], capture_output=True, text=True, timeout=60, check=False)
+    return cluster.admin_kubeconfig(tmp_path_factory.mktemp("ha"))
 
 
 def leader(cluster: Cluster, admin: Path, component: str) -> str | None:
     """The host whose instance holds the component's Lease (holderIdentity is `<hostname>_<uuid>`)."""
-    result = kubectl(cluster, admin, "get", "lease", component, "-n", "kube-system",
+    result = cluster.kubectl(admin, "get", "lease", component, "-n", "kube-system",
                      "-o", "jsonpath={.spec.holderIdentity}")
     return result.stdout.split("_")[0] if result.returncode == 0 and result.stdout else None
 
@@ -75,7 +63,7 @@ def etcd_view(cluster: Cluster, host: str) -> tuple[set[str], str]:
 def test_every_api_server_answers_and_etcd_has_three_members(cluster: Cluster, admin: Path) -> None:
     for host in cluster.hosts:
         server = f"https://{cluster.lab.address(host)}:6443"
-        ready = kubectl(cluster, admin, "get", "--raw", "/readyz", server=server)
+        ready = cluster.kubectl(admin, "get", "--raw", "/readyz", server=server)
         assert ready.returncode == 0 and ready.stdout == "ok", (host, ready.stderr)
     members, etcd_leader = etcd_view(cluster, "h1")
     assert members == set(cluster.hosts)
@@ -125,7 +113,7 @@ def test_status_agrees_with_kubectl_and_etcdctl_when_a_component_is_stopped_by_h
         assert report["hosts"][0]["etcd_leader"] == etcd_leader
         for host in cluster.hosts:
             api = component(report, host, "kube-apiserver")
-            answer = kubectl(cluster, admin, "get", "--raw", "/readyz",
+            answer = cluster.kubectl(admin, "get", "--raw", "/readyz",
                              server=f"https://{cluster.lab.address(host)}:6443").stdout
             assert api["ready"] is (answer == "ok"), (host, api, answer)
     finally:
@@ -134,12 +122,16 @@ def test_status_agrees_with_kubectl_and_etcdctl_when_a_component_is_stopped_by_h
 
 
 def test_render_writes_the_bytes_apply_wrote_on_each_host(cluster: Cluster, tmp_path: Path) -> None:
-    """apply is render, then ship: the rendered tree (units, binaries, runtime) is what each host holds."""
+    """apply is render, then ship: the rendered tree (units, binaries, runtime) is what each host holds,
+    once render looked at the hosts as apply does (`--observe`: lab hosts run cgroup v1 without
+    CAP_SYS_RESOURCE, which the kubelet's and containerd's settings follow)."""
     from k8s_support import real_binaries
 
     out = tmp_path / "out"
     result = subprocess.run(["kubesmith", "render", str(cluster.spec), "-o", str(out), "--state-dir",
-                             str(cluster.state_dir), "--binaries", str(real_binaries()), "--runtime"],
+                             str(cluster.state_dir), "--binaries", str(real_binaries()), "--runtime", "--observe",
+                             "--ssh-config", str(cluster.lab.ssh_config), "--known-hosts",
+                             str(cluster.lab.config.known_hosts), "--identity", str(cluster.lab.config.client_key)],
                             capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     for host in cluster.hosts:

@@ -50,9 +50,7 @@ T = TypeVar("T")
 def cluster(lab_cluster: Cluster) -> Cluster:
     if NODE not in lab_cluster.lab.names:
         pytest.skip(f"needs a lab host {NODE} (KUBESMITH_LAB_TEST_HOSTS >= 4)")
-    result = lab_cluster.apply()  # no change when test_apply_lab ran before
-    assert result.returncode == 0, result.stdout + result.stderr
-    return lab_cluster
+    return lab_cluster.applied()
 
 
 @pytest.fixture(scope="module")

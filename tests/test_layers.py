@@ -12,6 +12,7 @@ Bottom to top (the README's "Where things live" says the same):
     health      probes, `kubesmith wait`, status
     ca          tokens, the signing policy, the server and its client
     agent       renewal on every host (a client of the CA service)
+    node        a node's pod network and image loading, before pods run
     backends    render, systemd, apply, run, join, day-2 operations
     cli         one thin file per command group
 
@@ -41,6 +42,7 @@ LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("health", ("kubesmith.health",)),
     ("ca", ("kubesmith.ca",)),
     ("agent", ("kubesmith.agent",)),
+    ("node", ("kubesmith.node",)),
     ("backends", ("kubesmith.backends",)),
     ("cli", ("kubesmith.cli",)),
 )

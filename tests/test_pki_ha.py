@@ -218,7 +218,7 @@ def test_every_kubeconfig_passes_kubectl_minify(ha):
     seen = set()
     for host in plan.hosts:
         for file in host.files:
-            if not file.path.endswith(".conf"):
+            if file.source is None or file.source.kind != "kubeconfig":
                 continue
             path = on_host(out, host.name, file.path)
             run = subprocess.run([kubectl, "config", "view", "--minify", "--raw", "--kubeconfig", str(path)],

@@ -52,9 +52,12 @@ def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(run_netns
     try:
         report = poll(lambda: healthy(run), 240, "all-ready")
         assert report["healthy"] and report["hosts"][0]["etcd_leader"] == NODE
-        planned = [s.name for s in plan_of(spec).hosts[0].services]
+        services = plan_of(spec).hosts[0].services
+        planned = [s.name for s in services]
         assert set(components(report)) == set(planned) >= {"etcd", "kube-apiserver", "kube-controller-manager",
-                                                           "kube-scheduler", "containerd", "kubelet", "kube-proxy"}
+                                                           "kube-scheduler", "containerd", "kubelet", "kube-proxy",
+                                                           "kubesmith-network", "kubesmith-images"}
+        assert components(report)["kubesmith-network"]["reason"] == "done"
         assert components(report)["etcd"]["version"] == "3.5.1"
         assert components(report)["kube-apiserver"]["certificate_days_left"] > 300
 
@@ -71,7 +74,8 @@ def test_run_reaches_all_ready_recovers_from_kill_and_stops_in_reverse(run_netns
     assert code == 0, out[-3000:]
     assert "kube-apiserver | exited with signal SIGKILL; restart 1" in out
     stopped = [line.split("|")[0].strip() for line in out.splitlines() if "| stopped (" in line]
-    assert stopped == list(reversed(planned))
+    assert stopped == [s.name for s in reversed(services) if not s.oneshot]  # a finished oneshot has no process
+    assert "kubesmith-network | undone (code 0)" in out and "kube-proxy | undone (code 0)" in out
     assert not any(pid_alive(pid) for pid in children.values())
     assert run.status()[0] == 4
     assert not leftovers(run)

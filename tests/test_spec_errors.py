@@ -127,7 +127,7 @@ def test_several_errors_are_all_reported() -> None:
         "spec.network.clusterCidr", "spec.hosts[0].address", "spec.hosts[1].name", "spec.hosts[1].colour",
         "spec.components.apiserver.securePort"]
     assert all(re.search(r"\(many-errors\.yaml:\d+:\d+\)$", line) for line in errors)
-    assert "valid keys: address, labels, name, roles" in errors[3]
+    assert "valid keys: address, labels, name, podCidr, roles" in errors[3]
     assert result.stderr.splitlines()[-1] == "5 errors found"
 
 
@@ -145,8 +145,8 @@ def test_semantic_errors_are_all_reported_together() -> None:
 
 def test_warnings_do_not_fail(tmp_path: Path) -> None:
     text = (ROOT / "examples" / "lab.yaml").read_text().replace(
-        "    - {name: h3, address: 10.213.0.13, roles: [control-plane, etcd]}\n",
-        "    - {name: h3, address: 10.213.0.13, roles: [control-plane, etcd]}\n"
+        "    - {name: h3, address: 10.213.0.13, roles: [control-plane, etcd, node]}\n",
+        "    - {name: h3, address: 10.213.0.13, roles: [control-plane, etcd, node]}\n"
         "    - {name: h4, address: 10.213.0.14, roles: [etcd]}\n")
     (tmp_path / "even.yaml").write_text(text)
     result = kubesmith("validate", "even.yaml", cwd=tmp_path)

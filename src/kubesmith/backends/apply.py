@@ -32,8 +32,12 @@ from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.hostfile import HostFile
+from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
+from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport
+from kubesmith.versions.registry import VersionRegistry
 
 APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
@@ -303,30 +307,49 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
 
 @dataclass(frozen=True, slots=True)
 class ApplySession:
-    """One `apply` (or live `plan`): the plan, the hosts it touches, how to reach them, where the
-    cluster's state is and which binaries to ship."""
+    """One `apply` (or live `plan`): the cluster, the hosts it touches, how to reach them, where the
+    cluster's state is and which binaries to ship. The plan it applies is made for the hosts as
+    they are: each one's environment is observed first (`observed_plan`)."""
 
-    plan: Plan
+    cluster: Cluster
+    registry: VersionRegistry
     hosts: tuple[str, ...]
     ssh: SshOptions
     state_dir: Path
     binaries: Binaries
 
-    def desired(self) -> tuple[dict[str, list[HostFile]], runtime_bundle.RuntimeBundle]:
+    def desired(self, plan: Plan) -> tuple[dict[str, list[HostFile]], runtime_bundle.RuntimeBundle]:
         """Every selected host's files and kubesmith's runtime (PkiError, OSError on the state)."""
         bundle = runtime_bundle.build_bundle(self.state_dir / "cache")
-        return desired_files(self.plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
+        return desired_files(plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
 
     async def inspect(self) -> list[HostState]:
         """What an apply would change on each host, changing nothing."""
-        files, bundle = self.desired()
         async with SshTransport(self.ssh) as transport:
-            return await inspect_all(transport, self.plan, files, bundle)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
+            files, bundle = self.desired(plan)
+            return await inspect_all(transport, plan, files, bundle)
 
     async def apply(self, progress: Progress, deadline: float) -> ApplyReport:
-        files, bundle = self.desired()
         async with SshTransport(self.ssh) as transport:
-            return await apply_plan(transport, self.plan, files, bundle, progress, deadline)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
+            files, bundle = self.desired(plan)
+            return await apply_plan(transport, plan, files, bundle, progress, deadline)
+
+
+async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,
+                        hosts: Sequence[str]) -> Plan:
+    """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`)."""
+    addresses = {host.name: host.address for host in cluster.spec.hosts if host.name in hosts}
+
+    async def observe(name: str) -> tuple[str, HostEnvironment]:
+        result = await transport.run(addresses[name], OBSERVE_COMMAND)
+        if not result.ok:
+            raise ApplyError(f"{name}: looking at the host failed ({result.exit_status}): "
+                             f"{result.stderr.strip()[-300:]}")
+        return name, parse_observation(result.stdout)
+
+    return evaluate(cluster, registry, dict(await asyncio.gather(*(observe(name) for name in addresses))))
 
 
 async def _must(transport: SshTransport, state: HostState, command: str) -> None:

@@ -172,6 +172,17 @@ async def _restore_member(transport: SshTransport, host: HostPlan, remote: str, 
 
 # ---- reset
 
+# Pods outlive their kubelet and containerd (containerd leaves its shims running by design): reset
+# kills every process in the pod cgroups (either cgroup driver), then containerd's shims, and
+# unmounts what pods and the kubelet mounted, deepest first.
+STOP_PODS = (
+    "systemctl stop kubepods.slice 2>/dev/null; "
+    "find /sys/fs/cgroup -path '*kubepods*' -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9; "
+    "pkill -9 -f 'containerd-shim-run[c]'; sleep 1; "  # [c]: the pattern does not match this shell's own line
+    "awk '$2 ~ \"^(/var/lib/kubelet|/run/containerd|/var/lib/containerd)/\" {print $2}' /proc/mounts | sort -r "
+    "| xargs -r -n 1 umount -l; true"
+)
+
 def kubesmith_paths(host: HostPlan) -> list[str]:
     """Directories kubesmith's components own on a host: their data, configuration, logs and runtime."""
     owned = {service.state_directory for service in host.services if service.state_directory}
@@ -188,9 +199,14 @@ async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str
     if units:
         await _run(transport, host, "stopping units",
                    "systemctl disable --now --quiet " + " ".join(map(shlex.quote, units)) + " || true")
+    if "node" in host.roles:
+        progress(f"{host.name}: stopping pods")
+        await _run(transport, host, "stopping pods", STOP_PODS)
     progress(f"{host.name}: removing {len(files)} files and {len(kubesmith_paths(host))} directories")
-    await _run(transport, host, "removing files", "rm -rf -- " + " ".join(
-        map(shlex.quote, [*files, *kubesmith_paths(host), APPLIED_MANIFEST])))
+    await _run(transport, host, "removing files", "rm -rf -- " + " ".join(map(shlex.quote, [*files, APPLIED_MANIFEST])))
+    directories = " ".join(map(shlex.quote, kubesmith_paths(host)))  # a mount point is emptied, not removed
+    await _run(transport, host, "removing directories", f"for d in {directories}; do if mountpoint -q \"$d\"; "
+               "then find \"$d\" -mindepth 1 -delete; else rm -rf -- \"$d\"; fi; done")
     await _run(transport, host, "reloading systemd", "systemctl daemon-reload && systemctl reset-failed")
 
 

@@ -38,6 +38,7 @@ from kubesmith.backends.render import own_bytes, target_path
 from kubesmith.ca import client as ca_client
 from kubesmith.ca.tokens import auth_key, parse_token
 from kubesmith.formats import yaml_bytes
+from kubesmith.images import ImageError, image_cache_dir, pause_archive
 from kubesmith.pki import documents, keys
 from kubesmith.pki.certlist import NODE_SCOPED, Sans, authority, certificate
 from kubesmith.plan.model import CertificateRequest, File, HostPlan
@@ -125,11 +126,30 @@ async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...],
     return ca_pem, issued
 
 
+def own_files(options: JoinOptions) -> tuple[dict[str, bytes], tuple[str, ...]]:
+    """The plan's files that need no certificate (documents, the sandbox image), made before any is
+    asked for, so that a node that cannot make one wastes no issuance; and the image archives of the
+    operator's machine, which a node cannot have (they come with `kubesmith images import`)."""
+    made: dict[str, bytes] = {}
+    skipped: list[str] = []
+    for file in options.host_plan.files if options.host_plan is not None else ():
+        if file.source is None:
+            made[file.path] = own_bytes(file, options.node)
+        elif file.source.kind == "sandbox-image":
+            try:
+                made[file.path] = pause_archive(image_cache_dir())
+            except ImageError as exc:
+                raise JoinError(f"{file.path}: {exc}") from None
+        elif file.source.kind == "image-archive":
+            skipped.append(file.source.name)
+    return made, tuple(skipped)
+
+
 def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...], ca_pem: bytes,
-                   issued: dict[str, tuple[bytes, bytes]], kept: frozenset[str] = frozenset()
+                   issued: dict[str, tuple[bytes, bytes]], kept: frozenset[str], made: dict[str, bytes]
                    ) -> list[fsutil.Pending]:
     """New keys first (`kept` ones stay as they are), then certificates, the CA certificate and
-    (with a plan) every other file."""
+    (with a plan) every other file (`made`: those `own_files` made already)."""
     root = options.root
     pending = [fsutil.Pending(_under(root, r.key_path), issued[r.name][0], 0o600) for r in requests
                if r.name not in kept]
@@ -139,15 +159,17 @@ def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...
     written = {ca_path} | {r.key_path for r in requests} | {r.cert_path for r in requests}
     if options.host_plan is not None:
         for file in options.host_plan.files:
-            if file.path not in written:
-                pending.append(fsutil.Pending(_under(root, file.path), _content(options, file, ca_pem, issued), file.mode))
+            if file.path in made:
+                pending.append(fsutil.Pending(_under(root, file.path), made[file.path], file.mode))
+            elif file.path not in written and not (file.source and file.source.kind == "image-archive"):
+                pending.append(fsutil.Pending(_under(root, file.path), _content(options, file, ca_pem, issued),
+                                              file.mode))
     return pending
 
 
 def _content(options: JoinOptions, file: File, ca_pem: bytes, issued: dict[str, tuple[bytes, bytes]]) -> bytes:
     source = file.source
-    if source is None:
-        return own_bytes(file, options.node)
+    assert source is not None  # the plan's own files are made by own_files
     settings = dict(source.options)
     if source.kind == "ca-certificate" and source.name == "kubernetes-ca":
         return ca_pem
@@ -219,8 +241,9 @@ def join(options: JoinOptions) -> JoinResult:
     requests = node_requests(options)
     check_inside_root(options.root, [_under(options.root, r.key_path) for r in requests])  # before reading keys
     kept = kept_keys(options, requests)
+    made, skipped = own_files(options)
     ca_pem, issued = asyncio.run(obtain(options, requests, kept))
-    pending = files_to_write(options, requests, ca_pem, issued, frozenset(kept))
+    pending = files_to_write(options, requests, ca_pem, issued, frozenset(kept), made)
     unit_files = systemd.unit_files(options.host_plan) if options.host_plan is not None else {}
     check_inside_root(options.root, [item.path for item in pending] + [options.root / name for name in unit_files])
     fsutil.write_many(pending)
@@ -234,4 +257,7 @@ def join(options: JoinOptions) -> JoinResult:
         note = "not waiting: systemd is not running here (or --root is not /); start kubernetes.target yourself"
     else:
         waited = start_and_wait(options.host_plan, options.deadline)
+    if skipped:
+        note = "; ".join(filter(None, (note, f"image archives of the spec not laid down here ({', '.join(skipped)}): "
+                                              "import them with `kubesmith images import`")))
     return JoinResult(options.node, tuple(r.name for r in requests), len(pending), units, waited, note)

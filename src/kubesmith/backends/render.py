@@ -24,6 +24,7 @@ from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
+from kubesmith.images import ImageError, image_cache_dir, pause_archive
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
@@ -145,6 +146,7 @@ class _Context:
     issued: Mapping[tuple[str, str], Issued]
     documents: dict[tuple[int, str], bytes] = field(default_factory=dict)  # serialised data by object: the plan
     # shares one configuration document between all hosts that have the same one (1,000 kubelets)
+    images: dict[str, bytes] = field(default_factory=dict)  # image archives by source name, read or built once
 
 
 def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped: Shipped | None = None
@@ -215,6 +217,8 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
         return private if kind == "service-account-key" else public
     if kind == "kubeconfig":
         return _kubeconfig(ctx, host, options, path)
+    if kind in ("sandbox-image", "image-archive"):
+        return _image(ctx, source, path)
     if kind == "encryption-config":
         secret = ctx.store.encryption_secret(source.name)
         try:
@@ -222,6 +226,19 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
         except ValueError as exc:
             raise RenderError(f"{host.name}:{path}: {exc}") from exc
     raise RenderError(f"{host.name}:{path}: unknown source kind {kind!r} (kubesmith bug)")
+
+
+def _image(ctx: _Context, source: Source, path: str) -> bytes:
+    """kubesmith's sandbox image (built here from source), or an image archive of this machine's."""
+    if source.name not in ctx.images:
+        try:
+            ctx.images[source.name] = pause_archive(image_cache_dir()) if source.kind == "sandbox-image" \
+                else Path(source.name).read_bytes()
+        except ImageError as exc:
+            raise RenderError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise RenderError(f"{path}: cannot read the image archive {source.name}: {exc.strerror}") from None
+    return ctx.images[source.name]
 
 
 def _kubeconfig(ctx: _Context, host: HostPlan, options: dict[str, str], path: str) -> bytes:

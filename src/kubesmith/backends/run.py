@@ -200,6 +200,7 @@ class Child:
     process: asyncio.subprocess.Process | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     ready: bool = False
+    done: bool = False  # a oneshot that exited 0
     restarts: int = 0
     reloads: int = 0  # restarts because a watched file changed
     reload_requested: bool = False
@@ -275,7 +276,7 @@ class Supervisor:
     def write_state(self) -> None:
         state = {"supervisor": os.getpid(), "host": self.host.name, "services": {
             name: {"pid": child.process.pid if child.process and child.process.returncode is None else None,
-                   "ready": child.ready, "restarts": child.restarts, "reloads": child.reloads}
+                   "ready": child.ready, "done": child.done, "restarts": child.restarts, "reloads": child.reloads}
             for name, child in self.children.items()}}
         data = json.dumps(state, indent=2, sort_keys=True).encode()
         if not self.paths.state_file.exists() or self.paths.state_file.read_bytes() != data:
@@ -291,6 +292,9 @@ class Supervisor:
         while not self.stopping.is_set():
             await self.pass_gates(child)
             await self.spawn(child)
+            if child.service.oneshot and await child.process.wait() == 0:  # type: ignore[union-attr]
+                self.done(child)
+                return
             up_since = time.monotonic()
             readiness = asyncio.create_task(self.become_ready(child))
             watcher = asyncio.create_task(self.watch_files(child))
@@ -312,6 +316,12 @@ class Supervisor:
             self.emit(child.service.name, f"exited with {describe_exit(code)}; restart {child.restarts} in {delay:g}s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, child.service.restart.max_delay_seconds)
+
+    def done(self, child: Child) -> None:
+        """A oneshot that did its work: ready for good (systemd's RemainAfterExit=yes)."""
+        child.ready = child.done = True
+        self.readiness_changed.set()
+        self.emit(child.service.name, "done")
 
     async def watch_files(self, child: Child) -> None:
         """Restart the running child once one of its watch_files is replaced (renewed certificate)."""
@@ -392,13 +402,27 @@ class Supervisor:
 
     async def stop(self, child: Child) -> None:
         process = child.process
-        if process is None or process.returncode is not None:
-            return
-        await self.terminate(child, process)
-        if child.pump:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(child.pump, 2)
-        self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
+        if process is not None and process.returncode is None:
+            await self.terminate(child, process)
+            if child.pump:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(child.pump, 2)
+            self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
+        if child.service.undo and (child.done or process is not None):
+            await self.undo(child)
+
+    async def undo(self, child: Child) -> None:
+        """The service's binary undoes its work (routes, rules): systemd's ExecStop= for a oneshot; for
+        a daemon, what a foreground run owes the machine it ran on (kube-proxy's rules)."""
+        argv = [reroot_argument(argument, self.paths.root) for argument in child.service.undo]
+        process = await asyncio.create_subprocess_exec(
+            str(child.binary), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=environment(child.service, self.paths))
+        output, _ = await process.communicate()
+        for line in output.decode(errors="replace").splitlines():
+            self.emit(child.service.name, line)
+        child.done = False
+        self.emit(child.service.name, f"undone ({describe_exit(process.returncode)})")
 
     async def terminate(self, child: Child, process: asyncio.subprocess.Process) -> None:
         """SIGTERM, then SIGKILL after STOP_TIMEOUT; returns once the process is gone."""
@@ -415,21 +439,80 @@ class Supervisor:
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 POD_CGROUP = "kubepods"  # the kubelet's pod cgroup tree with the cgroupfs driver and no cgroupRoot
+KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")  # the kubelet's own
 
 
 def release_node_leftovers(root: Path) -> list[str]:
-    """Undo what a stopped kubelet leaves on the machine: mounts under the run root (it bind-mounts its
-    root directory) and its empty pod cgroups. A foreground run should leave the machine as it found it."""
+    """Undo what a stopped node leaves on the machine: the pods' processes (containers outlive the
+    kubelet and containerd, as containerd's shims are meant to), mounts under the run root (the
+    kubelet's bind mount, pod volumes, container root file systems, pods' network namespaces) and
+    the pod cgroups. A foreground run should leave the machine as it found it."""
     notes: list[str] = []
+    killed = stop_pod_processes(root)
+    if killed:
+        notes.append(f"stopped {killed} processes of pods and their containerd shims")
     for mount_point in sorted(mounts_under(root), key=len, reverse=True):
         result = subprocess.run(["umount", mount_point], capture_output=True, text=True, check=False)
         notes.append(f"unmounted {mount_point}" if result.returncode == 0
                      else f"could not unmount {mount_point}: {result.stderr.strip()}")
-    for tree in sorted(CGROUP_MOUNT.glob(f"*/{POD_CGROUP}")) + sorted(CGROUP_MOUNT.glob(POD_CGROUP)):
+    for tree in pod_cgroup_trees():
         busy = remove_empty_cgroups(tree)
         if busy:
             notes.append(f"left {tree}: {busy} cgroups still hold processes")
+    removed = remove_kubelet_chains()
+    if removed:
+        notes.append(f"removed the kubelet's iptables chains {', '.join(sorted(set(removed)))}")
     return notes
+
+
+def remove_kubelet_chains() -> list[str]:
+    """The iptables chains the kubelet makes (its firewall against outside traffic to 127.0.0.1, its
+    canaries) outlive it; kube-proxy's go with `kube-proxy --cleanup`, its service's undo. Jumps to
+    them first, then the chains."""
+    removed = []
+    for table in ("filter", "nat", "mangle"):
+        saved = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True, check=False).stdout
+        chains = [line[1:].split()[0] for line in saved.splitlines()
+                  if line.startswith(":") and line[1:].split()[0] in KUBELET_CHAINS]
+        jumps = [rule.split()[1:] for rule in saved.splitlines()
+                 if rule.startswith("-A ") and any(f"-j {chain}" in rule for chain in chains)]
+        steps = [*(["-D", *jump] for jump in jumps), *(["-F", c] for c in chains), *(["-X", c] for c in chains)]
+        for arguments in steps:
+            subprocess.run(["iptables", "-w", "5", "-t", table, *arguments], capture_output=True, check=False)
+        removed += chains
+    return removed
+
+
+def stop_pod_processes(root: Path) -> int:
+    """SIGKILL every process in the kubelet's pod cgroups, and the shims of this run's containerd
+    (their command line names its socket, under `root`); returns how many, once they are gone."""
+    pids = {int(pid) for tree in pod_cgroup_trees() for procs in tree.rglob("cgroup.procs")
+            for pid in _read(procs).split()}
+    marker = str(root).rstrip("/") + "/"
+    for entry in Path("/proc").glob("[0-9]*"):
+        command = _read(entry / "cmdline").replace("\0", " ")
+        if "containerd-shim" in command and marker in command:
+            pids.add(int(entry.name))
+    pids.discard(os.getpid())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and _read(Path(f"/proc/{pid}/stat")).split(") ")[-1][:1] != "Z"
+              for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(pids)
+
+
+def pod_cgroup_trees() -> list[Path]:
+    return sorted(CGROUP_MOUNT.glob(f"*/{POD_CGROUP}")) + sorted(CGROUP_MOUNT.glob(POD_CGROUP))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def mounts_under(root: Path) -> list[str]:

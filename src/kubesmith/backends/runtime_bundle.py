@@ -20,6 +20,7 @@ from pathlib import Path
 import kubesmith
 from kubesmith.fsutil import atomic_write
 from kubesmith.hostfile import HostFile
+from kubesmith.images import PAUSE_BUNDLED, image_cache_dir, pause_archive
 
 COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"
@@ -63,11 +64,14 @@ def install_command(bundle: RuntimeBundle) -> str:
 
 
 def build_bundle(cache_dir: Path) -> RuntimeBundle:
-    """The bundle for the running interpreter, cached in `cache_dir` by content hash."""
-    files = sorted(_runtime_files().items())
+    """The bundle for the running interpreter, cached in `cache_dir` by content hash. It carries the
+    sandbox image built here, so a node that joins without a compiler has it too."""
+    members = {name: (path.read_bytes(), bool(path.stat().st_mode & 0o111)) for name, path in _runtime_files().items()}
+    members[f"kubesmith/images/{PAUSE_BUNDLED.name}"] = (pause_archive(image_cache_dir()), False)
+    files = sorted(members.items())
     digest = hashlib.sha256()
-    for name, path in files:
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, (data, _) in files:
+        digest.update(name.encode() + b"\0" + data + b"\0")
     key = digest.hexdigest()
     cached = cache_dir / f"runtime-{key[:24]}.tar.gz"
     if not cached.exists():
@@ -122,12 +126,11 @@ def _requirements(dist: metadata.Distribution) -> list[str]:
     return names
 
 
-def _tarball(files: list[tuple[str, Path]]) -> bytes:
+def _tarball(files: list[tuple[str, tuple[bytes, bool]]]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as archive:
-        for name, path in files:
+        for name, (data, executable) in files:
             info = tarfile.TarInfo(name)
-            data = path.read_bytes()
-            info.size, info.mtime, info.mode = len(data), 0, 0o755 if path.stat().st_mode & 0o111 else 0o644
+            info.size, info.mtime, info.mode = len(data), 0, 0o755 if executable else 0o644
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

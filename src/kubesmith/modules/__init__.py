@@ -10,6 +10,7 @@ from kubesmith.modules.container_runtime import ContainerRuntimeModule
 from kubesmith.modules.controller_manager import ControllerManagerModule
 from kubesmith.modules.etcd import EtcdModule
 from kubesmith.modules.kubelet import KubeletModule
+from kubesmith.modules.pod_network import PodNetworkModule
 from kubesmith.modules.proxy import ProxyModule
 from kubesmith.modules.scheduler import SchedulerModule
 
@@ -19,6 +20,7 @@ MODULES: tuple[Module, ...] = (
     ControllerManagerModule(),
     SchedulerModule(),
     ContainerRuntimeModule(),
+    PodNetworkModule(),
     KubeletModule(),
     ProxyModule(),
     CaServiceModule(),

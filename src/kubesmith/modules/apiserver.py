@@ -53,8 +53,10 @@ class ApiserverOptions(ComponentOptions):
     authorization_mode: list[str] = Field(default=["Node", "RBAC"], min_length=1,
                                           description="Authorizers, in order.")
     enable_admission_plugins: list[str] = Field(
-        default=["NodeRestriction", "EventRateLimit", "AlwaysPullImages", "DenyServiceExternalIPs"],
-        description="Admission plugins enabled in addition to the release's defaults.")
+        default=["NodeRestriction", "EventRateLimit", "DenyServiceExternalIPs"],
+        description="Admission plugins enabled in addition to the release's defaults. Not AlwaysPullImages: "
+        "it would make every pod pull, and air-gapped nodes run imported images; the kubelet itself "
+        "checks the credentials of images pulled with secrets (KubeletEnsureSecretPulledImages).")
     anonymous_auth: bool = Field(default=False, description="Allow unauthenticated requests (CIS: off).")
     allow_privileged: bool = Field(default=True, description="Allow privileged containers.")
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")

@@ -7,24 +7,31 @@ sandbox image, the CNI directories, and the oom-score restriction a host without
 CAP_SYS_RESOURCE needs (otherwise runc fails every sandbox with "can't get final child's PID
 from pipe"). Readiness is containerd's metrics endpoint on loopback, which answers once its
 plugins, the CRI one included, are loaded.
+
+Images come without a registry: kubesmith builds its own sandbox image (`kubesmith.images`) and
+ships it, with the archives listed in `images`, to /var/lib/kubesmith/images; a oneshot unit
+(`kubesmith-images`, running `kubesmith images load`) imports them once containerd answers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import PurePosixPath
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from kubesmith import layout
+from kubesmith.images import PAUSE_IMAGE
 from kubesmith.modules.base import Module
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
 from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Probe, Service
+from kubesmith.plan.model import File, Probe, Service, Source
 from kubesmith.spec.types import ExtraConfig, Port, StrictModel
 
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
+IMAGES_DIR = f"{layout.LIB}/kubesmith/images"
 
 
 class ContainerRuntimeOptions(StrictModel):
@@ -38,8 +45,12 @@ class ContainerRuntimeOptions(StrictModel):
                           "(images, snapshots).")
     state_dir: str = Field(default="/run/containerd", description="containerd's runtime state.")
     metrics_port: Port = Field(default=1338, description="Plain-HTTP metrics port on 127.0.0.1 (readiness).")
-    sandbox_image: str = Field(default="kubesmith.local/pause:1", description="Pod sandbox image; kubesmith "
-                               "imports its own build on every node, no registry needed.")
+    sandbox_image: str = Field(default=PAUSE_IMAGE, description="Pod sandbox image; kubesmith builds its own "
+                               "(from source) and imports it on every node, no registry needed. Another image "
+                               "must be on the nodes already (see images).")
+    images: list[Annotated[str, Field(pattern="^/")]] = Field(
+        default=[], description="Image archives (OCI layout or `docker save` tarballs; absolute paths on the "
+        "machine running kubesmith) to import on every node at each apply.")
     cni_bin_dir: str = Field(default="/usr/lib/cni", description="Directory of the CNI plugins "
                              "(Debian's containernetworking-plugins).")
     cni_conf_dir: str = Field(default="/etc/cni/net.d", description="Directory of the CNI network configuration.")
@@ -47,6 +58,8 @@ class ContainerRuntimeOptions(StrictModel):
         default=None, description="Keep containers' oom_score_adj at or above containerd's; default: on where "
         "the host lacks CAP_SYS_RESOURCE.", json_schema_extra={"x-derived-from": "the host's capabilities"})
     extra_config: ExtraConfig = Field(default={}, description="Merged into containerd's config.toml.")
+    load_deadline: float = Field(default=300.0, gt=0, description="Seconds `kubesmith images load` waits for "
+                                 "containerd to answer.")
 
 
 class ContainerRuntimeModule(Module):
@@ -80,7 +93,35 @@ class ContainerRuntimeModule(Module):
             # them nor kill the shims when containerd restarts (as containerd's own unit has it)
             unit_settings=(("Delegate", "yes"), ("KillMode", "process"), ("OOMScoreAdjust", "-999")),
         )
-        return Contribution(services=[service], files=[config])
+        images = image_files(options)
+        return Contribution(services=[service, images_service(options)] if images else [service],
+                            files=[config, *images])
+
+
+def image_files(options: ContainerRuntimeOptions) -> list[File]:
+    """The archives each node imports: kubesmith's sandbox image (when it is the one in use) and the spec's."""
+    files = [File(f"{IMAGES_DIR}/{PurePosixPath(path).name}", 0o644, source=Source("image-archive", path))
+             for path in options.images]
+    if options.sandbox_image == PAUSE_IMAGE:
+        files.append(File(f"{IMAGES_DIR}/kubesmith-pause.tar", 0o644, source=Source("sandbox-image", "pause")))
+    return files
+
+
+def images_service(options: ContainerRuntimeOptions) -> Service:
+    return Service(
+        name="kubesmith-images",
+        component="container_runtime",
+        description="kubesmith: import the node's image archives into containerd",
+        binary="kubesmith",
+        argv=("images", "load", "--containerd", f"unix://{options.socket}", "--dir", IMAGES_DIR,
+              "--deadline", f"{options.load_deadline:g}"),
+        user="root",
+        group="root",
+        wanted_by="node-online.target",
+        after=("containerd.service", "containerd-online.service"),
+        hardening=False,
+        oneshot=True,
+    )
 
 
 def containerd_config(options: ContainerRuntimeOptions, environment: HostEnvironment) -> dict[str, Any]:
@@ -103,6 +144,8 @@ def containerd_config(options: ContainerRuntimeOptions, environment: HostEnviron
                                       "options": {"SystemdCgroup": environment.cgroup_driver == "systemd"}}},
             },
             "cni": {"bin_dir": options.cni_bin_dir, "conf_dir": options.cni_conf_dir},
+            # pods' network namespaces under containerd's state directory, not the host's /run/netns
+            "netns_mounts_under_state_dir": True,
         }},
     }, options.extra_config)
 

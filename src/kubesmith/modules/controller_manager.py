@@ -19,12 +19,18 @@ from kubesmith.spec.types import Cidr, IPAddress, Port
 
 
 class ControllerManagerOptions(ComponentOptions):
-    allocate_node_cidrs: bool = Field(default=True, description="Allocate a pod CIDR to every node.")
+    allocate_node_cidrs: bool | None = Field(
+        default=None, description="Allocate a pod range to every Node object; default: off where kubesmith's pod "
+        "network gives nodes their ranges (spec.components.podNetwork), on otherwise.",
+        json_schema_extra={"x-derived-from": "spec.components.podNetwork.enabled"})
     bind_address: IPAddress = Field(default="127.0.0.1", description="Address of the secure port (CIS: 127.0.0.1).")
     secure_port: Port = Field(default=10257, description="HTTPS port for health and metrics.")
     cluster_cidr: Cidr | None = Field(default=None, description="Pod range; default: spec.network.clusterCidr.",
                                       json_schema_extra={"x-derived-from": "spec.network.clusterCidr"})
-    node_cidr_mask_size: int = Field(default=24, ge=8, le=30, description="Prefix length of each node's pod range.")
+    node_cidr_mask_size: int | None = Field(
+        default=None, ge=8, le=30, description="Prefix length of each node's pod range when allocating; default: "
+        "spec.components.podNetwork.nodeCidrMaskSize.",
+        json_schema_extra={"x-derived-from": "spec.components.podNetwork.nodeCidrMaskSize"})
     leader_elect: bool = Field(default=True, description="Elect a leader among control-plane hosts.")
     use_service_account_credentials: bool = Field(default=True,
                                                   description="Run each controller with its own service account.")
@@ -49,10 +55,12 @@ class ControllerManagerModule(Module):
         ca_file, ca_key = layout.pki_path(ca.cert_file), layout.pki_path("controller-manager/ca.key")
         sa_key = layout.pki_path("controller-manager/sa.key")
         proxy_ca = layout.pki_path(authority("front-proxy-ca").cert_file)
+        network = ctx.spec.spec.components.pod_network
+        allocate = not network.enabled if options.allocate_node_cidrs is None else options.allocate_node_cidrs
         flags = {
-            "allocate-node-cidrs": options.allocate_node_cidrs,
+            "allocate-node-cidrs": allocate,
             "cluster-cidr": options.cluster_cidr or cluster.cluster_cidr,
-            "node-cidr-mask-size": options.node_cidr_mask_size if options.allocate_node_cidrs else None,
+            "node-cidr-mask-size": (options.node_cidr_mask_size or network.node_cidr_mask_size) if allocate else None,
             "service-cluster-ip-range": cluster.service_cidr,
             "cluster-name": cluster.name,
             "bind-address": options.bind_address,

@@ -53,6 +53,7 @@ class ProxyModule(Module):
             needs_files=(config_path, kubeconfig.path),
             watch_files=(kubeconfig.path,),
             hardening=False,
+            undo=("--cleanup",),  # `kubesmith run` removes the rules when it stops; hosts keep them across restarts
         )
         return Contribution(
             services=[service],

@@ -10,10 +10,9 @@ observes its own machine) and assumes an ordinary systemd host where nothing was
 
 from __future__ import annotations
 
-import os
 import socket
+import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 CAP_SYS_RESOURCE = 24
@@ -42,34 +41,32 @@ class HostEnvironment:
 ASSUMED = HostEnvironment()
 
 
-def observe_local(root: Path = Path("/")) -> HostEnvironment:
-    """This machine's environment, read from /run, /sys and /proc (no privileges needed)."""
-    systemd = (root / "run/systemd/system").is_dir()  # sd_booted(): systemd is PID 1
-    mount = root / "sys/fs/cgroup"
-    version = _cgroup_version(mount)
-    return HostEnvironment(init_system="systemd" if systemd else "none", cgroup_version=version,
-                           can_lower_oom_score=_has_capability(CAP_SYS_RESOURCE),
-                           cgroups_writable=_writable(mount if version == 2 else mount / "memory"),
-                           observed=True)
+# What kubesmith reads of a host, as one shell command: over SSH on hosts (apply and the live plan,
+# before kubesmith is installed there), and here by `run` and `join`. One `key=value` per line.
+OBSERVE_COMMAND = (
+    "if [ -d /run/systemd/system ]; then echo init=systemd; else echo init=none; fi; "  # sd_booted()
+    "if [ -e /sys/fs/cgroup/cgroup.controllers ]; then echo cgroup=2; else echo cgroup=1; fi; "
+    "sed -n 's/^CapBnd:[[:space:]]*/capbnd=/p' /proc/self/status; "
+    "awk '$5 == \"/sys/fs/cgroup\" || $5 == \"/sys/fs/cgroup/memory\" {print \"mount\" $5 \"=\" $6}' "
+    "/proc/self/mountinfo"
+)
 
 
-def _cgroup_version(mount: Path) -> Literal[1, 2]:
-    return 2 if (mount / "cgroup.controllers").exists() else 1
+def parse_observation(text: str) -> HostEnvironment:
+    """The environment OBSERVE_COMMAND's output describes (a line it lacks leaves the assumption)."""
+    facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    version: Literal[1, 2] = 2 if facts.get("cgroup", "2") == "2" else 1
+    controllers = facts.get("mount/sys/fs/cgroup" if version == 2 else "mount/sys/fs/cgroup/memory", "rw")
+    capabilities = int(facts.get("capbnd", "ffffffffff"), 16)
+    return HostEnvironment(init_system="systemd" if facts.get("init") == "systemd" else "none",
+                           cgroup_version=version, can_lower_oom_score=bool(capabilities >> CAP_SYS_RESOURCE & 1),
+                           cgroups_writable="ro" not in controllers.split(","), observed=True)
 
 
-def _writable(path: Path) -> bool:
-    """Whether the file system at `path` is mounted read-write (a read-only mount refuses even root)."""
-    try:
-        return not os.statvfs(path).f_flag & os.ST_RDONLY
-    except OSError:
-        return False
-
-
-def _has_capability(number: int) -> bool:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapBnd:"):
-            return bool(int(line.split()[1], 16) >> number & 1)
-    return os.geteuid() == 0
+def observe_local() -> HostEnvironment:
+    """This machine's environment (no privileges needed)."""
+    result = subprocess.run(["sh", "-c", OBSERVE_COMMAND], capture_output=True, text=True, timeout=30, check=False)
+    return parse_observation(result.stdout)
 
 
 def local_host_name() -> str:

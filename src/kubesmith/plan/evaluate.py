@@ -9,6 +9,7 @@ from kubesmith.gcpause import gc_paused
 from kubesmith.modules import MODULES
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.modules.kubeconfigs import api_address
+from kubesmith.modules.pod_network import pod_cidrs
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
@@ -24,7 +25,7 @@ class PlanError(Exception):
 def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) -> ClusterFacts:
     spec = cluster.spec
     components = spec.components
-    hosts = hosts or tuple(_host_facts(host) for host in spec.hosts)
+    hosts = hosts or host_facts(cluster)
     control_plane = tuple(h for h in hosts if "control-plane" in h.roles)
     api_port = components.apiserver.secure_port
     if spec.control_plane_endpoint:
@@ -46,25 +47,31 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) 
         feature_gates=tuple(sorted(spec.feature_gates.items())),
         control_plane=control_plane,
         etcd_members=tuple(h for h in hosts if "etcd" in h.roles),
+        nodes=tuple(h for h in hosts if "node" in h.roles),
         etcd_client_port=components.etcd.client_port,
         apiserver_extra_sans=tuple(components.apiserver.extra_sans),
     )
 
 
-def _host_facts(host, environment: HostEnvironment = ASSUMED) -> HostFacts:  # type: ignore[no-untyped-def]
-    return HostFacts(name=host.name, address=host.address, roles=frozenset(host.roles),
-                     labels=tuple(sorted(host.labels.items())), environment=environment)
+def host_facts(cluster: Cluster, environments: Mapping[str, HostEnvironment] | None = None
+               ) -> tuple[HostFacts, ...]:
+    """Each host's facts: the spec's, what was observed of it (the rest assumed), its pod range."""
+    observed = environments or {}
+    network = cluster.spec.components.pod_network
+    ranges = pod_cidrs(cluster, network) if network.enabled else {}
+    return tuple(HostFacts(name=host.name, address=host.address, roles=frozenset(host.roles),
+                           labels=tuple(sorted(host.labels.items())), environment=observed.get(host.name, ASSUMED),
+                           pod_cidr=ranges.get(host.name)) for host in cluster.spec.hosts)
 
 
 def evaluate(cluster: Cluster, registry: VersionRegistry,
              environments: Mapping[str, HostEnvironment] | None = None) -> Plan:
     """The plan; `environments` holds what was observed of hosts (by name), the rest is assumed."""
-    observed = environments or {}
-    host_facts = tuple(_host_facts(host, observed.get(host.name, ASSUMED)) for host in cluster.spec.hosts)
-    facts = cluster_facts(cluster, host_facts)
+    hosts_facts = host_facts(cluster, environments)
+    facts = cluster_facts(cluster, hosts_facts)
     memo: dict[object, object] = {}
     with gc_paused():
-        hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry, memo)) for host in host_facts)
+        hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry, memo)) for host in hosts_facts)
     roles = [(host.name, frozenset(host.roles)) for host in cluster.spec.hosts]
     pki = cluster.spec.pki
     return Plan(

@@ -29,6 +29,7 @@ class HostFacts:
     roles: frozenset[str]
     labels: tuple[tuple[str, str], ...] = ()
     environment: HostEnvironment = ASSUMED
+    pod_cidr: str | None = None  # the node's pod range (node hosts with kubesmith's pod network)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class ClusterFacts:
     feature_gates: tuple[tuple[str, bool], ...]
     control_plane: tuple[HostFacts, ...]
     etcd_members: tuple[HostFacts, ...]
+    nodes: tuple[HostFacts, ...]
     etcd_client_port: int
     apiserver_extra_sans: tuple[str, ...]
 

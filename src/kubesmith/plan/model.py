@@ -15,7 +15,8 @@ from kubesmith.urls import url_host
 
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
-                     "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config"]
+                     "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config",
+                     "sandbox-image", "image-archive"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,9 @@ class Service:
     hardening: bool = True  # whether the component tolerates systemd sandboxing
     unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
     tools: tuple[str, ...] = ()  # companion executables shipped beside the binary (etcdctl, etcdutl)
+    oneshot: bool = False  # a step that runs to completion (ready once it exited 0), not a daemon
+    undo: tuple[str, ...] = ()  # the binary's arguments that undo its work: systemd runs them when a oneshot
+    # stops (ExecStop=); `kubesmith run` after stopping any service, to leave the machine as it found it
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _version(cluster, registry)
     findings += _network(cluster)
     findings += _hosts(cluster)
+    findings += _pod_ranges(cluster)
     findings += _advertised_addresses(cluster)
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
@@ -52,6 +53,25 @@ def _network(cluster: Cluster) -> list[Finding]:
             if address.version == cidr.version and address in cidr:
                 findings.append((("spec", "hosts", index, "address"),
                                  f"{address} lies inside {name} {cidr}", "error"))
+    return findings
+
+
+def _pod_ranges(cluster: Cluster) -> list[Finding]:
+    """A node's own pod range lies in the cluster's and overlaps no other node's."""
+    pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
+    findings: list[Finding] = []
+    seen: list[tuple[int, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
+    for index, host in enumerate(cluster.spec.hosts):
+        if host.pod_cidr is None:
+            continue
+        where, own = ("spec", "hosts", index, "podCidr"), ipaddress.ip_network(host.pod_cidr)
+        if "node" not in host.roles:
+            findings.append((where, "only hosts with the node role run pods; remove podCidr", "error"))
+        elif own.version != pods.version or not own.subnet_of(pods):  # type: ignore[arg-type]
+            findings.append((where, f"{own} lies outside clusterCidr {pods}", "error"))
+        elif (other := next((i for i, taken in seen if taken.overlaps(own)), None)) is not None:
+            findings.append((where, f"{own} overlaps the pod range of spec.hosts[{other}]", "error"))
+        seen.append((index, own))
     return findings
 
 

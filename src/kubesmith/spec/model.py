@@ -42,6 +42,10 @@ class Host(StrictModel):
         description="What the host runs: control-plane (API server, controller-manager, scheduler), "
                     "etcd (an etcd member), node (kubelet and kube-proxy).")
     labels: dict[LabelKey, LabelValue] = Field(default={}, description="Node labels the kubelet registers with.")
+    pod_cidr: Cidr | None = Field(
+        default=None, description="This node's pod range, inside spec.network.clusterCidr; default: the lowest "
+        "free range of spec.components.podNetwork.nodeCidrMaskSize, in host order.",
+        json_schema_extra=derived("spec.network.clusterCidr, in host order"))
 
     @field_validator("roles")
     @classmethod

@@ -1,0 +1,119 @@
+"""`kubesmith network up` and `kubesmith images load|import`: a node's pod network and its images.
+
+`network up` and `images load` run on nodes (their units: kubesmith-network, kubesmith-images);
+`images import` runs where kubesmith runs and puts archives onto the nodes over SSH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from kubesmith.cli.common import fail, load_plan_or_fail, report_problems, ssh_flags, spec_argument
+from kubesmith.exitcodes import ExitCode
+
+
+def _say(line: str) -> None:
+    click.echo(f"kubesmith: {line}", err=True)
+
+
+@click.group("network")
+def network_group() -> None:
+    """A node's pod network (its unit, kubesmith-network, runs `network up`)."""
+
+
+@network_group.command("up")
+@click.option("--config", "config_file", required=True, metavar="FILE", help="The node's network settings.")
+@click.option("--set-sysctls", is_flag=True,
+              help="Set the sysctls the pods need (hosts; without it they are only checked, as `run` does).")
+def network_up(config_file: str, set_sysctls: bool) -> None:
+    """Make the node's pod network complete: sysctls, a route to every other node's pods, masquerading
+    of pod traffic that leaves the cluster. Idempotent; exit 5 naming what failed."""
+    from kubesmith.node import network
+
+    try:
+        network.bring_up(network.NetworkSettings.load(Path(config_file)), set_sysctls, _say)
+    except network.NetworkError as exc:
+        fail(str(exc), ExitCode.FAILED)
+
+
+@network_group.command("down")
+@click.option("--config", "config_file", required=True, metavar="FILE", help="The node's network settings.")
+def network_down(config_file: str) -> None:
+    """Undo `network up` and remove the pods' bridge (stopping kubesmith-network runs it); sysctls stay."""
+    from kubesmith.node import network
+
+    try:
+        network.bring_down(network.NetworkSettings.load(Path(config_file)), _say)
+    except network.NetworkError as exc:
+        fail(str(exc), ExitCode.FAILED)
+
+
+@click.group("images")
+def images_group() -> None:
+    """Container images without a registry: load archives into a node's containerd, or import them onto nodes."""
+
+
+@images_group.command("load")
+@click.option("--containerd", "endpoint", default="unix:///run/containerd/containerd.sock", show_default=True,
+              help="containerd's socket.")
+@click.option("--dir", "directory", default="/var/lib/kubesmith/images", show_default=True, metavar="DIR",
+              help="Where the archives are (every *.tar).")
+@click.option("--deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds to wait for containerd to answer.")
+def images_load(endpoint: str, directory: str, deadline: float) -> None:
+    """Import every image archive in DIR into containerd (namespace k8s.io); archives whose images
+    containerd has already are skipped. This node's kubesmith-images unit runs it."""
+    from kubesmith.node.images import LoadError, load_all
+
+    try:
+        count = load_all(Path(directory), endpoint, deadline, _say)
+    except LoadError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    _say(f"{count} archive{'s' if count != 1 else ''} imported")
+
+
+@images_group.command("import")
+@spec_argument()
+@click.argument("archives", nargs=-1, required=True, metavar="ARCHIVE...",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--host", "only_hosts", multiple=True, metavar="NAME", help="Only this node (repeatable).")
+@ssh_flags()
+def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[str, ...], ssh_config: str | None,
+                  known_hosts: str | None, identity: str | None) -> None:
+    """Put image archives (OCI layout or `docker save` tarballs) on every node of FILE (or --host ones)
+    and import them into containerd there: what an air-gapped cluster uses instead of a registry.
+    To have apply bring them every time, list them in spec.components.containerRuntime.images."""
+    from kubesmith.backends.node_images import ImageImportError, import_to
+    from kubesmith.backends.ssh_settings import ssh_options
+    from kubesmith.cli.common import check_host_names
+    from kubesmith.images import ImageError, archive_names
+    from kubesmith.transport.ssh import SshTransport
+
+    loaded, plan = load_plan_or_fail(spec_file)
+    report_problems(loaded.warnings)
+    check_host_names(plan, only_hosts, spec_file)
+    nodes = [h for h in plan.hosts if "node" in h.roles and (not only_hosts or h.name in only_hosts)]
+    if not nodes:
+        fail(f"no node host{' among ' + ', '.join(only_hosts) if only_hosts else ''} in {spec_file}", ExitCode.USAGE)
+    contents: dict[str, bytes] = {}
+    for archive in archives:
+        data = archive.read_bytes()
+        try:
+            names = archive_names(data)
+        except ImageError as exc:
+            fail(f"{archive}: {exc}", ExitCode.USAGE)
+        _say(f"{archive}: {', '.join(names)}")
+        contents[archive.name] = data
+    options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+
+    async def run() -> None:
+        async with SshTransport(options) as transport:
+            await import_to(transport, nodes, contents, _say)
+
+    try:
+        asyncio.run(run())
+    except ImageImportError as exc:
+        fail(str(exc), ExitCode.FAILED)

@@ -1,0 +1,151 @@
+"""Container images without a registry: kubesmith's own pod sandbox image, and image archives that
+containerd imports (`ctr images import`), the air-gapped path every node takes.
+
+`oci_archive` packs files into an OCI image layout tarball, byte for byte the same for the same
+files (fixed times, owners and order), so apply uploads an unchanged image never again.
+`pause_archive` builds the sandbox image from `pause.c`, shipped as source with kubesmith and
+compiled static on the machine that runs kubesmith: no downloaded binary anywhere.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubesmith.fsutil import atomic_write
+
+PAUSE_SOURCE = Path(__file__).with_name("pause.c")
+PAUSE_BUNDLED = Path(__file__).with_name("pause.tar")  # built where apply ran, shipped in kubesmith's runtime
+PAUSE_IMAGE = "kubesmith.local/pause:1"
+COMPILE = ("-static", "-Os", "-s", "-Wall", "-Werror")
+MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
+MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+
+
+class ImageError(Exception):
+    """An image cannot be built (no compiler, a compile error) or read; the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFile:
+    """One file of an image: its path inside the image, mode and bytes."""
+
+    path: str
+    data: bytes
+    mode: int = 0o755
+
+
+def oci_archive(name: str, files: tuple[ImageFile, ...], entrypoint: tuple[str, ...],
+                architecture: str = "amd64") -> bytes:
+    """An OCI image layout tarball holding one single-layer image named `name` (repository:tag)."""
+    layer = _gzip(_tar({file.path.lstrip("/"): (file.data, file.mode) for file in files}))
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
+    config = _json({"architecture": architecture, "os": "linux",
+                    "config": {"Entrypoint": list(entrypoint), "WorkingDir": "/"},
+                    "rootfs": {"type": "layers", "diff_ids": [diff_id]}})
+    manifest = _json({"schemaVersion": 2, "mediaType": MEDIA_MANIFEST,
+                      "config": _descriptor(MEDIA_CONFIG, config),
+                      "layers": [_descriptor(MEDIA_LAYER, layer)]})
+    tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else "latest"
+    index = _json({"schemaVersion": 2, "manifests": [{
+        **_descriptor(MEDIA_MANIFEST, manifest),
+        "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": tag}}]})
+    blobs = {f"blobs/sha256/{hashlib.sha256(blob).hexdigest()}": (blob, 0o644) for blob in (layer, config, manifest)}
+    return _tar({"oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644), "index.json": (index, 0o644),
+                 **blobs})
+
+
+def pause_archive(cache_dir: Path, compiler: str = "cc") -> bytes:
+    """The sandbox image archive: the one kubesmith's runtime on a host brought along, else built here
+    once per source and compiler and cached in `cache_dir`."""
+    if PAUSE_BUNDLED.exists():
+        return PAUSE_BUNDLED.read_bytes()
+    found = shutil.which(compiler)
+    if found is None:
+        raise ImageError(f"no C compiler ({compiler}) to build the pod sandbox image from {PAUSE_SOURCE.name}: "
+                         "install one with static C libraries (Debian: gcc libc6-dev), or set "
+                         "spec.components.containerRuntime.sandboxImage to an image your nodes already have")
+    source = PAUSE_SOURCE.read_bytes()
+    identity = subprocess.run([found, "--version"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha256(source + b"\0" + identity.encode() + b"\0" + " ".join(COMPILE).encode()).hexdigest()
+    cached = cache_dir / f"pause-{key[:24]}.tar"
+    if cached.exists():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory() as work:
+        binary = Path(work) / "pause"
+        result = subprocess.run([found, *COMPILE, "-o", str(binary), str(PAUSE_SOURCE)], capture_output=True,
+                                text=True, check=False)
+        if result.returncode != 0:
+            raise ImageError(f"building the pod sandbox image failed ({found}): {result.stderr.strip()[-400:]}")
+        archive = oci_archive(PAUSE_IMAGE, (ImageFile("/pause", binary.read_bytes()),), ("/pause",))
+    atomic_write(cached, archive, 0o644)
+    return archive
+
+
+def archive_names(data: bytes) -> tuple[str, ...]:
+    """The image names an archive holds (OCI layout or `docker save` format), for messages and checks."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            names = archive.getnames()
+            if "index.json" in names:
+                index = json.loads(_member(archive, "index.json"))
+                return tuple(m.get("annotations", {}).get("io.containerd.image.name", "") for m in index["manifests"])
+            if "manifest.json" in names:
+                return tuple(tag for entry in json.loads(_member(archive, "manifest.json"))
+                             for tag in entry.get("RepoTags") or ())
+    except (tarfile.TarError, OSError, ValueError, KeyError, TypeError) as exc:
+        raise ImageError(f"not an image archive ({exc})") from None
+    raise ImageError("not an image archive (no index.json or manifest.json)")
+
+
+def _member(archive: tarfile.TarFile, name: str) -> bytes:
+    handle = archive.extractfile(name)
+    if handle is None:
+        raise KeyError(name)
+    return handle.read()
+
+
+def _descriptor(media_type: str, blob: bytes) -> dict[str, object]:
+    return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(blob).hexdigest(), "size": len(blob)}
+
+
+def _json(document: object) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _tar(members: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """A tarball of `members` (path -> (bytes, mode)), parents included, all owned by root at time 0."""
+    buffer = io.BytesIO()
+    directories = sorted({str(parent) for path in members for parent in Path(path).parents if str(parent) != "."})
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for directory in directories:
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            archive.addfile(info)
+        for path in sorted(members):
+            data, mode = members[path]
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def image_cache_dir() -> Path:
+    """Where built images are kept on this machine: $XDG_CACHE_HOME/kubesmith/images."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kubesmith" / "images"

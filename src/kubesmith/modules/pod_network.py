@@ -1,0 +1,143 @@
+"""The pod network: a bridge per node and plain routes between nodes, no overlay.
+
+Each node gets a pod range (`podCidr`: its own, else the lowest free range of
+`spec.network.clusterCidr` in host order), known to the plan up front, so every host's routes to
+the other nodes' pods are known up front too. On each node:
+
+* the CNI configuration (`/etc/cni/net.d/10-kubesmith.conflist`): bridge with host-local
+  addresses from the node's range and the bridge as the pods' gateway, then portmap (hostPort);
+  containerd runs the loopback plugin itself. Debian's containernetworking-plugins provide them.
+* `kubesmith network up` (a oneshot unit, `kubesmith-network`): a route to each other node's
+  pod range via that node's address (the nodes must share a link, as hosts on one subnet do),
+  and masquerading of pod traffic that leaves the cluster range; stopping the unit runs
+  `network down`, which takes them away again with the pods' bridge.
+* the sysctls the bridge and kube-proxy need (`net.ipv4.ip_forward`,
+  `net.bridge.bridge-nf-call-iptables`, with the `br_netfilter` module): in sysctl.d and
+  modules-load.d on hosts, set at once by `network up`; `kubesmith run` only checks them.
+
+Another CNI later is another `plugin` value here: nothing else reads the bridge's settings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from kubesmith import layout
+from kubesmith.modules.base import Module, OptionProblem
+from kubesmith.plan.facts import Contribution, HostContext
+from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.spec.types import StrictModel
+
+if TYPE_CHECKING:
+    from kubesmith.spec.model import Cluster
+    from kubesmith.versions.registry import VersionRegistry
+
+CNI_CONFIG = "/etc/cni/net.d/10-kubesmith.conflist"
+NETWORK_CONFIG = f"{layout.KUBESMITH_ETC}/network.json"
+SYSCTL_FILE = "/etc/sysctl.d/90-kubesmith.conf"
+MODULES_FILE = "/etc/modules-load.d/kubesmith.conf"
+SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1"}
+KERNEL_MODULES = ("br_netfilter",)
+
+
+class PodNetworkOptions(StrictModel):
+    enabled: bool = Field(default=True, description="Give pods a network: a bridge on every node and routes "
+                          "between nodes; off when you bring your own CNI plugin.")
+    plugin: Literal["bridge"] = Field(default="bridge", description="How pods are connected (bridge: one "
+                                      "bridge per node, routes between nodes, no overlay).")
+    node_cidr_mask_size: int = Field(default=24, ge=8, le=28, description="Prefix length of each node's pod range.")
+    bridge: str = Field(default="cni0", pattern="^[a-z][a-z0-9]{0,14}$", description="Name of the pods' bridge.")
+    masquerade: bool = Field(default=True, description="Masquerade pod traffic that leaves "
+                             "spec.network.clusterCidr (pods reach the outside with their node's address).")
+    mtu: int | None = Field(default=None, ge=576, le=9000, description="MTU of the bridge and the pods' "
+                            "interfaces; default: the kernel's (1500).")
+
+
+class PodNetworkModule(Module):
+    key = "pod_network"
+    title = "Pod network (bridge and routes, no overlay)"
+    options = PodNetworkOptions
+    roles = frozenset({"node"})
+
+    def contribute(self, ctx: HostContext, options: PodNetworkOptions) -> Contribution:
+        if not options.enabled or ctx.host.pod_cidr is None:
+            return Contribution()
+        host = ctx.host
+        on_hosts = host.environment.init_system == "systemd"  # `kubesmith run` checks sysctls, hosts set them
+        service = Service(
+            name="kubesmith-network",
+            component=self.key,
+            description="kubesmith: routes to other nodes' pods, masquerading, sysctls",
+            binary="kubesmith",
+            argv=("network", "up", "--config", NETWORK_CONFIG, *(("--set-sysctls",) if on_hosts else ())),
+            undo=("network", "down", "--config", NETWORK_CONFIG),
+            user="root",
+            group="root",
+            wanted_by="node-online.target",
+            after=("network-online.target",),
+            restart=RestartPolicy("on-failure", 5.0, 60.0),
+            needs_files=(NETWORK_CONFIG,),
+            hardening=False,
+            oneshot=True,
+        )
+        files = [
+            File(CNI_CONFIG, 0o644, data=cni_configuration(options, host.pod_cidr), format="json"),
+            File(NETWORK_CONFIG, 0o644, data=network_settings(ctx, options), format="json"),
+            File(SYSCTL_FILE, 0o644, content="".join(f"{name} = {value}\n" for name, value in SYSCTLS.items())),
+            File(MODULES_FILE, 0o644, content="".join(f"{name}\n" for name in KERNEL_MODULES)),
+        ]
+        return Contribution(services=[service], files=files)
+
+    def check(self, spec: Cluster, options: PodNetworkOptions, registry: VersionRegistry) -> list[OptionProblem]:
+        if not options.enabled:
+            return []
+        try:
+            pod_cidrs(spec, options)
+        except ValueError as exc:
+            return [OptionProblem(("nodeCidrMaskSize",), str(exc))]
+        return []
+
+
+def cni_configuration(options: PodNetworkOptions, pod_cidr: str) -> dict[str, Any]:
+    bridge: dict[str, Any] = {
+        "type": "bridge", "bridge": options.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
+                 "dataDir": f"{layout.LIB}/cni/networks"},
+    }
+    if options.mtu:
+        bridge["mtu"] = options.mtu
+    return {"cniVersion": "1.0.0", "name": "kubesmith",
+            "plugins": [bridge, {"type": "portmap", "capabilities": {"portMappings": True}}]}
+
+
+def network_settings(ctx: HostContext, options: PodNetworkOptions) -> dict[str, Any]:
+    """What `kubesmith network up` makes true on this node."""
+    host = ctx.host
+    routes = [{"to": node.pod_cidr, "via": node.address} for node in ctx.cluster.nodes
+              if node.name != host.name and node.pod_cidr]
+    masquerade = {"from": host.pod_cidr, "except": ctx.cluster.cluster_cidr} if options.masquerade else None
+    return {"routes": routes, "masquerade": masquerade, "bridge": options.bridge, "sysctls": SYSCTLS,
+            "modules": list(KERNEL_MODULES)}
+
+
+def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:
+    """Each node host's pod range: its own `podCidr`, else the lowest range of the cluster's that no
+    other node has, in host order (append new hosts at the end, or pin `podCidr`, to keep ranges)."""
+    cluster = ipaddress.ip_network(spec.spec.network.cluster_cidr)
+    nodes = [host for host in spec.spec.hosts if "node" in host.roles]
+    assigned = {host.name: ipaddress.ip_network(host.pod_cidr) for host in nodes if host.pod_cidr}
+    if options.node_cidr_mask_size < cluster.prefixlen:
+        raise ValueError(f"/{options.node_cidr_mask_size} node ranges do not fit in clusterCidr {cluster}")
+    free = (subnet for subnet in cluster.subnets(new_prefix=options.node_cidr_mask_size)
+            if not any(subnet.overlaps(taken) for taken in assigned.values()))
+    for host in nodes:
+        if host.name not in assigned:
+            subnet = next(free, None)
+            if subnet is None:
+                raise ValueError(f"clusterCidr {cluster} has no free /{options.node_cidr_mask_size} for node "
+                                 f"{host.name}: widen the cluster range or narrow the node ranges")
+            assigned[host.name] = subnet
+    return {name: str(subnet) for name, subnet in assigned.items()}

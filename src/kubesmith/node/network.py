@@ -1,0 +1,152 @@
+"""`kubesmith network up`: what a node's pod network needs besides the CNI plugins (see
+`modules/pod_network.py`): the sysctls, a route to every other node's pods, masquerading of
+pod traffic that leaves the cluster. Idempotent: it runs at every start of its unit.
+
+Sysctls are set only with `--set-sysctls` (hosts, where sysctl.d holds them anyway); without it
+(`kubesmith run` on someone's machine) a wrong value is reported with the way to set it, and
+nothing about the machine is changed behind its owner's back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+CHAIN = "KUBESMITH-POSTROUTING"
+PROC_SYS = Path("/proc/sys")
+Say = Callable[[str], None]
+
+
+class NetworkError(Exception):
+    """The node's network cannot be brought up; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    to: str
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class Masquerade:
+    source: str  # the node's pod range
+    except_to: str  # the cluster's pod range: pod-to-pod traffic keeps its addresses
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSettings:
+    routes: tuple[Route, ...]
+    masquerade: Masquerade | None
+    sysctls: tuple[tuple[str, str], ...]
+    modules: tuple[str, ...]
+    bridge: str | None = None  # the pods' bridge (the CNI plugin makes it; `down` removes it)
+
+    @staticmethod
+    def load(path: Path) -> NetworkSettings:
+        try:
+            document: dict[str, Any] = json.loads(path.read_text())
+            masquerade = document.get("masquerade")
+            return NetworkSettings(
+                routes=tuple(Route(str(r["to"]), str(r["via"])) for r in document.get("routes", ())),
+                masquerade=Masquerade(str(masquerade["from"]), str(masquerade["except"])) if masquerade else None,
+                sysctls=tuple((str(k), str(v)) for k, v in sorted(document.get("sysctls", {}).items())),
+                modules=tuple(str(m) for m in document.get("modules", ())),
+                bridge=str(document["bridge"]) if document.get("bridge") else None)
+        except OSError as exc:
+            raise NetworkError(f"{path}: {exc.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise NetworkError(f"{path}: not a network settings file ({exc.__class__.__name__}: {exc})") from None
+
+
+def bring_up(settings: NetworkSettings, set_sysctls: bool, say: Say, route_patience: float = 60.0) -> None:
+    sysctls(settings, set_sysctls, say)
+    for route in settings.routes:
+        add_route(route, route_patience)
+        say(f"route to {route.to} via {route.via}")
+    if settings.masquerade is not None:
+        masquerade(settings.masquerade)
+        say(f"masquerading {settings.masquerade.source} except towards {settings.masquerade.except_to}")
+
+
+def add_route(route: Route, patience: float) -> None:
+    """`ip route replace`, asked again for a while: at boot the link to the gateway may not be up yet."""
+    retrying = Retrying(retry=retry_if_exception_type(NetworkError), stop=stop_after_delay(patience),
+                        wait=wait_exponential(multiplier=0.2, max=5), reraise=True)
+    retrying(_run, ["ip", "route", "replace", route.to, "via", route.via])
+
+
+def bring_down(settings: NetworkSettings, say: Say) -> None:
+    """Undo `bring_up` and remove the pods' bridge; what is gone already is fine. Sysctls stay."""
+    for route in settings.routes:
+        if _run(["ip", "route", "del", route.to, "via", route.via], check=False).returncode == 0:
+            say(f"removed the route to {route.to}")
+    if _iptables("-t", "nat", "-C", "POSTROUTING", "-j", CHAIN, check=False).returncode == 0:
+        _iptables("-t", "nat", "-D", "POSTROUTING", "-j", CHAIN)
+    if _iptables("-t", "nat", "-L", CHAIN, "-n", check=False).returncode == 0:
+        _iptables("-t", "nat", "-F", CHAIN)
+        _iptables("-t", "nat", "-X", CHAIN)
+        say("removed the masquerading rule")
+    if settings.bridge and _run(["ip", "link", "show", settings.bridge], check=False).returncode == 0:
+        _run(["ip", "link", "del", settings.bridge])
+        say(f"removed the bridge {settings.bridge}")
+
+
+def sysctls(settings: NetworkSettings, set_sysctls: bool, say: Say) -> None:
+    wrong = [(name, value) for name, value in settings.sysctls if _read(name) != value]
+    if not wrong:
+        return
+    if not set_sysctls:
+        listed = ", ".join(f"{name} is {_read(name) or 'missing'}, needs {value}" for name, value in wrong)
+        commands = "; ".join(f"sysctl -w {name}={value}" for name, value in wrong)
+        hint = f" (load {', '.join(settings.modules)} first)" if any(_read(n) is None for n, _ in wrong) else ""
+        raise NetworkError(f"{listed}: pods need them, and kubesmith changes no setting of this machine on its "
+                           f"own: run `{commands}`{hint}, or put them in /etc/sysctl.d")
+    if any(_read(name) is None for name, _ in wrong):
+        for module in settings.modules:
+            _run(["modprobe", module])
+    for name, value in wrong:
+        try:
+            (PROC_SYS / name.replace(".", "/")).write_text(value)
+        except OSError as exc:
+            raise NetworkError(f"cannot set {name}={value}: {exc.strerror}") from None
+        say(f"set {name}={value}")
+
+
+def masquerade(rule: Masquerade) -> None:
+    """POSTROUTING jumps to kubesmith's own chain, which holds exactly the one rule (flushed first)."""
+    if _iptables("-t", "nat", "-L", CHAIN, "-n", check=False).returncode != 0:
+        _iptables("-t", "nat", "-N", CHAIN)
+    if _iptables("-t", "nat", "-C", "POSTROUTING", "-j", CHAIN, check=False).returncode != 0:
+        _iptables("-t", "nat", "-A", "POSTROUTING", "-j", CHAIN)
+    _iptables("-t", "nat", "-F", CHAIN)
+    _iptables("-t", "nat", "-A", CHAIN, "-s", rule.source, "!", "-d", rule.except_to, "-j", "MASQUERADE",
+              "-m", "comment", "--comment", "kubesmith: pods leaving the cluster")
+
+
+def _read(name: str) -> str | None:
+    try:
+        return (PROC_SYS / name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _iptables(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run(["iptables", "-w", "5", *arguments], check)
+
+
+def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise NetworkError(f"{argv[0]} not found: the node needs iproute2 and iptables") from None
+    except subprocess.TimeoutExpired:
+        raise NetworkError(f"`{' '.join(argv)}` did not finish in 30s") from None
+    if check and result.returncode != 0:
+        raise NetworkError(f"`{' '.join(argv)}` failed: {result.stderr.strip()[-300:]}")
+    return result

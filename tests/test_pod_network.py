@@ -1,0 +1,111 @@
+"""The pod network and the images of a node, as the plan makes them: pod ranges per node, routes to
+the others, the CNI configuration, the controller-manager's allocation, image archives; and how a
+host is observed (what decides the kubelet's and containerd's settings)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from plan_support import plan_of_text
+
+from kubesmith.images import ImageError, ImageFile, archive_names, oci_archive
+from kubesmith.plan.environment import parse_observation
+from kubesmith.spec.errors import SpecError
+
+SPEC = """apiVersion: kubesmith.io/v1alpha1
+kind: Cluster
+metadata: {name: pods}
+spec:
+  kubernetesVersion: "1.36.2"
+  network: {clusterCidr: 10.244.0.0/22}
+  hosts:
+    - {name: cp, address: 10.0.0.10, roles: [control-plane, etcd]}
+    - {name: w1, address: 10.0.0.11, roles: [node]}
+    - {name: w2, address: 10.0.0.12, roles: [node], podCidr: 10.244.0.0/24}
+    - {name: w3, address: 10.0.0.13, roles: [node]}
+"""
+
+
+def network_of(plan, host: str) -> dict:
+    return next(f.data for f in plan.host(host).files if f.path == "/etc/kubesmith/network.json")
+
+
+def test_pinned_ranges_are_kept_the_others_fill_in_host_order_and_every_node_routes_to_the_rest() -> None:
+    plan = plan_of_text(SPEC)
+    cni = {name: next(f.data for f in plan.host(name).files if f.path.endswith("10-kubesmith.conflist"))
+           for name in ("w1", "w2", "w3")}
+    subnets = {name: doc["plugins"][0]["ipam"]["ranges"][0][0]["subnet"] for name, doc in cni.items()}
+    assert subnets == {"w1": "10.244.1.0/24", "w2": "10.244.0.0/24", "w3": "10.244.2.0/24"}
+    assert network_of(plan, "w1")["routes"] == [{"to": "10.244.0.0/24", "via": "10.0.0.12"},
+                                                {"to": "10.244.2.0/24", "via": "10.0.0.13"}]
+    assert network_of(plan, "w3")["masquerade"] == {"from": "10.244.2.0/24", "except": "10.244.0.0/22"}
+    assert not any(f.path == "/etc/kubesmith/network.json" for f in plan.host("cp").files)  # not a node
+    manager = next(s for s in plan.host("cp").services if s.name == "kube-controller-manager")
+    assert "--allocate-node-cidrs=false" in manager.argv  # kubesmith gives the ranges, nobody else
+
+
+def test_without_kubesmith_s_network_the_controller_manager_allocates_and_nodes_get_no_bridge() -> None:
+    plan = plan_of_text(SPEC + "  components:\n    podNetwork: {enabled: false}\n")
+    manager = next(s for s in plan.host("cp").services if s.name == "kube-controller-manager")
+    assert "--allocate-node-cidrs=true" in manager.argv and "--node-cidr-mask-size=24" in manager.argv
+    assert not any("kubesmith-network" == s.name for s in plan.host("w1").services)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("{name: w3, address: 10.0.0.13, roles: [node]}",
+     "{name: w3, address: 10.0.0.13, roles: [node], podCidr: 10.9.0.0/24}"),
+    ("{name: w3, address: 10.0.0.13, roles: [node]}",
+     "{name: w3, address: 10.0.0.13, roles: [node], podCidr: 10.244.0.128/25}"),
+    ("{name: cp, address: 10.0.0.10, roles: [control-plane, etcd]}",
+     "{name: cp, address: 10.0.0.10, roles: [control-plane, etcd], podCidr: 10.244.3.0/24}"),
+])
+def test_a_wrong_pod_range_is_a_located_error(change: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        plan_of_text(SPEC.replace(change, message))
+    text = "\n".join(str(problem) for problem in caught.value.errors)
+    assert "podCidr" in text and ("outside clusterCidr" in text or "overlaps the pod range of spec.hosts[2]" in text
+                                  or "only hosts with the node role" in text), text
+
+
+def test_a_cluster_range_too_small_for_its_nodes_says_so() -> None:
+    crowded = SPEC.replace("10.244.0.0/22", "10.244.0.0/23")
+    with pytest.raises(SpecError) as caught:
+        plan_of_text(crowded)
+    assert any("has no free /24 for node w3" in str(problem) for problem in caught.value.errors)
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    # a lab host: systemd inside nspawn on a cgroup v1 machine, no CAP_SYS_RESOURCE, controllers made writable
+    ("init=systemd\ncgroup=1\ncapbnd=00000000fcecbfff\nmount/sys/fs/cgroup=ro,nosuid,nodev,noexec\n"
+     "mount/sys/fs/cgroup/memory=rw,nosuid,nodev,noexec,relatime\n",
+     ("systemd", 1, False, True)),
+    # a sandbox without systemd whose controllers are read-only
+    ("init=none\ncgroup=1\ncapbnd=000001ffffffffff\nmount/sys/fs/cgroup/memory=ro,nosuid\n", ("none", 1, True, False)),
+    # an ordinary cgroup v2 machine
+    ("init=systemd\ncgroup=2\ncapbnd=000001ffffffffff\nmount/sys/fs/cgroup=rw,nosuid,nodev\n",
+     ("systemd", 2, True, True)),
+])
+def test_an_observation_decides_driver_cgroup_version_oom_and_writable_cgroups(output: str,
+                                                                              expected: tuple) -> None:
+    environment = parse_observation(output)
+    assert (environment.init_system, environment.cgroup_version, environment.can_lower_oom_score,
+            environment.cgroups_writable) == expected
+    assert environment.observed and environment.cgroup_driver == ("systemd" if expected[0] == "systemd" else "cgroupfs")
+
+
+def test_an_image_archive_is_the_same_bytes_every_time_and_names_its_image(tmp_path: Path) -> None:
+    files = (ImageFile("/bin/tool", b"\x7fELF tool", 0o755), ImageFile("/etc/tool.conf", b"x = 1\n", 0o644))
+    first, second = oci_archive("example.local/tool:2", files, ("/bin/tool",)), \
+        oci_archive("example.local/tool:2", files, ("/bin/tool",))
+    assert first == second
+    assert archive_names(first) == ("example.local/tool:2",)
+    with tarfile.open(fileobj=io.BytesIO(first)) as archive:
+        index = json.loads(archive.extractfile("index.json").read())  # type: ignore[union-attr]
+        assert index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"] == "2"
+        assert {member.mtime for member in archive.getmembers()} == {0}
+    with pytest.raises(ImageError, match="not an image archive"):
+        archive_names(b"not a tarball")
