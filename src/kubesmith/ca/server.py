@@ -178,7 +178,9 @@ class Throttle:
 
 class ReplayMemory:
     """The digests of accepted authsign requests, until their token expires: SQLite in the state
-    directory (mode 0600), so a replay is refused across restarts; one connection, this process's."""
+    directory (mode 0600), so a replay is refused across restarts; one connection, this process's.
+    Claims are not fsynced one by one (WAL, synchronous=NORMAL: a restart keeps them, a power
+    loss may take the last few): an fsync per certificate cost a quarter of the signing rate."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -187,6 +189,7 @@ class ReplayMemory:
         self._next_prune = 0.0
         self._db = sqlite3.connect(path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS replays (digest BLOB PRIMARY KEY, token_id TEXT NOT NULL, "
                          "expires REAL NOT NULL) WITHOUT ROWID")
 
