@@ -97,7 +97,11 @@ async def first_pod(config: LabConfig, transport: SshTransport, address: str, wo
     manifest.write_text(FIRST_POD)
     kubectl = ["nsenter", f"--net={config.netns_path}", "kubectl", "--kubeconfig", str(admin)]
     started = time.perf_counter()
-    subprocess.run([*kubectl, "create", "--validate=false", "-f", str(manifest)], check=True, capture_output=True)
+    # asked again until accepted: a fresh cluster has no `default` service account for a moment
+    while subprocess.run([*kubectl, "create", "--validate=false", "-f", str(manifest)], capture_output=True).returncode:
+        if time.perf_counter() - started > 300:
+            raise SystemExit("the first pod was not accepted within 300 s")
+        await asyncio.sleep(0.1)
     while subprocess.run([*kubectl, "get", "pod", "first", "-o", "jsonpath={.status.phase}"], capture_output=True,
                          text=True).stdout != "Running":
         if time.perf_counter() - started > 300:

@@ -59,6 +59,7 @@ def make_netns() -> None:
     ip("-n", NETNS, "addr", "add", f"{ADDRESS}/24", "dev", "ksbr0")
     ip("-n", NETNS, "link", "set", "ksbr0", "up")
     ip("-n", NETNS, "route", "add", "default", "via", ADDRESS.rsplit(".", 1)[0] + ".1")
+    subprocess.run([*ENTER, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)  # pods need it; run only checks
 
 
 def spec_file(work: Path) -> tuple[Path, str]:
@@ -85,7 +86,7 @@ def time_kubesmith_run(spec: Path, host: str, state: Path) -> float:
         raise RuntimeError("kubesmith run ended before it was ready")
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=120)
+        process.communicate(timeout=120)  # read on: a run that cannot write its stop lines never stops
 
 
 async def critical_path(host: HostPlan, paths: RunPaths, binaries: Path) -> float:
@@ -117,6 +118,11 @@ async def critical_path(host: HostPlan, paths: RunPaths, binaries: Path) -> floa
     async def ready(service) -> None:  # type: ignore[no-untyped-def]
         while service.name not in processes:
             await asyncio.sleep(POLL)
+        if service.oneshot:  # done once it exited 0; started again until then, as run and systemd do
+            while await asyncio.to_thread(processes[service.name].wait) != 0:
+                await asyncio.sleep(POLL)
+                del processes[service.name]
+                await start(service)
         while service.readiness is not None and not await answers(service.readiness):
             await asyncio.sleep(POLL)
 

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,8 +126,11 @@ def check_release(paths: dict[str, Path], version: str) -> None:
     """Every Kubernetes binary among `paths` must be of `version`'s minor release: a kubelet of
     another release takes other flags and config fields, and fails at start or, worse, ignores them."""
     wanted = _minor(version)
-    for name in sorted(set(paths) & set(KUBERNETES_BINARIES)):
-        reported = reported_release(paths[name])
+    names = sorted(set(paths) & set(KUBERNETES_BINARIES))
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:  # each answer is a process start: at once
+        releases = dict(zip(names, pool.map(lambda name: reported_release(paths[name]), names)))
+    for name in names:
+        reported = releases[name]
         if reported is None:
             raise BinaryVersionError(f"{paths[name]}: `{name} --version` names no Kubernetes release; "
                                      f"is it a {name} binary?")
