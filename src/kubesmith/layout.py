@@ -18,6 +18,8 @@ CA_SERVICE_STATE = f"{LIB}/kubesmith/ca"  # the token store and replay memory
 AGENT_CONFIG = f"{KUBESMITH_ETC}/agent.json"
 AGENT_STATE = f"{LIB}/kubesmith/agent"
 AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kubesmith status` shows
+CONFIG_CHECKPOINTS = f"{LIB}/kubesmith/config"  # per component: checkpoints and the assigned/active/LKG records
+COMPONENTS_FILE = f"{KUBESMITH_ETC}/components.json"  # what makes up each component's configuration (agent)
 
 
 def pki_path(relative: str) -> str:

@@ -27,6 +27,8 @@ Everything is a pure function returning {path relative to the root file system: 
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -114,11 +116,28 @@ def render_unit(sections: Iterable[tuple[str, Iterable[tuple[str, str]]]], heade
 
 
 def escape(argument: str) -> str:
-    """One word of a systemd command line: specifiers and variables escaped, quoted if needed."""
+    """One word of a systemd command line, taken literally by systemd: `%` specifiers and `$`
+    variables doubled; anything else systemd reads specially (whitespace, quotes, backslashes, a
+    leading `#` or `;` that would make a continuation line a comment, control characters that would
+    end the line) is quoted, with C escapes for the characters a unit file cannot hold as they are.
+    The spec refuses control characters already: this is defence in depth."""
     text = argument.replace("%", "%%").replace("$", "$$")
-    if text and not any(c in text for c in ' \t"\'\\;') :
+    if _PLAIN_WORD.fullmatch(text):
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + "".join(_quoted_character(character) for character in text) + '"'
+
+
+_PLAIN_WORD = re.compile(r"[^\s\"'\\;#\x00-\x1f\x7f-\x9f\u2028\u2029][^\s\"'\\\x00-\x1f\x7f-\x9f\u2028\u2029]*")
+
+
+def _quoted_character(character: str) -> str:
+    if character in '"\\':
+        return "\\" + character
+    if unicodedata.category(character) in ("Cc", "Cs", "Zl", "Zp") or character.isspace() and character != " ":
+        if character == "\0" or unicodedata.category(character) == "Cs":
+            raise ValueError(f"{character!r} cannot be passed in a command line")
+        return f"\\u{ord(character):04x}" if ord(character) <= 0xFFFF else f"\\U{ord(character):08x}"
+    return character
 
 
 def command_line(words: Iterable[str], head: int = 1) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import unicodedata
 from typing import Any
 
 from kubesmith.modules import MODULES
@@ -192,3 +193,31 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
 
 def _alias(key: str) -> str:
     return Components.model_fields[key].alias or key
+
+
+_REFUSED_CATEGORIES = {"Cc": "a control character", "Cs": "an unpaired surrogate", "Zl": "a line separator",
+                       "Zp": "a paragraph separator"}
+
+
+def character_findings(data: Any, loc: tuple[LocPart, ...] = ()) -> list[Finding]:
+    """No option, key or value, holds a control character: values reach command lines, unit files
+    and node labels, where a newline or an escape starts something else. Works on raw data, so it
+    runs even when types are wrong."""
+    findings: list[Finding] = []
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        where = (*loc, key if isinstance(key, (str, int)) else str(key))
+        for text in (key, value) if isinstance(data, dict) else (value,):
+            if isinstance(text, str) and (problem := _refused_character(text)):
+                findings.append((where, problem, "error"))
+                break
+        findings += character_findings(value, where)
+    return findings
+
+
+def _refused_character(text: str) -> str | None:
+    for character in text:
+        if (kind := _REFUSED_CATEGORIES.get(unicodedata.category(character))) is not None:
+            return (f"contains {kind} (U+{ord(character):04X}) at position {text.index(character) + 1}; "
+                    "no option accepts control characters")
+    return None

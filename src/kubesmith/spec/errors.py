@@ -25,6 +25,8 @@ def format_path(loc: tuple[LocPart, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not part.isprintable():  # a key with a newline or escape must not break the message's line
+            text += f"[{part!r}]"
         else:
             text += f".{part}" if text else part
     return text or "(document)"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import errno
+import os
+import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -12,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kubesmith.gcpause import gc_paused
-from kubesmith.spec.checks import Finding, flag_findings, semantic_findings
-from kubesmith.spec.errors import LocPart, Problem, SpecError, format_path
+from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
+from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.yamlsource import YamlDocument, parse_yaml
 from kubesmith.versions.registry import VersionRegistry, load_registry
@@ -26,11 +29,35 @@ class LoadedSpec:
     warnings: tuple[Problem, ...]
 
 
+MAX_FILE_BYTES = 1 << 20  # a 1,000-host cluster file is about 80 KB
+
+
 def load_spec_file(path: str | Path, registry: VersionRegistry | None = None) -> LoadedSpec:
     """Raises SpecError for problems in the file and OSError when it cannot be read."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_spec_bytes(path).decode("utf-8")
     return load_spec_text(text, str(path), registry)
+
+
+def read_spec_bytes(path: Path) -> bytes:
+    """A regular file of at most MAX_FILE_BYTES: /dev/zero, a FIFO or a directory would hang the
+    reader or fill the memory, so they are refused before any byte is read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(descriptor, "rb") as file:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_file_kind(mode)}); expected a cluster file")
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError([Problem("(document)", f"the file is larger than {MAX_FILE_BYTES >> 20} MiB; "
+                                 "a cluster file is far smaller (80 KB for 1,000 hosts)", Location(str(path), 1, 1))])
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def load_spec_text(text: str, filename: str, registry: VersionRegistry | None = None) -> LoadedSpec:
@@ -42,15 +69,28 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
     document, problems = parse_yaml(text, filename)
     if document is None:
         raise SpecError(problems)
-    flags = [_located(finding, document) for finding in flag_findings(document.data, registry)]
+    characters = [_located(finding, document) for finding in character_findings(document.data)]
+    flags = characters + [_located(finding, document) for finding in flag_findings(document.data, registry)
+                          if not _under(finding[0], characters)]
     try:
         cluster = Cluster.model_validate(document.data)
     except ValidationError as exc:
-        raise SpecError(_by_position(problems + _type_problems(exc, document) + flags)) from None
+        typed = [problem for problem in _type_problems(exc, document) if not _under_path(problem.path, characters)]
+        raise SpecError(_by_position(problems + typed + flags)) from None
     problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
     if any(problem.severity == "error" for problem in problems):
         raise SpecError(_by_position(problems))
     return LoadedSpec(cluster, document, tuple(problems))
+
+
+def _under(loc: tuple[LocPart, ...], refused: list[Problem]) -> bool:
+    return _under_path(format_path(loc), refused)
+
+
+def _under_path(path: str, refused: list[Problem]) -> bool:
+    """A value with a control character is reported once, as that: its other problems follow from it."""
+    return any(path == problem.path or path.startswith((problem.path + ".", problem.path + "["))
+               for problem in refused)
 
 
 def _located(finding: Finding, document: YamlDocument) -> Problem:

@@ -2,6 +2,11 @@
 
 PyYAML's loader drops positions and silently keeps the last of duplicate keys, so we
 compose the node tree ourselves, report duplicates, then construct plain data from it.
+
+A cluster file is input from anyone, so the reader has budgets, as go-yaml (kubectl's) has:
+flow nesting is capped before libyaml composes (its C composer recurses and crashes the
+process near 100,000 levels), and an alias that contains itself or expands beyond
+MAX_ALIAS_NODES is refused before any data is built ("billion laughs").
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ import yaml
 from kubesmith.spec.errors import Location, LocPart, Problem, format_path
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_DEPTH = 64  # a cluster file nests about 6 levels; extraConfig documents a few more
+MAX_ALIAS_NODES = 100_000  # nodes reached through aliases, counted once per use
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +70,15 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     """Parse one YAML document; syntax errors and duplicate keys come back as located problems."""
     loader = _Loader(text)
     try:
+        if too_deep := _too_deep(text, filename):
+            return None, [too_deep]
         root = loader.get_single_node()
         if root is None:
             return None, [Problem("(document)", "the file is empty; expected a Cluster document",
                                   Location(filename, 1, 1))]
-        problems = _duplicate_keys(root, (), filename)
+        problems, refused = _duplicate_keys(root, (), filename)
+        if refused is not None:
+            return None, [refused]
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -78,15 +91,60 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     return YamlDocument(filename, data, root), problems
 
 
-def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...], filename: str) -> list[Problem]:
+def _too_deep(text: str, filename: str) -> Problem | None:
+    """Nesting beyond MAX_DEPTH, found from libyaml's event stream (iterative, no recursion)."""
+    scanner = _Loader(text)
+    try:
+        depth = 0
+        while (event := scanner.get_event()) is not None:
+            if isinstance(event, _OPEN):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return Problem("(document)", f"nested more than {MAX_DEPTH} levels deep; a cluster file "
+                                   "needs far fewer", _location(filename, event.start_mark))
+            elif isinstance(event, _CLOSE):
+                depth -= 1
+    finally:
+        scanner.dispose()
+    return None
+
+
+def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...],
+                    filename: str) -> tuple[list[Problem], Problem | None]:
+    """Duplicate keys, walking the tree as the data will be built: through aliases, with a budget.
+
+    A node met again on its own path is a recursive alias; nodes met again elsewhere are alias
+    expansions, counted against MAX_ALIAS_NODES. Either refuses the file (the second result).
+    """
     problems: list[Problem] = []
-    stack: list[tuple[yaml.Node, tuple[LocPart, ...]]] = [(node, path)]
+    seen_nodes: set[int] = set()
+    on_path: set[int] = set()
+    expanded = 0
+    stack: list[tuple[yaml.Node, tuple[LocPart, ...], Any, bool]] = [(node, path, node.start_mark, False)]
     while stack:
-        current, where = stack.pop()
+        current, where, mark, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(current))
+            continue
+        if id(current) in on_path:
+            return problems, Problem(format_path(where), "an alias refers to a node that contains it (a recursive "
+                                     f"alias); the anchor is at line {current.start_mark.line + 1}",
+                                     _location(filename, mark))
+        if id(current) in seen_nodes:
+            expanded += 1
+            if expanded > MAX_ALIAS_NODES:
+                return problems, Problem(format_path(where), f"aliases expand to more than {MAX_ALIAS_NODES:,} "
+                                         "nodes (excessive aliasing)", _location(filename, mark))
+        seen_nodes.add(id(current))
+        if not isinstance(current, yaml.CollectionNode):
+            continue
+        on_path.add(id(current))
+        stack.append((current, where, mark, True))
         if isinstance(current, yaml.MappingNode):
             seen: dict[str, Any] = {}
             for key_node, value_node in current.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node.value)
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else \
+                    f"(key at line {key_node.start_mark.line + 1})"  # its data may be recursive: no repr
                 if key in seen:
                     first = seen[key]
                     problems.append(Problem(
@@ -95,8 +153,8 @@ def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...], filename: str) -
                         _location(filename, key_node.start_mark)))
                 else:
                     seen[key] = key_node.start_mark
-                stack.append((value_node, (*where, key)))
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend((item, (*where, i)) for i, item in enumerate(current.value))
+                stack.append((value_node, (*where, key), key_node.start_mark, False))
+        else:
+            stack.extend((item, (*where, i), mark, False) for i, item in enumerate(current.value))
     problems.sort(key=lambda p: (p.location.line, p.location.column) if p.location else (0, 0))
-    return problems
+    return problems, None

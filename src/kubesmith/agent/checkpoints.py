@@ -1,0 +1,319 @@
+"""Checkpoints of every component's configuration on a host, and its assigned/active/LKG records.
+
+A component's configuration is what `kubesmith apply` lays down for it and what it reads at start:
+its argv and systemd unit, its configuration documents, and the certificates, keys and kubeconfigs
+those point at (`component_config` finds them in the plan). A checkpoint is a copy of those files
+(bytes, mode, owner) plus the argv, named by the sha256 of its manifest: the same configuration is
+always the same checkpoint, and a checkpoint's name proves its content.
+
+Layout, under `layout.CONFIG_CHECKPOINTS` (root-only, 0700):
+
+    <component>/checkpoints/<sha256>/manifest.json    argv, and path/mode/uid/gid/sha256 of each file
+    <component>/checkpoints/<sha256>/blobs/<sha256>   each file's bytes
+    <component>/{assigned,active,last-known-good}.json
+
+Crash safety: a checkpoint is built in a temp directory (named with `fsutil.TEMP_MARKER`), every
+file and directory fsynced, then renamed to its hash and the parent fsynced, so a directory named
+by a hash is complete whatever moment a process is killed; temp directories a killed writer left
+are removed by `collect`. Removal goes the other way (rename to a temp name first), so no
+directory ever bears a hash while half deleted. Each record is one atomic file write. `load`
+checks every blob against the manifest and the manifest against its name anyway, since a
+checkpoint is what a rollback trusts.
+
+Private keys are in checkpoints (a certificate restored without its key would not load): the
+directory is 0700 and each copy keeps its file's mode and owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kubesmith import fsutil, layout
+from kubesmith.agent.trial import Active, Record, Records
+from kubesmith.formats import json_bytes
+from kubesmith.plan.model import HostPlan, Service
+
+MANIFEST = "manifest.json"
+RECORDS = {"assigned": "assigned.json", "active": "active.json", "last_known_good": "last-known-good.json"}
+KEEP = 3  # checkpoints kept besides the assigned, active and last-known-good ones
+_HASH = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
+
+
+class CheckpointError(Exception):
+    """A checkpoint or record is missing or does not match its content; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentConfig:
+    """What makes up one component's configuration on a host: argv and the files behind it."""
+
+    name: str  # the service (unit) name: kube-apiserver
+    argv: tuple[str, ...]
+    paths: tuple[str, ...]  # absolute paths on the host, sorted
+
+    def document(self) -> dict[str, Any]:
+        return {"name": self.name, "argv": list(self.argv), "paths": list(self.paths)}
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> ComponentConfig:
+        return cls(str(document["name"]), tuple(map(str, document["argv"])), tuple(map(str, document["paths"])))
+
+
+def component_config(host: HostPlan, service: Service) -> ComponentConfig:
+    """The files a service's configuration consists of: its unit, the plan's files that its argv
+    names, that it needs or watches, and those that its configuration documents name in turn
+    (the kubelet's KubeletConfiguration names its certificates; admission.yaml its plugins')."""
+    by_path = {file.path: file for file in host.files}
+    wanted = {f"{layout.UNIT_DIR}/{service.name}.service"}
+    wanted |= {path for path in (*service.needs_files, *service.watch_files) if path in by_path}
+    wanted |= {path for path in by_path if any(path in argument for argument in service.argv)}
+    pending = [path for path in wanted if path in by_path]
+    while pending:
+        named = set(_strings(by_path[pending.pop()].data)) & set(by_path)
+        pending += sorted(named - wanted)
+        wanted |= named
+    return ComponentConfig(service.name, service.argv, tuple(sorted(wanted)))
+
+
+def _strings(data: Any) -> Iterable[str]:
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _strings(value)
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            yield from _strings(value)
+
+
+# ---- snapshots: the configuration as it is on disk
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str
+    mode: int
+    uid: int
+    gid: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    component: str
+    argv: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    blobs: dict[str, bytes]  # sha256 -> bytes
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(json_bytes(manifest_document(self.component, self.argv, self.entries))).hexdigest()
+
+
+def manifest_document(component: str, argv: Sequence[str], entries: Sequence[Entry]) -> dict[str, Any]:
+    return {"component": component, "argv": list(argv), "files": [asdict(entry) for entry in entries]}
+
+
+def snapshot(config: ComponentConfig, root: Path = Path("/")) -> Snapshot:
+    """The component's files as they are under `root` now; a path that does not exist is left out
+    (a host run without systemd has no unit file)."""
+    entries, blobs = [], {}
+    for path in config.paths:
+        target = on_root(root, path)
+        try:
+            data = target.read_bytes()
+            info = target.stat()
+        except FileNotFoundError:
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        entries.append(Entry(path, info.st_mode & 0o7777, info.st_uid, info.st_gid, digest))
+    return Snapshot(config.name, config.argv, tuple(entries), blobs)
+
+
+def on_root(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+# ---- the store
+
+@dataclass(frozen=True, slots=True)
+class CheckpointStore:
+    """Checkpoints and records of every component of one host (`base`: the host's
+    CONFIG_CHECKPOINTS, under the root that `kubesmith run` or a test gives)."""
+
+    base: Path
+
+    @classmethod
+    def on(cls, root: Path = Path("/")) -> CheckpointStore:
+        return cls(on_root(root, layout.CONFIG_CHECKPOINTS))
+
+    def checkpoints_dir(self, component: str) -> Path:
+        if not _NAME.fullmatch(component):
+            raise CheckpointError(f"{component!r} is not a component name")
+        return self.base / component / "checkpoints"
+
+    def save(self, snap: Snapshot) -> str:
+        """Write the checkpoint of `snap` unless it exists; returns its hash. Atomic: the directory
+        bearing the hash appears complete, in one rename, or not at all."""
+        digest = snap.hash
+        parent = self.checkpoints_dir(snap.component)
+        final = parent / digest
+        if final.is_dir():
+            return digest
+        fsutil.make_dirs(parent, 0o700)
+        os.chmod(self.base, 0o700)
+        temp = parent / f".{digest}{fsutil.TEMP_MARKER}{secrets.token_hex(4)}"
+        try:
+            temp.mkdir(0o700)
+            (temp / "blobs").mkdir(0o700)
+            for blob, data in snap.blobs.items():
+                _write_durable(temp / "blobs" / blob, data, 0o600)
+            document = {**manifest_document(snap.component, snap.argv, snap.entries), "hash": digest}
+            _write_durable(temp / MANIFEST, json_bytes(document), 0o600)
+            fsutil.fsync_dir(temp / "blobs")
+            fsutil.fsync_dir(temp)
+            try:
+                os.rename(temp, final)
+            except OSError:  # another writer finished the same checkpoint first
+                if not final.is_dir():
+                    raise
+                shutil.rmtree(temp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        fsutil.fsync_dir(parent)
+        return digest
+
+    def hashes(self, component: str) -> list[str]:
+        parent = self.checkpoints_dir(component)
+        return sorted(p.name for p in parent.iterdir() if _HASH.fullmatch(p.name)) if parent.is_dir() else []
+
+    def load(self, component: str, digest: str) -> Snapshot:
+        """The checkpoint, checked: the manifest hashes to its name and every blob to its entry."""
+        where = self.checkpoints_dir(component) / digest
+        try:
+            document = json.loads((where / MANIFEST).read_bytes())
+            entries = tuple(Entry(**entry) for entry in document["files"])
+            argv = tuple(document["argv"])
+            blobs = {entry.sha256: (where / "blobs" / entry.sha256).read_bytes() for entry in entries}
+        except FileNotFoundError:
+            raise CheckpointError(f"{where}: no such checkpoint of {component}") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{where}: damaged checkpoint ({exc})") from None
+        snap = Snapshot(component, argv, entries, blobs)
+        if snap.hash != digest or document.get("component") != component:
+            raise CheckpointError(f"{where}: its manifest does not match its name")
+        for blob, data in blobs.items():
+            if hashlib.sha256(data).hexdigest() != blob:
+                raise CheckpointError(f"{where}/blobs/{blob}: content does not match its name")
+        return snap
+
+    # ---- records
+
+    def records(self, component: str) -> Records:
+        found: dict[str, Any] = {}
+        for key, name in RECORDS.items():
+            path = self.base / component / name
+            try:
+                document = json.loads(path.read_bytes())
+                found[key] = Active(**document) if key == "active" else Record(**document)
+            except FileNotFoundError:
+                found[key] = None
+            except (OSError, ValueError, TypeError) as exc:
+                raise CheckpointError(f"{path}: damaged record ({exc})") from None
+        return Records(**found)
+
+    def write_record(self, component: str, key: str, record: Record | Active) -> None:
+        """One record, atomically (temp, fsync, rename, fsync directory)."""
+        fsutil.make_dirs(self.checkpoints_dir(component).parent, 0o700)
+        fsutil.atomic_write(self.base / component / RECORDS[key], json_bytes(asdict(record)), 0o600)
+
+    # ---- garbage collection
+
+    def collect(self, component: str, keep: int = KEEP) -> list[str]:
+        """Remove temp directories a killed writer left, and all checkpoints but the assigned,
+        active, failed and last-known-good ones and the `keep` newest others. Returns the hashes removed."""
+        parent = self.checkpoints_dir(component)
+        if not parent.is_dir():
+            return []
+        for leftover in parent.iterdir():
+            if fsutil.TEMP_MARKER in leftover.name:
+                shutil.rmtree(leftover, ignore_errors=True)
+        records = self.records(component)
+        protected = {r.hash for r in (records.assigned, records.active, records.last_known_good) if r is not None}
+        if records.active is not None and records.active.failed:
+            protected.add(records.active.failed)
+        others = sorted((d for d in self.hashes(component) if d not in protected),
+                        key=lambda d: (parent / d).stat().st_mtime, reverse=True)
+        removed = others[keep:]
+        for digest in removed:
+            doomed = parent / f".{digest}{fsutil.TEMP_MARKER}gc"
+            os.rename(parent / digest, doomed)  # gone from its name in one step, then deleted
+            shutil.rmtree(doomed)
+        if removed:
+            fsutil.fsync_dir(parent)
+        return removed
+
+
+# ---- restoring
+
+def restore(snap: Snapshot, root: Path = Path("/")) -> int:
+    """Put a checkpoint's files back under `root`: each file whose bytes, mode or owner differ is
+    written to a temp file beside it (mode and owner set, fsynced), then all are renamed into place
+    and their directories fsynced. Returns how many files changed. Every file is whole at every
+    moment; a crash between renames leaves a mix that the rolling-back record makes the next
+    pass finish (restoring again is idempotent)."""
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for entry in snap.entries:
+            target = on_root(root, entry.path)
+            data = snap.blobs[entry.sha256]
+            if _same(target, entry, data):
+                continue
+            fsutil.make_dirs(target.parent)
+            temp = target.with_name(f".{target.name}{fsutil.TEMP_MARKER}{secrets.token_hex(4)}")
+            _write_durable(temp, data, entry.mode, (entry.uid, entry.gid))
+            temps.append((temp, target))
+        for temp, target in temps:
+            os.replace(temp, target)
+    except BaseException:
+        for temp, _ in temps:
+            temp.unlink(missing_ok=True)
+        raise
+    for directory in sorted({target.parent for _, target in temps}):
+        fsutil.fsync_dir(directory)
+    return len(temps)
+
+
+def _same(target: Path, entry: Entry, data: bytes) -> bool:
+    try:
+        info = target.stat()
+        return (info.st_mode & 0o7777, info.st_uid, info.st_gid) == (entry.mode, entry.uid, entry.gid) \
+            and target.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _write_durable(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(fd, mode)
+        if owner is not None and owner != (os.getuid(), os.getgid()):
+            os.fchown(fd, *owner)
+            os.fchmod(fd, mode)  # chown clears set-id bits
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,251 @@
+"""The trial of a component's new configuration, as pure decisions over records and health samples.
+
+After the kubelet's dynamic-config controller (its `checkTrial`, `graduateAssignedToLastKnownGood`
+and ConfigOK messages), for every component kubesmith runs. Each component has three records
+(`CheckpointStore` keeps them on the host, each written atomically):
+
+* `assigned`: the configuration the last apply put on disk (a checkpoint's hash);
+* `active`: the configuration the component runs and in which phase: `trial` (since when, for how
+  long), `good` (it passed), `rolling-back` (intent: the files of `hash` are being put back because
+  `failed` failed), `rolled-back` (done), `failed` (it failed and there was nothing to go back to);
+* `last-known-good`: the last configuration that passed its trial.
+
+Nothing here reads a file, a clock or a process: `decide` maps records + samples + now to a
+decision, and `effects` turns a decision into the ordered writes and actions that carry it out.
+The order is what keeps a host consistent across a crash or reboot between any two effects:
+
+* begin:     checkpoint, assigned := H, active := trial(H, now). Cut after `assigned`: the disk
+             holds H, active names the old hash, so the next pass sees a new configuration and
+             begins again; nothing half-done is ever acted on.
+* graduate:  last-known-good := H, then active := good(H). Cut between: active is a trial whose
+             hash is already last-known-good, which `decide` finishes as a graduation.
+* roll back: active := rolling-back(L, failed H) first (write-ahead), then restore L's files,
+             restart, then active := rolled-back(L). Cut anywhere before the last write: the
+             record still says rolling-back, and the next pass restores (idempotent) and restarts
+             again. The disk is never left holding half of each without a record saying so.
+* a trial cut by a reboot keeps its recorded start: the agent resumes it. A trial counts only time
+  the agent watched, though: one the agent did not watch to its end (host or agent down) runs a
+  full length again from when the agent is back, so an unwatched trial never graduates unseen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+Phase = Literal["trial", "good", "rolling-back", "rolled-back", "failed"]
+Action = Literal["none", "keep", "graduate", "rollback", "finish-rollback", "give-up"]
+SHORT = 12  # hex digits of a checkpoint hash shown to people
+
+
+def short(digest: str) -> str:
+    return digest[:SHORT]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """`assigned` or `last-known-good`: a checkpoint's hash and when it got that role (Unix time)."""
+
+    hash: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Active:
+    """What the component runs, and in which phase (see the module's docstring)."""
+
+    hash: str
+    phase: Phase
+    since: float  # when this phase began (a trial's start)
+    trial_seconds: float = 0.0
+    failed: str | None = None  # the hash that failed its trial (rolling-back, rolled-back, failed)
+    reason: str = ""  # why, in words: what `status` shows
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    assigned: Record | None = None
+    active: Active | None = None
+    last_known_good: Record | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One look at the component: ready or not (and why), and how often it was restarted so far
+    (systemd's NRestarts, or `kubesmith run`'s supervisor count)."""
+
+    at: float
+    ready: bool
+    restarts: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TrialPolicy:
+    seconds: float  # the trial's length
+    max_restarts: int = 3  # this many exits during a trial fail it (a crash loop)
+    drop_seconds: float = 5.0  # ready, then not ready this long, fails it (one slow probe does not)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    reason: str = ""  # why the trial failed, or how far it is
+
+
+def decide(component: str, records: Records, samples: Sequence[Sample], policy: TrialPolicy, now: float,
+           watched_since: float) -> Decision:
+    """What to do about `component` now. `samples` are this agent's looks since `watched_since`
+    (when it began watching: its own start, or the trial's if it began the trial)."""
+    active = records.active
+    if active is None or active.phase in ("good", "rolled-back", "failed"):
+        return Decision("none")
+    if active.phase == "rolling-back":
+        return Decision("finish-rollback", active.reason)
+    lkg = records.last_known_good
+    if lkg is not None and lkg.hash == active.hash:
+        return Decision("graduate", "it was already last-known-good")
+    start = max(min(active.since, now), watched_since)  # a clock set back must not stretch the trial
+    seen = [s for s in samples if s.at >= start]
+    failure = _failure(component, seen, policy, start)
+    if failure:
+        return Decision(_failed_action(records), failure)
+    end = start + policy.seconds
+    if now < end:
+        state = "ready" if seen and seen[-1].ready else "not ready yet"
+        return Decision("keep", f"on trial for {now - start:.0f}s of {policy.seconds:.0f}s, {state}")
+    if not any(s.ready for s in seen):
+        detail = f" ({seen[-1].detail})" if seen and seen[-1].detail else ""
+        return Decision(_failed_action(records),
+                        f"{component} did not become ready within {policy.seconds:.0f}s{detail}")
+    if not seen[-1].ready:  # a drop shorter than drop_seconds so far: it recovers or it fails
+        return Decision("keep", f"trial over, waiting for {component} to be ready again")
+    return Decision("graduate", f"{component} was ready through its {policy.seconds:.0f}s trial")
+
+
+def _failure(component: str, seen: Sequence[Sample], policy: TrialPolicy, start: float) -> str:
+    """Why the samples so far fail the trial (crash loop, readiness lost), or ''."""
+    exits = 0
+    was_ready = False
+    down_since: Sample | None = None
+    previous: Sample | None = None
+    for sample in seen:
+        if previous is not None:  # a counter that went down was reset (a manual restart, a reboot)
+            exits += sample.restarts - previous.restarts if sample.restarts >= previous.restarts else sample.restarts
+        if exits >= policy.max_restarts:
+            return f"{component} exited {exits} times in {sample.at - start:.0f}s"
+        if sample.ready:
+            was_ready, down_since = True, None
+        elif was_ready:
+            down_since = down_since or sample
+            if sample.at - down_since.at >= policy.drop_seconds:
+                detail = f": {sample.detail}" if sample.detail else ""
+                return f"{component} was ready, then not ready for {sample.at - down_since.at:.0f}s{detail}"
+        previous = sample
+    return ""
+
+
+def _failed_action(records: Records) -> Action:
+    lkg = records.last_known_good
+    return "rollback" if lkg is not None and records.active is not None and lkg.hash != records.active.hash \
+        else "give-up"
+
+
+# ---- effects: what carrying out a decision writes and does, in order
+
+@dataclass(frozen=True, slots=True)
+class SaveCheckpoint:
+    hash: str  # the snapshot the shell took of the files on disk
+
+
+@dataclass(frozen=True, slots=True)
+class WriteAssigned:
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class WriteActive:
+    record: Active
+
+
+@dataclass(frozen=True, slots=True)
+class WriteLastKnownGood:
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreFiles:
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    pass
+
+
+Effect = SaveCheckpoint | WriteAssigned | WriteActive | WriteLastKnownGood | RestoreFiles | Restart
+
+
+def begin(records: Records, on_disk: str, now: float, trial_seconds: float) -> tuple[Effect, ...]:
+    """A new configuration is on disk (the active record names another, or none): put it on trial.
+    Nothing while a rollback is under way: its own files are being put back."""
+    active = records.active
+    if active is not None and (active.hash == on_disk or active.phase == "rolling-back"):
+        return ()
+    return (SaveCheckpoint(on_disk), WriteAssigned(Record(on_disk, now)),
+            WriteActive(Active(on_disk, "trial", now, trial_seconds)))
+
+
+def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, ...]:
+    """The ordered effects of `decision` (see the module's docstring for why this order)."""
+    active = records.active
+    if active is None or decision.action in ("none", "keep"):
+        return ()
+    if decision.action == "graduate":
+        return (WriteLastKnownGood(Record(active.hash, now)), WriteActive(replace(active, phase="good", since=now)))
+    if decision.action == "give-up":
+        return (WriteActive(replace(active, phase="failed", since=now, failed=active.hash,
+                                    reason=decision.reason)),)
+    lkg = records.last_known_good
+    if decision.action == "rollback" and lkg is not None:
+        intent = Active(lkg.hash, "rolling-back", now, failed=active.hash, reason=decision.reason)
+        return (WriteActive(intent), RestoreFiles(lkg.hash), Restart(), WriteActive(replace(intent, phase="rolled-back")))
+    if decision.action == "finish-rollback":
+        return (RestoreFiles(active.hash), Restart(), WriteActive(replace(active, phase="rolled-back", since=now)))
+    raise ValueError(f"no effects for {decision.action} without a last-known-good record")
+
+
+# ---- the condition `status` shows
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A ConfigOK-style condition: whether the assigned configuration is the one that runs, and why."""
+
+    status: Literal["True", "False", "Unknown"]
+    message: str
+    reason: str = ""
+
+
+def condition(records: Records) -> Condition:
+    active = records.active
+    if active is None:
+        return Condition("Unknown", "no configuration checkpointed yet")
+    if active.phase == "trial":
+        return Condition("True", f"using assigned config {short(active.hash)}, on trial "
+                                 f"({active.trial_seconds:.0f}s)")
+    if active.phase == "good":
+        return Condition("True", f"using assigned config {short(active.hash)}, which passed its trial")
+    failed = short(active.failed or "?")
+    if active.phase == "failed":
+        return Condition("False", f"using assigned config {failed}: it failed its trial and there is no "
+                                  f"last-known-good config to go back to", active.reason)
+    doing = "going back to" if active.phase == "rolling-back" else "using"
+    return Condition("False", f"{doing} last-known-good config {short(active.hash)}: assigned config {failed} "
+                              f"failed its trial", active.reason)
+
+
+def status_message(records: Records) -> str:
+    """The condition in one line, as the controller's messages read."""
+    found = condition(records)
+    return f"{found.message}: {found.reason}" if found.reason else found.message
