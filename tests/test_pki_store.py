@@ -73,6 +73,7 @@ def test_a_replaced_ca_reissues_its_leaves(tmp_path):
     plan, _ = render_spec(spec, tmp_path / "state", tmp_path / "out")
     for suffix in ("crt", "key"):
         (tmp_path / "state" / "pki" / "cas" / f"etcd-ca.{suffix}").unlink()
+    (tmp_path / "state" / "pki" / "cluster.json").unlink()  # replacing a CA on purpose: the record goes too
     _, result = render_spec(spec, tmp_path / "state", tmp_path / "out")
     assert {i.name for i in result.issued} == {r.name for r in plan.host("cp1").certificates if r.ca == "etcd-ca"}
 

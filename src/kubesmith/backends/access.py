@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from kubesmith import fsutil
 from kubesmith.pki import documents, keys
 from kubesmith.pki.issue import new_leaf
-from kubesmith.pki.store import PkiStore, store_root, utc_now
+from kubesmith.pki.store import PkiError, PkiStore, check_owner, store_root, utc_now
 from kubesmith.plan.model import CertificateRequest, Plan
 from kubesmith.urls import url_host
 
@@ -78,6 +78,10 @@ class ClusterAccess:
         self.timeout = timeout
 
     def _authority(self) -> tuple[x509.Certificate, Any, bytes]:
+        try:
+            check_owner(self.root, self.plan.cluster)
+        except PkiError as exc:
+            raise AccessError(str(exc)) from None
         cert_path, key_path = PkiStore(self.root, self.plan.pki, self.plan.authorities).ca_paths("kubernetes-ca")
         if not (cert_path.exists() and key_path.exists()):
             raise AccessError(f"no kubernetes-ca in {self.root}: this is not the state directory of cluster "

@@ -26,11 +26,12 @@ from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
 from kubesmith.images import ImageError, image_cache_dir, pause_archive
 from kubesmith.pki import documents
-from kubesmith.pki.store import Issued, PkiError, PkiStore, store_root
+from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
 
 MANIFEST = "manifest.json"
 HOST_PLAN = "plan.json"
+LOCK = ".kubesmith-render.lock"  # in the output directory: one render at a time writes there
 
 
 class RenderError(Exception):
@@ -71,13 +72,24 @@ class RenderResult:
 
 
 def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None = None,
-           shipped: Shipped | None = Shipped()) -> RenderResult:
+           shipped: Shipped | None = Shipped(), notify: Notify = to_stderr) -> RenderResult:
     """Issue what the PKI lacks, then write every selected host's bundle under `out_dir` (with its
-    units; with binaries and runtime as `shipped` gives them; None: the plan's files alone)."""
+    units; with binaries and runtime as `shipped` gives them; None: the plan's files alone).
+
+    A second render into the same `out_dir` waits for the first (`notify` says for which pid):
+    each removes a killed run's temp files on start, which would be a live run's files."""
     selected = select_hosts(plan, hosts)
-    with PkiStore.open(store_root(state_dir), plan) as store:
+    check_owner(store_root(state_dir), plan.cluster)  # before anything is created (checked again under the lock)
+    fsutil.make_dirs(out_dir)
+    waiting = lambda holder: notify(f"waiting for {holder}, which is rendering into {out_dir}")
+    with fsutil.exclusive(out_dir / LOCK, waiting):
+        return _render_locked(plan, state_dir, out_dir, selected, shipped, notify)
+
+
+def _render_locked(plan: Plan, state_dir: Path, out_dir: Path, selected: list[HostPlan],
+                   shipped: Shipped | None, notify: Notify) -> RenderResult:
+    with PkiStore.open(store_root(state_dir), plan, notify=notify) as store:
         certificates, files = _materialise(plan, selected, store, shipped)
-    out_dir.mkdir(parents=True, exist_ok=True)
     fsutil.remove_stale_temps(out_dir)
     written = unchanged = removed = 0
     pending: list[fsutil.Pending] = []

@@ -17,7 +17,7 @@ from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVer
 from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
                                   report_problems, spec_argument)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.pki.store import PkiError, default_state_dir
+from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
 from kubesmith.transport.ssh import TransportError
 from kubesmith.versions.registry import load_registry
@@ -138,6 +138,8 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
     """Run an apply session's work; its failures become one line and an exit code."""
     try:
         return asyncio.run(work())
+    except ForeignStateError as exc:
+        fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:
         fail(str(exc), ExitCode.FAILED)
     except (TransportError, applying.ApplyError) as exc:

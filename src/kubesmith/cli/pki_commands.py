@@ -19,7 +19,8 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_o
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
-from kubesmith.pki.store import PkiError, PkiStore, default_state_dir, store_root, utc_now
+from kubesmith.pki.store import (ForeignStateError, PkiError, PkiStore, check_owner, default_state_dir, store_root,
+                                 utc_now)
 from kubesmith.plan.model import Plan
 
 STATE_DIR_HELP = ("PKI state directory (CAs, issued keys and certificates, secrets). Default: $KUBESMITH_STATE_DIR, "
@@ -105,6 +106,7 @@ def check_expiration(spec_file: str, output: str, hosts: tuple[str, ...], state_
     if not root.is_dir():
         fail(f"no PKI state at {state}; run `kubesmith render {spec_file} -o DIR` first", ExitCode.IO_ERROR)
     with _user_errors():
+        check_owner(root, plan.cluster)
         rows = _expiration_rows(plan, PkiStore(root, plan.pki, plan.authorities), list(hosts) or None)
     if output == "json":
         emit_json(rows)
@@ -175,6 +177,8 @@ def _user_errors() -> Iterator[None]:
         yield
     except RenderError as exc:
         fail(str(exc), ExitCode.USAGE if "no host named" in str(exc) else ExitCode.FAILED)
+    except ForeignStateError as exc:
+        fail(str(exc), ExitCode.USAGE)
     except (PkiError, BadKeyFile) as exc:
         fail(str(exc), ExitCode.IO_ERROR)
     except OSError as exc:

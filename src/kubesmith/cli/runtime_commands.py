@@ -16,7 +16,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
                                      supervisor_services)
-from kubesmith.pki.store import PkiError, default_state_dir
+from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport
@@ -50,6 +50,8 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
         render_plan(plan, state, state / "rendered", [host_name])
         options = RunOptions(state, binaries, gate_deadline, ready_deadline)
         run_host(plan, host_name, options, line_printer())
+    except ForeignStateError as exc:
+        fail(str(exc), ExitCode.USAGE)
     except (RenderError, PkiError) as exc:
         fail(str(exc), ExitCode.FAILED)
     except RunError as exc:

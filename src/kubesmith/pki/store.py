@@ -6,7 +6,13 @@ Layout under the store root (`<state dir>/pki`):
     hosts/<host>/<name>.crt, .key           each host's leaves, by certificate request name
     sa.key                                  service-account signing key (sa.pub is derived)
     secrets/encryption-key-<name>           32 random bytes, base64, for EncryptionConfiguration
+    cluster.json                            whose state this is: the cluster's name and a random ID
     .lock                                   held (flock) while a process uses the store
+
+Trust roots are minted only where no cluster lives yet: a state directory that records another
+cluster is refused (a wrong --state-dir must not lend one cluster's CAs and secrets to another),
+CAs are created only while the directory has no record (new, empty, or made by an older kubesmith,
+which is then adopted once), and `open` says on stderr whenever it creates CAs or adopts a directory.
 
 Idempotent by construction: an existing key file is never overwritten; a certificate is reissued
 only when it is missing, says something else than its request (subject, SANs, usages), was
@@ -19,9 +25,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import fcntl
+import json
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,10 +45,61 @@ from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSe
 
 Status = Literal["new", "reissued", "reused"]
 Clock = Callable[[], dt.datetime]
+Notify = Callable[[str], None]
+RECORD = "cluster.json"
 
 
 class PkiError(Exception):
     """The state directory holds something unusable; the message says what and what to do."""
+
+
+class ForeignStateError(PkiError):
+    """The state directory belongs to another cluster: a wrong --state-dir or $KUBESMITH_STATE_DIR."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    """Whose PKI a state directory holds: the name tells the user, the random ID tells two
+    clusters of the same name apart."""
+
+    name: str
+    id: str
+
+
+def read_record(root: Path) -> ClusterRecord | None:
+    """The record of the store at `root`, or None when it has none (new, or made by an older kubesmith)."""
+    path = root / RECORD
+    try:
+        document = json.loads(path.read_bytes())
+        return ClusterRecord(str(document["cluster"]), str(document["id"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PkiError(f"{path}: unreadable cluster record ({exc}); it names the cluster this state belongs to, "
+                       "restore it from a backup") from exc
+
+
+def check_owner(root: Path, cluster: str) -> ClusterRecord | None:
+    """Refuse the state of another cluster, naming both; None when the directory records no cluster."""
+    record = read_record(root)
+    if record is not None and record.name != cluster:
+        raise ForeignStateError(
+            f"state directory {root.parent} belongs to cluster {record.name!r} (id {record.id}), not to cluster "
+            f"{cluster!r} of this cluster file: refusing to use its CAs and secrets; give the --state-dir of "
+            f"cluster {cluster!r} (or unset $KUBESMITH_STATE_DIR)")
+    return record
+
+
+def _write_record(root: Path, cluster: str) -> ClusterRecord:
+    record = ClusterRecord(cluster, secrets.token_hex(16))
+    fsutil.atomic_write(root / RECORD, json.dumps({"cluster": record.name, "id": record.id}).encode() + b"\n", 0o644)
+    return record
+
+
+def to_stderr(message: str) -> None:
+    """The default for `PkiStore.open`'s notices: every command that may mint a trust root says so,
+    whichever backend opened the store."""
+    print(f"kubesmith: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,22 +144,47 @@ class PkiStore:
     """Issues and keeps the cluster's key material; use `PkiStore.open` to hold the lock."""
 
     def __init__(self, root: Path, settings: PkiSettings, authorities: Iterable[CertificateAuthority],
-                 clock: Clock = utc_now) -> None:
+                 clock: Clock = utc_now, new_authorities: bool = False) -> None:
         self.root = root
         self.settings = settings
         self._authority_specs = {ca.name: ca for ca in authorities}
         self._clock = clock
         self._authorities: dict[str, Authority] = {}
+        self._new_authorities = new_authorities  # may a CA key be created? Only before the record exists
 
     @classmethod
     @contextmanager
-    def open(cls, root: Path, plan: Plan, clock: Clock = utc_now) -> Iterator[PkiStore]:
-        """The store for `plan`, locked against concurrent runs, with a killed run's temp files removed."""
+    def open(cls, root: Path, plan: Plan, clock: Clock = utc_now, notify: Notify = to_stderr) -> Iterator[PkiStore]:
+        """The store for `plan`, locked against concurrent runs, with a killed run's temp files removed;
+        refused when it belongs to another cluster; a directory without a record gets its CAs (all of
+        them, then the record) and `notify` hears what was created or adopted."""
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(root / ".lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        waiting = lambda holder: notify(f"waiting for {holder}, which is using the PKI state in {root.parent}")
+        with fsutil.exclusive(root / ".lock", waiting):
             fsutil.remove_stale_temps(root)
-            yield cls(root, plan.pki, plan.authorities, clock)
+            if check_owner(root, plan.cluster) is not None:
+                yield cls(root, plan.pki, plan.authorities, clock)
+                return
+            store = cls(root, plan.pki, plan.authorities, clock, new_authorities=True)
+            notify(store._claim(plan.cluster))
+            store._new_authorities = False
+            yield store
+
+    def _claim(self, cluster: str) -> str:
+        """Make every missing CA, then record the cluster: a run killed in between leaves no record and
+        the next one finishes the job. Returns what to tell the user."""
+        had = [name for name in self._authority_specs if self.ca_paths(name)[1].exists()]
+        for name in self._authority_specs:
+            self.authority(name)
+        record = _write_record(self.root, cluster)
+        if not had:
+            return (f"created new CAs for cluster {cluster!r} in {self.root.parent} (id {record.id}): the directory was new "
+                    "or empty. If this cluster already has CAs elsewhere, stop and give that --state-dir "
+                    "(or fix $KUBESMITH_STATE_DIR): hosts will not trust these")
+        made = sorted(set(self._authority_specs) - set(had))
+        extra = f"; created the missing {', '.join(made)}" if made else ""
+        return (f"state directory {self.root.parent} had no cluster record (made by an older kubesmith): it now belongs "
+                f"to cluster {cluster!r} (id {record.id}){extra}")
 
     # ---- paths
 
@@ -156,6 +239,11 @@ class PkiStore:
         if spec is None:
             raise PkiError(f"no certificate authority named {name!r} in the plan")
         cert_path, key_path = self.ca_paths(name)
+        if not key_path.exists() and not self._new_authorities:
+            raise PkiError(
+                f"{key_path} is missing: kubesmith creates CAs only in a new state directory, and a new {name} "
+                "would not be trusted by any host. Restore the key from a backup; to replace the CA on purpose "
+                f"(every certificate it signed is reissued), also delete {self.root / RECORD} and render again")
         key, key_pem = self._ensure_key(key_path)
         cert = _load_cert(cert_path) if cert_path.exists() else None
         if cert is None or not keys.same_public_key(cert.public_key(), key.public_key()):
