@@ -80,7 +80,13 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
                  cluster_file: str | None, on_host: str | None, ssh_config: str | None, known_hosts: str | None,
                  identity: str | None, config_file: str | None, state_dir: str | None, ca_key: str | None,
                  ca_cert: str | None) -> None:
-    """Create a join token; prints it once (it is not stored), with its cfssl auth key.
+    """Create a join token and print it once, on stdout only (it is not stored).
+
+    stdout gets the token alone (`TOKEN=$(kubesmith token create ...)`); stderr, which is often
+    logged, gets what is not secret: the token's id, expiry and node, and the join command with
+    the token left out (set KUBESMITH_JOIN_TOKEN to it on the node). With --output json, stdout
+    gets one object with the token, the join's --ca-hash (and --server, with --cluster) and the
+    cfssl auth key (the token's HMAC key, as secret as the token), and stderr nothing.
 
     Run it on a control-plane host (its CA service keeps the token store), or from anywhere
     with --cluster FILE, which runs it there over SSH.
@@ -102,13 +108,7 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     ca_hash = spki_hash(certificate) if certificate is not None else "sha256:<hash of the CA public key>"
     info = {"token": created.token, "id": created.record.id, "expires": _iso(created.record.expires),
             "node": node, "addresses": list(addresses), "cfssl_auth_key": created.auth_key_hex, "ca_hash": ca_hash}
-    if output == "json":
-        emit_json(info)
-        return
-    click.echo(created.token)
-    click.echo(f"id {info['id']}, expires {info['expires']}, node {node or '(first to join)'}", err=True)
-    click.echo(f"cfssl auth key (hex, type standard): {created.auth_key_hex}", err=True)
-    click.echo(f"join with: {join_command_line('https://<control-plane>:<port>', created.token, ca_hash)}", err=True)
+    _print_created(info, "https://<control-plane>:<port>", "", output)
 
 
 def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str | None, str | None, str | None],
@@ -123,13 +123,19 @@ def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str 
         info = asyncio.run(remote_tokens.create_on(loaded.cluster, host, options, request))
     except remote_tokens.RemoteTokenError as exc:
         fail(str(exc), ExitCode.FAILED)
+    _print_created({**info, "node": request.node}, info["server"], f" on {host.name}", output)
+
+
+def _print_created(info: dict[str, Any], server: str, where: str, output: str) -> None:
+    """The token once, on stdout; on stderr (often logged) only what is not secret."""
     if output == "json":
         emit_json(info)
         return
     click.echo(info["token"])
-    click.echo(f"id {info['id']} on {host.name}, expires {info['expires']}, "
-               f"node {request.node or '(first to join)'}", err=True)
-    click.echo(f"join with: {join_command_line(info['server'], info['token'], info['ca_hash'])}", err=True)
+    click.echo(f"token id {info['id']}{where}, expires {info['expires']}, node {info['node'] or '(first to join)'}",
+               err=True)
+    click.echo(f"join with (KUBESMITH_JOIN_TOKEN holds the token printed on stdout): "
+               f"{join_command_line(server, '<token>', info['ca_hash'])}", err=True)
 
 
 @token_group.command("list")
