@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,22 +26,24 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-@pytest.fixture(scope="session")
-def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
+@contextmanager
+def start_sshd(base: Path, extra_config: str = "", key_options: str = "") -> Iterator[LocalSshd]:
+    """A real sshd on 127.0.0.1 with its files in `base`; `key_options` go before the client's key in
+    authorized_keys (`environment="..."`, with `PermitUserEnvironment` in `extra_config`)."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if os.geteuid() != 0 or not Path(sshd).exists() or not shutil.which("ssh-keygen"):
         pytest.skip("needs root, openssh-server and openssh-client")
-    base = tmp_path_factory.mktemp("sshd")
     _keygen(base / "host_key")
     _keygen(base / "client_key")
-    (base / "authorized_keys").write_text((base / "client_key.pub").read_text())
+    prefix = f"{key_options} " if key_options else ""
+    (base / "authorized_keys").write_text(prefix + (base / "client_key.pub").read_text())
     port = free_port()
     config = base / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {base / 'host_key'}\n"
         f"AuthorizedKeysFile {base / 'authorized_keys'}\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
-        f"PidFile {base / 'sshd.pid'}\nSubsystem sftp internal-sftp\n")
+        f"PidFile {base / 'sshd.pid'}\nSubsystem sftp internal-sftp\n{extra_config}")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
     known_hosts = base / "known_hosts"
@@ -54,3 +57,7 @@ def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
         process.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def local_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
+    with start_sshd(tmp_path_factory.mktemp("sshd")) as sshd:
+        yield sshd

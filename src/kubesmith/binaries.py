@@ -125,18 +125,27 @@ def reported_release(path: Path) -> str | None:
 def check_release(paths: dict[str, Path], version: str) -> None:
     """Every Kubernetes binary among `paths` must be of `version`'s minor release: a kubelet of
     another release takes other flags and config fields, and fails at start or, worse, ignores them."""
+    problems = release_problems(paths, version)
+    if problems:
+        raise BinaryVersionError(next(iter(problems.values())))
+
+
+def release_problems(paths: dict[str, Path], version: str) -> dict[str, str]:
+    """What is wrong with each Kubernetes binary among `paths` that is not of `version`'s minor release
+    (by name; empty when all are): every binary asked at once, each answer is a process start."""
     wanted = _minor(version)
     names = sorted(set(paths) & set(KUBERNETES_BINARIES))
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:  # each answer is a process start: at once
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
         releases = dict(zip(names, pool.map(lambda name: reported_release(paths[name]), names)))
+    problems = {}
     for name in names:
         reported = releases[name]
         if reported is None:
-            raise BinaryVersionError(f"{paths[name]}: `{name} --version` names no Kubernetes release; "
-                                     f"is it a {name} binary?")
-        if _minor(reported) != wanted:
-            raise BinaryVersionError(f"{paths[name]} is Kubernetes {reported}, but the cluster file asks for "
-                                     f"{version}: use binaries of {wanted} (or change spec.kubernetesVersion)")
+            problems[name] = f"{paths[name]}: `{name} --version` names no Kubernetes release; is it a {name} binary?"
+        elif _minor(reported) != wanted:
+            problems[name] = (f"{paths[name]} is Kubernetes {reported}, but the cluster file asks for {version}: "
+                              f"use binaries of {wanted} (or change spec.kubernetesVersion)")
+    return problems
 
 
 def _minor(version: str) -> str:

@@ -10,3 +10,4 @@ class ExitCode(IntEnum):
     IO_ERROR = 3  # a file could not be read or written
     UNHEALTHY = 4  # status/wait: something is not healthy or not ready in time
     FAILED = 5  # an operation on hosts failed (apply, run, join, ...)
+    PREFLIGHT = 6  # a host is not fit for its part (preflight); nothing was changed

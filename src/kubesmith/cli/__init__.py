@@ -80,7 +80,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 ok, 1 invalid cluster file, 2 bad command line, 3 file not readable/writable,
-    4 unhealthy or not ready in time, 5 an operation on hosts failed.
+    4 unhealthy or not ready in time, 5 an operation on hosts failed, 6 a host failed preflight
+    (nothing was changed).
     """
 
 

@@ -177,6 +177,30 @@ def check_node_name(node: str, what: str = "--node") -> None:
         fail(f"{what}: {exc}", ExitCode.USAGE)
 
 
+def ignore_preflight_flag() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--ignore-preflight NAME,...: preflight checks to skip (kubeadm's flag); an unknown name is a usage error."""
+    from kubesmith.backends.preflight import NAMES, parse_ignored
+
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[str]:
+        try:
+            return parse_ignored(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+    return click.option("--ignore-preflight", "ignore_preflight", default=None, metavar="NAME,...", callback=convert,
+                        help=f"Skip these preflight checks (comma-separated, or all): {', '.join(NAMES)}.")
+
+
+def preflight_failed(failures: Iterable[Any]) -> NoReturn:
+    """Every preflight failure on its own line, then the summary; exit 6."""
+    from kubesmith.backends.preflight import report_lines
+
+    *lines, summary = report_lines(list(failures))
+    for line in lines:
+        click.echo(line, err=True)
+    fail(summary, ExitCode.PREFLIGHT)
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 

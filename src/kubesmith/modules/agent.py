@@ -7,6 +7,8 @@ JSON file; its report goes to a state file that `kubesmith status` reads.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field
 
 from kubesmith import layout
@@ -19,6 +21,16 @@ from kubesmith.spec.types import StrictModel
 from kubesmith.urls import url_host
 
 
+# How long a component's new configuration runs on trial before it becomes last-known-good (seconds;
+# the agent rolls it back if the component is not ready by then, crash-loops or loses readiness): the
+# API server and etcd take longer to settle than the leader-elected controllers.
+TRIAL_SECONDS: dict[str, float] = {"etcd": 60.0, "kube-apiserver": 60.0, "kubelet": 60.0,
+                                   "kube-controller-manager": 30.0, "kube-scheduler": 30.0, "kube-proxy": 30.0,
+                                   "containerd": 30.0}
+TrialComponent = Literal["etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy",
+                         "containerd"]
+
+
 class AgentOptions(StrictModel):
     renew_fraction: float | None = Field(default=None, gt=0, lt=1,
                                          description="Renew a certificate once it has used this fraction of its "
@@ -29,6 +41,10 @@ class AgentOptions(StrictModel):
     retry_max_interval: float = Field(default=60.0, ge=1, le=3600,
                                       description="Longest pause between retries while the CA is unreachable "
                                                   "(seconds; backoff is exponential with jitter).")
+    config_trials: dict[TrialComponent, Annotated[float, Field(ge=5, le=3600)]] = Field(
+        default={}, description="Trial length in seconds of a component's new configuration, by component; one that "
+                                "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
+                                "etcd, kube-apiserver and kubelet, 30 for the others.")
     ca_urls: list[str] | None = Field(default=None,
                                       description="CA service URLs, tried in order; default: https://<address>:"
                                                   "<spec.components.caService.port> of every control-plane host.",
@@ -50,6 +66,7 @@ class AgentModule(Module):
             "state_file": layout.AGENT_STATE_FILE, "ca_urls": urls,
             "renew_fraction": options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
             "check_interval": options.check_interval, "retry_max": options.retry_max_interval,
+            "config_trials": {**TRIAL_SECONDS, **options.config_trials},
             # CA keys this host holds (it renews those certificates itself, without the network)
             "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
         }

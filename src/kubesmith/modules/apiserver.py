@@ -179,6 +179,7 @@ class ApiserverModule(Module):
             needs_files=(ca_file, etcd_ca, proxy_ca, sa_pub, sa_key, *tls_files),
             watch_files=tls_files,
             state_directory=None,
+            ports=(options.secure_port,),
         )
         return Contribution(
             services=[service],

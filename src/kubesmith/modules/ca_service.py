@@ -74,6 +74,7 @@ class CaServiceModule(Module):
             restart=RestartPolicy(delay_seconds=2),
             needs_files=(ca_cert, CA_KEY_PATH, serving.cert_path, serving.key_path, layout.CA_SERVICE_CONFIG),
             state_directory=layout.CA_SERVICE_STATE,
+            ports=(options.port,),
         )
         return Contribution(
             services=[service],

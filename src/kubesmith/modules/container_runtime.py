@@ -88,6 +88,7 @@ class ContainerRuntimeModule(Module):
                             run_on=ctx.host.name),
             needs_files=(CONFIG_PATH,),
             state_directory=options.root_dir,
+            ports=(options.metrics_port,),
             hardening=False,
             # containers live in their own cgroups under the runtime's: systemd must neither manage
             # them nor kill the shims when containerd restarts (as containerd's own unit has it)

@@ -101,6 +101,7 @@ class ControllerManagerModule(Module):
                                   run_on=host.name),
             needs_files=(ca_file, proxy_ca, *watched),
             watch_files=watched,
+            ports=(options.secure_port,),
         )
         return Contribution(
             services=[service],

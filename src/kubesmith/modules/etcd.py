@@ -92,6 +92,7 @@ class EtcdModule(Module):
             needs_files=tls_files,
             watch_files=tls_files[1:],
             state_directory=options.data_dir,
+            ports=(options.client_port, options.peer_port, options.metrics_port),
             tools=("etcdctl", "etcdutl"),  # snapshots and restores (kubesmith etcd snapshot/restore)
         )
         return Contribution(

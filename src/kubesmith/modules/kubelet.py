@@ -98,6 +98,7 @@ class KubeletModule(Module):
             needs_files=(ca_file, config_path, *watched),
             watch_files=watched,
             state_directory=options.root_dir,
+            ports=(options.port, options.healthz_port),
             hardening=False,
         )
         return Contribution(

@@ -52,6 +52,7 @@ class ProxyModule(Module):
             readiness=Probe(kind="http", host=host.address, port=options.healthz_port, path="/healthz"),
             needs_files=(config_path, kubeconfig.path),
             watch_files=(kubeconfig.path,),
+            ports=(options.healthz_port, *_port_of(options.metrics_bind_address)),
             hardening=False,
             undo=("--cleanup",),  # `kubesmith run` removes the rules when it stops; hosts keep them across restarts
         )
@@ -82,3 +83,9 @@ def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}
     return document
+
+
+def _port_of(bind_address: str) -> tuple[int, ...]:
+    """The port of `host:port` (kube-proxy's metricsBindAddress); none when it names none (metrics off)."""
+    port = bind_address.rpartition(":")[2]
+    return (int(port),) if port.isdigit() and int(port) > 0 else ()

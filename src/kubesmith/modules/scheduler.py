@@ -72,6 +72,7 @@ class SchedulerModule(Module):
                                   run_on=host.name),
             needs_files=(ca_file, config_path, *watched),
             watch_files=watched,
+            ports=(options.secure_port,),
         )
         return Contribution(
             services=[service],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,18 +50,22 @@ class NetworkSettings:
     @staticmethod
     def load(path: Path) -> NetworkSettings:
         try:
-            document: dict[str, Any] = json.loads(path.read_text())
-            masquerade = document.get("masquerade")
-            return NetworkSettings(
-                routes=tuple(Route(str(r["to"]), str(r["via"])) for r in document.get("routes", ())),
-                masquerade=Masquerade(str(masquerade["from"]), str(masquerade["except"])) if masquerade else None,
-                sysctls=tuple((str(k), str(v)) for k, v in sorted(document.get("sysctls", {}).items())),
-                modules=tuple(str(m) for m in document.get("modules", ())),
-                bridge=str(document["bridge"]) if document.get("bridge") else None)
+            return NetworkSettings.from_document(json.loads(path.read_text()))
         except OSError as exc:
             raise NetworkError(f"{path}: {exc.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise NetworkError(f"{path}: not a network settings file ({exc.__class__.__name__}: {exc})") from None
+
+    @staticmethod
+    def from_document(document: dict[str, Any]) -> NetworkSettings:
+        """The settings of the plan's network file (`modules/pod_network.network_settings`)."""
+        masquerade = document.get("masquerade")
+        return NetworkSettings(
+            routes=tuple(Route(str(r["to"]), str(r["via"])) for r in document.get("routes", ())),
+            masquerade=Masquerade(str(masquerade["from"]), str(masquerade["except"])) if masquerade else None,
+            sysctls=tuple((str(k), str(v)) for k, v in sorted(document.get("sysctls", {}).items())),
+            modules=tuple(str(m) for m in document.get("modules", ())),
+            bridge=str(document["bridge"]) if document.get("bridge") else None)
 
 
 def bring_up(settings: NetworkSettings, set_sysctls: bool, say: Say, route_patience: float = 60.0) -> None:
@@ -102,11 +106,9 @@ def sysctls(settings: NetworkSettings, set_sysctls: bool, say: Say) -> None:
     if not wrong:
         return
     if not set_sysctls:
-        listed = ", ".join(f"{name} is {_read(name) or 'missing'}, needs {value}" for name, value in wrong)
-        commands = "; ".join(f"sysctl -w {name}={value}" for name, value in wrong)
-        hint = f" (load {', '.join(settings.modules)} first)" if any(_read(n) is None for n, _ in wrong) else ""
+        listed, fix = sysctl_advice([(name, _read(name), value) for name, value in wrong], settings.modules)
         raise NetworkError(f"{listed}: pods need them, and kubesmith changes no setting of this machine on its "
-                           f"own: run `{commands}`{hint}, or put them in /etc/sysctl.d")
+                           f"own: {fix}")
     if any(_read(name) is None for name, _ in wrong):
         for module in settings.modules:
             _run(["modprobe", module])
@@ -116,6 +118,16 @@ def sysctls(settings: NetworkSettings, set_sysctls: bool, say: Say) -> None:
         except OSError as exc:
             raise NetworkError(f"cannot set {name}={value}: {exc.strerror}") from None
         say(f"set {name}={value}")
+
+
+def sysctl_advice(wrong: Sequence[tuple[str, str | None, str]], modules: Sequence[str]) -> tuple[str, str]:
+    """(what is wrong, how to set it) for sysctls (name, current value or None, value needed): the words
+    of `network up` here and of preflight before `run` starts anything."""
+    listed = ", ".join(f"{name} is {current or 'missing'}, needs {value}" for name, current, value in wrong)
+    commands = "; ".join(f"sysctl -w {name}={value}" for name, _, value in wrong)
+    hint = f" (load {', '.join(modules)} first: modprobe {' '.join(modules)})" \
+        if modules and any(current is None for _, current, _ in wrong) else ""
+    return listed, f"run `{commands}`{hint}, or put them in /etc/sysctl.d"
 
 
 def masquerade(rule: Masquerade) -> None:

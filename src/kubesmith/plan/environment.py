@@ -10,12 +10,61 @@ observes its own machine) and assumes an ordinary systemd host where nothing was
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Literal
 
 CAP_SYS_RESOURCE = 24
+# What preflight (backends/preflight.py) reads besides: the pod network's sysctls and kernel modules
+# (modules/pod_network.py SYSCTLS and KERNEL_MODULES; a test keeps the lists equal).
+OBSERVED_SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables")
+OBSERVED_MODULES = ("br_netfilter",)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A TCP socket listening on the host, and who holds it (as far as the observer may see)."""
+
+    port: int
+    address: str
+    process: str = ""  # command name; "" when the observer may not see it (not root)
+    pid: int | None = None
+    unit: str = ""  # the systemd unit whose cgroup holds the process ("kube-apiserver.service"), or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Sysctl:
+    name: str
+    value: str | None  # None: the key does not exist (its kernel module is not loaded)
+    writable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    """What preflight checks against, from the same observation as the environment (no second look)."""
+
+    listeners: tuple[Listener, ...] = ()
+    addresses: tuple[str, ...] = ()
+    swaps: tuple[str, ...] = ()  # active swap devices and files (/proc/swaps)
+    sysctls: tuple[Sysctl, ...] = ()
+    modules: tuple[str, ...] = ()  # of OBSERVED_MODULES: those loaded, built in or loadable
+    free_space: tuple[tuple[str, int], ...] = ()  # (mount point, KiB available) of every file system
+    clock_offset: float | None = None  # the host's clock minus this machine's, seconds; None: not read
+
+    def sysctl(self, name: str) -> Sysctl | None:
+        return next((item for item in self.sysctls if item.name == name), None)
+
+    def free_kib(self, path: str) -> tuple[str, int] | None:
+        """(mount point, KiB available) of the file system that holds `path`, existing or not yet."""
+        mounts = [(mount, free) for mount, free in self.free_space
+                  if path == mount or path.startswith(mount.rstrip("/") + "/")]
+        return max(mounts, key=lambda item: len(item[0]), default=None)
+
+
+NO_FACTS = HostFacts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +74,8 @@ class HostEnvironment:
     can_lower_oom_score: bool = True  # CAP_SYS_RESOURCE: runc may set a lower oom_score_adj
     cgroups_writable: bool = True  # False in a container that mounts the cgroup controllers read-only
     observed: bool = False  # False: the defaults above are assumptions, nothing was looked at
+    # what preflight checks; not part of the plan (compared, hashed, written) since it changes by the second
+    facts: HostFacts = field(default=NO_FACTS, compare=False, metadata={"plan": False})
 
     @property
     def cgroup_driver(self) -> Literal["systemd", "cgroupfs"]:
@@ -42,25 +93,79 @@ ASSUMED = HostEnvironment()
 
 
 # What kubesmith reads of a host, as one shell command: over SSH on hosts (apply and the live plan,
-# before kubesmith is installed there), and here by `run` and `join`. One `key=value` per line.
+# before kubesmith is installed there), and here by `run` and `join`. One `key=value` per line; the
+# lines after the first four are preflight's. The clock is read last, nearest to the answer's arrival.
+_SYSCTL_PATHS = " ".join(name.replace(".", "/") for name in OBSERVED_SYSCTLS)
 OBSERVE_COMMAND = (
     "if [ -d /run/systemd/system ]; then echo init=systemd; else echo init=none; fi; "  # sd_booted()
     "if [ -e /sys/fs/cgroup/cgroup.controllers ]; then echo cgroup=2; else echo cgroup=1; fi; "
     "sed -n 's/^CapBnd:[[:space:]]*/capbnd=/p' /proc/self/status; "
     "awk '$5 == \"/sys/fs/cgroup\" || $5 == \"/sys/fs/cgroup/memory\" {print \"mount\" $5 \"=\" $6}' "
-    "/proc/self/mountinfo"
+    "/proc/self/mountinfo; "
+    "ip -o addr show 2>/dev/null | awk '{print \"address=\" $4}'; "
+    "awk 'NR > 1 {print \"swap=\" $1}' /proc/swaps 2>/dev/null; "
+    f"for s in {_SYSCTL_PATHS}; do f=/proc/sys/$s; "
+    "if [ -r $f ]; then w=ro; [ -w $f ] && w=rw; echo \"sysctl=$s $w $(cat $f)\"; else echo \"sysctl=$s -\"; fi; done; "
+    f"for m in {' '.join(OBSERVED_MODULES)}; do "
+    "if [ -d /sys/module/$m ] || modprobe -n -q $m 2>/dev/null; then echo module=$m; fi; done; "
+    "timeout 10 df -Pk 2>/dev/null | awk 'NR > 1 {m = $6; for (i = 7; i <= NF; i++) m = m \" \" $i; "
+    "print \"df=\" $4 \" \" m}'; "
+    "ss -Htlnp 2>/dev/null | awk '{print \"listen=\" $4 \" \" $6}'; "
+    "for p in $(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
+    "echo \"unit=$p $(grep -o '[^/]*[.]service' /proc/$p/cgroup 2>/dev/null | tail -n 1)\"; done; "
+    "echo clock=$(date +%s.%N)"
 )
 
 
-def parse_observation(text: str) -> HostEnvironment:
-    """The environment OBSERVE_COMMAND's output describes (a line it lacks leaves the assumption)."""
+def parse_observation(text: str, received: float | None = None) -> HostEnvironment:
+    """The environment OBSERVE_COMMAND's output describes (a line it lacks leaves the assumption).
+
+    `received`: this machine's clock when the output arrived (default: now), for the clock offset."""
     facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     version: Literal[1, 2] = 2 if facts.get("cgroup", "2") == "2" else 1
     controllers = facts.get("mount/sys/fs/cgroup" if version == 2 else "mount/sys/fs/cgroup/memory", "rw")
     capabilities = int(facts.get("capbnd", "ffffffffff"), 16)
     return HostEnvironment(init_system="systemd" if facts.get("init") == "systemd" else "none",
                            cgroup_version=version, can_lower_oom_score=bool(capabilities >> CAP_SYS_RESOURCE & 1),
-                           cgroups_writable="ro" not in controllers.split(","), observed=True)
+                           cgroups_writable="ro" not in controllers.split(","), observed=True,
+                           facts=parse_facts(text, time.time() if received is None else received))
+
+
+_USERS = re.compile(r'\("([^"]*)",pid=(\d+)')
+
+
+def parse_facts(text: str, received: float) -> HostFacts:
+    """Preflight's lines of OBSERVE_COMMAND's output (several lines may share a key)."""
+    lines = [tuple(line.split("=", 1)) for line in text.splitlines() if "=" in line]
+    values = {key: [value for k, value in lines if k == key] for key in {key for key, _ in lines}}
+    units = dict(value.partition(" ")[::2] for value in values.get("unit", ()))
+    clock = values.get("clock", [""])[-1]
+    return HostFacts(
+        listeners=tuple(filter(None, (_listener(value, units) for value in values.get("listen", ())))),
+        addresses=tuple(dict.fromkeys(value.split("/")[0] for value in values.get("address", ()))),
+        swaps=tuple(values.get("swap", ())),
+        sysctls=tuple(_sysctl(value) for value in values.get("sysctl", ())),
+        modules=tuple(values.get("module", ())),
+        free_space=tuple((mount, int(free)) for free, _, mount in (v.partition(" ") for v in values.get("df", ()))
+                         if free.isdigit()),
+        clock_offset=float(clock) - received if re.fullmatch(r"\d+(\.\d+)?", clock) else None)
+
+
+def _listener(value: str, units: dict[str, str]) -> Listener | None:
+    local, _, users = value.partition(" ")
+    address, _, port = local.rpartition(":")
+    if not port.isdigit():
+        return None
+    found = _USERS.search(users)
+    pid = found.group(2) if found else None
+    return Listener(int(port), address.strip("[]").split("%")[0], found.group(1) if found else "",
+                    int(pid) if pid else None, units.get(pid, "") if pid else "")
+
+
+def _sysctl(value: str) -> Sysctl:
+    path, _, rest = value.partition(" ")
+    mode, _, current = rest.partition(" ")
+    return Sysctl(path.replace("/", "."), current.strip() if mode != "-" else None, mode == "rw")
 
 
 def observe_local() -> HostEnvironment:

@@ -74,6 +74,7 @@ class Service:
     needs_files: tuple[str, ...] = ()  # start only when these exist
     watch_files: tuple[str, ...] = ()  # restart when these change (certificates)
     state_directory: str | None = None  # owned data directory (etcd data, kubelet root)
+    ports: tuple[int, ...] = ()  # TCP ports it listens on (preflight: free, or held by this service)
     capabilities: tuple[str, ...] = ()  # ambient capabilities for non-root users
     hardening: bool = True  # whether the component tolerates systemd sandboxing
     unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
@@ -209,7 +210,7 @@ def plain(value: Any) -> Any:
     """Dataclasses as dicts, tuples as lists, recursively: what `dataclasses.asdict` gives the JSON encoder,
     without its deep copies (the plan is immutable, so sharing its leaves is safe)."""
     if hasattr(value, "__dataclass_fields__"):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value) if f.metadata.get("plan", True)}
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     if isinstance(value, dict):
