@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import click
@@ -89,6 +90,11 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     check_host_names(plan, hosts, spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+    remote = [h for h in plan.hosts if (not hosts or h.name in hosts) and supervisor_services(state, h.name) is None]
+    problem = options.problem() if remote else None
+    if problem is not None:  # the same for every host: said once, before any probe
+        fail(problem, ExitCode.IO_ERROR)
+    options = dataclasses.replace(options, connect_attempts=1)  # status says how hosts are now: a down host is down
 
     async def gather() -> ClusterStatus:
         async with SshTransport(options) as transport:

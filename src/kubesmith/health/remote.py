@@ -38,10 +38,17 @@ async def remote_runner(transport: SshTransport, address: str, operations: Seque
 
 async def ssh_view(transport: SshTransport, host: HostPlan, timeout: float) -> HostView:
     """How status sees a host it reaches over SSH: systemd says what runs, probes run on the host.
-    The three reads are independent: they share the host's connection and run at once."""
+    The three reads are independent: they share the host's connection and run at once. A host that
+    cannot be reached is said once, as the host's problem, and each probe's answer just points to it."""
+    operations = status_operations(host, layout.PKI)
+    try:
+        await transport.run(host.address, "true", timeout=timeout * 3 + 30)
+    except TransportError as exc:
+        return HostView(RecordedProbeRunner.of(operations, [{"error": "host not reached"}] * len(operations)),
+                        layout.PKI, problem=str(exc))
     running, runner, agent = await asyncio.gather(
         running_services(transport, host),
-        remote_runner(transport, host.address, status_operations(host, layout.PKI), timeout),
+        remote_runner(transport, host.address, operations, timeout),
         remote_agent_report(transport, host))
     return HostView(runner, layout.PKI, running, agent=agent)
 

@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class HostView:
     running: dict[str, bool] | None = None  # service name -> running; None: cannot tell from here
     pids: dict[str, int | None] | None = None
     agent: AgentReport | None = None
+    problem: str | None = None  # why the host could not be reached at all (said once, for the host)
 
 
 ViewFor = Callable[[HostPlan], Awaitable[HostView]]
@@ -118,9 +119,12 @@ class HostStatus:
     etcd_error: str | None = None
     agent: AgentReport | None = None
     node: NodeState | None = None
+    problem: str | None = None  # the host could not be reached: every answer below is "host not reached"
 
     @property
     def healthy(self) -> bool:
+        if self.problem is not None:
+            return False
         etcd_ok = self.etcd_error is None and (self.etcd_leader is not None or not self.etcd_members)
         node_ok = self.node is None or self.node.ready
         return all(c.ready and c.running is not False for c in self.components) and etcd_ok and node_ok
@@ -297,6 +301,11 @@ async def node_state(runner: ProbeRunner, host: HostPlan, pki_dir: str, timeout:
 
 
 async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
+    status = await _host_status(host, view, timeout)
+    return replace(status, problem=view.problem) if view.problem is not None else status
+
+
+async def _host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
     components = await asyncio.gather(*(component_status(s, host, view, timeout) for s in host.services))
     node = await node_state(view.runner, host, view.pki_dir, timeout)
     etcd = next((s for s in host.services if s.component == "etcd" and s.readiness), None)
@@ -325,7 +334,8 @@ def status_lines(status: ClusterStatus) -> list[str]:
     """The text report: one line per component, then etcd's view, then the verdict."""
     lines: list[str] = []
     for host in status.hosts:
-        lines.append(f"host {host.host}: {'healthy' if host.healthy else 'UNHEALTHY'}")
+        verdict = 'healthy' if host.healthy else 'UNHEALTHY'
+        lines.append(f"host {host.host}: " + (f"UNREACHABLE ({host.problem})" if host.problem else verdict))
         for c in host.components:
             running = {True: "running", False: "not running", None: "running?"}[c.running]
             ready = "ready" if c.ready else "NOT READY"

@@ -298,6 +298,8 @@ def describe_error(exc: BaseException) -> str:
         return "connection reset (client certificate rejected?)"
     if isinstance(exc, OSError):
         return f"{exc.strerror or exc}"
+    if isinstance(exc, RecordedProbeError):  # measured on the host: its text already says what went wrong
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -50,6 +50,23 @@ class SshOptions:
     connect_attempts: int = 3
     parallelism: int = 16
 
+    def known_hosts_file(self) -> Path:
+        return self.known_hosts or Path.home() / ".ssh" / "known_hosts"
+
+    def problem(self) -> str | None:
+        """Why no connection can even start (a file these settings name is missing), or None. The
+        same for every host: a command says it once instead of once per host and operation."""
+        known_hosts = self.known_hosts_file()
+        if not known_hosts.is_file():
+            return (f"known_hosts file {known_hosts} does not exist; kubesmith only talks to hosts whose keys are "
+                    "known (give one with --known-hosts or spec.ssh)")
+        for identity in self.identity_files:
+            if not identity.is_file():
+                return f"identity file {identity} does not exist (--identity or spec.ssh)"
+        if self.config_file is not None and not self.config_file.is_file():
+            return f"SSH config file {self.config_file} does not exist (--ssh-config or spec.ssh)"
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
@@ -198,10 +215,10 @@ class SshTransport:
 
     async def _connect_once(self, host: str) -> asyncssh.SSHClientConnection:
         opts = self.options
-        known_hosts = str(opts.known_hosts) if opts.known_hosts else str(Path.home() / ".ssh" / "known_hosts")
-        if not Path(known_hosts).is_file():
-            raise TransportError(f"{host}: known_hosts file {known_hosts} does not exist; kubesmith only talks to "
-                                 "hosts whose keys are known (give one with --known-hosts or spec.ssh)")
+        known_hosts = str(opts.known_hosts_file())
+        problem = opts.problem()
+        if problem is not None:
+            raise TransportError(f"{host}: {problem}")
         try:
             return await asyncssh.connect(
                 host, port=opts.port, username=opts.user,
