@@ -58,3 +58,15 @@ def step(store: CheckpointStore, config: ComponentConfig, root: Path, policy: tr
     decision = trial.decide(config.name, records, samples, policy, now, watched_since)
     carry_out(trial.effects(records, decision, now), store, config.name, root, None, restart)
     return Outcome(store.records(config.name) if decision.action not in ("none", "keep") else records, decision)
+
+
+def condition_document(component: str, records: trial.Records, updated: str) -> dict[str, str | None]:
+    """The component's ConfigOK-style condition as the agent's report keeps it and `status` shows it:
+    which configuration is assigned, active and last-known-good, and why, in words."""
+    found = trial.condition(records)
+    active = records.active
+    return {"component": component, "status": found.status, "message": found.message, "reason": found.reason or None,
+            "phase": active.phase if active else None, "assigned": records.assigned.hash if records.assigned else None,
+            "active": active.hash if active else None,
+            "last_known_good": records.last_known_good.hash if records.last_known_good else None,
+            "updated": updated}

@@ -55,12 +55,14 @@ class AgentState:
     last_error: str | None = None
     next_renewal: str | None = None
     next_attempt: str | None = None
+    configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # component -> its ConfigOK condition
 
     def document(self) -> dict[str, Any]:
         return {"host": self.host, "last_check": self.last_check, "last_renewal": self.last_renewal,
                 "next_renewal": self.next_renewal, "last_error": self.last_error,
                 "next_attempt": self.next_attempt,
-                "certificates": [slot_document(s) for _, s in sorted(self.slots.items())]}
+                "certificates": [slot_document(s) for _, s in sorted(self.slots.items())],
+                "configs": [entry for _, entry in sorted(self.configs.items())]}
 
 
 # ---- one pass at a time per state file
@@ -123,7 +125,16 @@ def load_state(path: Path, host: str) -> AgentState:
             or not _strings(tops):
         return AgentState(host)
     slots = {entry["path"]: SlotState(**{name: entry.get(name) for name in SLOT_FIELDS}) for entry in entries}
-    return AgentState(host, slots, *tops)
+    return AgentState(host, slots, *tops, configs=_configs(document.get("configs")))
+
+
+def _configs(entries: object) -> dict[str, dict[str, str | None]]:
+    """The configuration conditions the keeper recorded (`agent.keeper.condition_document`), by component;
+    none that is not one (edited, damaged), so a renewal pass never fails on them."""
+    if not isinstance(entries, list):
+        return {}
+    return {entry["component"]: entry for entry in entries
+            if isinstance(entry, dict) and isinstance(entry.get("component"), str) and _strings(entry.values())}
 
 
 def _strings(values: Iterable[object]) -> bool:

@@ -33,6 +33,29 @@ from kubesmith.plan.model import HostPlan, Plan, Service
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigCondition:
+    """A component's ConfigOK-style condition, as the agent recorded it: which checkpointed
+    configuration is assigned, active and last-known-good (sha256), and why, in words."""
+
+    component: str
+    status: str  # True: the assigned configuration runs; False: it failed its trial; Unknown
+    message: str
+    reason: str | None = None
+    phase: str | None = None  # trial, good, rolling-back, rolled-back, failed
+    assigned: str | None = None
+    active: str | None = None
+    last_known_good: str | None = None
+    updated: str | None = None
+
+    @staticmethod
+    def of(entry: dict[str, Any]) -> ConfigCondition | None:
+        names = ConfigCondition.__dataclass_fields__
+        if not isinstance(entry.get("component"), str) or not isinstance(entry.get("message"), str):
+            return None
+        return ConfigCondition(**{name: entry.get(name) for name in names if name in entry})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
 class AgentReport:
     """The kubesmith agent's last report on a host (its state file), as status shows it."""
 
@@ -41,14 +64,16 @@ class AgentReport:
     next_renewal: str | None
     certificates: int
     errors: tuple[str, ...]  # the agent's own last error, then "<file>: <error>" per certificate
+    configs: tuple[ConfigCondition, ...] = ()  # one per component whose configuration the agent keeps
 
     @staticmethod
     def of(document: dict[str, Any]) -> AgentReport:
         certificates = document.get("certificates") or []
         errors = [str(document["last_error"])] if document.get("last_error") else []
         errors += [f"{c.get('path')}: {c['last_error']}" for c in certificates if c.get("last_error")]
+        configs = [ConfigCondition.of(e) for e in document.get("configs") or () if isinstance(e, dict)]
         return AgentReport(document.get("last_check"), document.get("last_renewal"), document.get("next_renewal"),
-                           len(certificates), tuple(errors))
+                           len(certificates), tuple(errors), tuple(c for c in configs if c is not None))
 
     @staticmethod
     def parse(text: str) -> AgentReport | None:
@@ -363,6 +388,9 @@ def agent_lines(report: AgentReport, shown_errors: int = 5) -> list[str]:
     lines = [f"  agent: checked {report.last_check or 'never'}; {report.certificates} certificates; "
              f"last renewal {report.last_renewal or 'none'}; next due {report.next_renewal or 'none'}"]
     lines += [f"  agent error: {error}" for error in report.errors[:shown_errors]]
+    for config in report.configs:  # as the kubelet's ConfigOK condition reads
+        reason = f": {config.reason}" if config.reason else ""
+        lines.append(f"  config {config.component}: ConfigOK={config.status}, {config.message}{reason}")
     if len(report.errors) > shown_errors:
         lines.append(f"  agent: {len(report.errors) - shown_errors} more errors (-o json lists them)")
     return lines
