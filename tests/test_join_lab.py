@@ -17,6 +17,7 @@ import asyncio
 import base64
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -288,3 +289,80 @@ def test_renewal_on_a_control_plane_host_restarts_the_api_server_with_the_new_ce
     assert main_pids(cluster, "h1", ("kube-apiserver.service",))["kube-apiserver.service"] == renewed_pid
     for host in cluster.hosts:
         assert active(cluster, host, "kubernetes.target"), host
+
+
+def lb_backends(cluster: Cluster) -> dict[str, str]:
+    """Each API server's state as h4's local load balancer sees it (its stats page on loopback)."""
+    from kubesmith.modules.api_load_balancer import STATS_PATH, backend_states
+
+    out = cluster.lab.ssh(NODE, ["curl", "-sf", f"http://127.0.0.1:7444{STATS_PATH}"], check=False).stdout
+    return {state.server: state.status for state in backend_states(out)}
+
+
+def node_lease(cluster: Cluster, admin: Path, server: str) -> tuple[str, str]:
+    """(the Lease's renewTime, the Node's Ready status) of h4, asked of the API server at `server`."""
+    lease = cluster.kubectl(admin, "get", "lease", NODE, "-n", "kube-node-lease", "-o",
+                            "jsonpath={.spec.renewTime}", server=server, timeout=30)
+    ready = cluster.kubectl(admin, "get", "node", NODE, "-o",
+                            'jsonpath={.status.conditions[?(@.type=="Ready")].status}', server=server, timeout=30)
+    return lease.stdout.strip(), ready.stdout.strip()
+
+
+def renewals_while(cluster: Cluster, admin: Path, server: str, seconds: float) -> list[str]:
+    """Every distinct renewTime of h4's Lease seen during `seconds`; fails the moment the node is not Ready."""
+    seen: list[str] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        renewed, ready = node_lease(cluster, admin, server)
+        assert ready == "True", f"{NODE} is not Ready ({ready!r}) after renewals {seen}"
+        if renewed and renewed not in seen:
+            seen.append(renewed)
+        time.sleep(2)
+    return seen
+
+
+def test_the_node_keeps_the_api_through_its_local_load_balancer_when_a_control_plane_host_is_lost(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """h4 is a node without an API server: its kubelet and kube-proxy use https://127.0.0.1:7443, where
+    Debian's HAProxy balances over the three API servers, health-checking /readyz with a certificate of
+    its own. Stop h1's API server, then the whole of h1 (every component stopped, and its traffic dropped
+    as a host that lost power answers nothing, not even a reset): h4 stays Ready and its kubelet keeps
+    renewing its Lease (the kubelet renews every 10 s; the Lease expires after 40 s)."""
+    lab = cluster.lab
+    if not active(cluster, NODE, "node-online.target"):
+        pytest.skip("h4 did not join (see the join test)")
+    assert active(cluster, NODE, "kube-api-lb.service", "kube-api-lb-online.service")
+    kubelet_server = yaml.safe_load(lab.ssh(NODE, ["cat", layout.kubeconfig_path("kubelet")]).stdout)
+    assert kubelet_server["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:7443"
+    assert poll(lambda: lb_backends(cluster) == {"h1": "UP", "h2": "UP", "h3": "UP"}, 60, "every API server UP")
+    admin = cluster.admin_kubeconfig(tmp_path)
+    survivor = f"https://{lab.address('h2')}:6443"
+    drop = "iptables -w {verb} INPUT ! -i lo -j DROP && iptables -w {verb} OUTPUT ! -o lo -j DROP"
+    try:
+        lab.ssh("h1", "systemctl stop kube-apiserver.service")
+        stopped = time.monotonic()
+        poll(lambda: lb_backends(cluster).get("h1", "").startswith("DOWN"), 30, "h4's balancer to mark h1 DOWN")
+        print(f"h4's balancer marked h1 DOWN {time.monotonic() - stopped:.1f}s after its API server stopped")
+        with_node = tmp_path / "with-h4.yaml"
+        with_node.write_text(node_spec(cluster))
+        report = json.loads(cluster.kubesmith("status", "--output", "json", "--host", NODE, spec=with_node,
+                                              timeout=300).stdout)
+        balancer = next(c for h in report["hosts"] for c in h["components"] if c["service"] == "kube-api-lb")
+        assert balancer["ready"] and any(b.startswith("h1 DOWN") for b in balancer["backends"]), balancer
+        assert sum(b.startswith(("h2 UP", "h3 UP")) for b in balancer["backends"]) == 2, balancer
+        seen = renewals_while(cluster, admin, survivor, 25)
+        assert len(seen) >= 2, f"h4's Lease was renewed {seen} in 25 s with h1's API server stopped"
+
+        lab.ssh("h1", "systemctl stop kubernetes.slice")  # then the whole host: every component,
+        lab.exec("h1", drop.format(verb="-I"))  # and nothing in or out (nsenter: no network needed)
+        lost = time.monotonic()
+        seen = renewals_while(cluster, admin, survivor, 45)
+        print(f"h4's Lease renewed at {seen} during {time.monotonic() - lost:.0f}s without h1")
+        assert len(seen) >= 3, f"h4's Lease was renewed {seen} in 45 s with h1 gone"
+    finally:
+        lab.exec("h1", drop.format(verb="-D"), check=False)
+        lab.exec("h1", drop.format(verb="-D"), check=False)  # once more, should a half-done -I have doubled one
+        lab.ssh("h1", "systemctl start kubernetes.target", timeout=300)
+    poll(lambda: lb_backends(cluster) == {"h1": "UP", "h2": "UP", "h3": "UP"}, 180, "h1 UP again behind h4's balancer")
+    poll(lambda: all(active(cluster, host, "kubernetes.target") for host in cluster.hosts), 180,
+         "the control plane healthy again")

@@ -145,3 +145,26 @@ def test_config_from_env_overrides_paths() -> None:
     assert (config.ssh_config, config.rootfs, config.netns_path) == (Path("/s/ssh_config"), Path("/c/rootfs"),
                                                                     Path("/run/netns/n"))
     assert config.hosts(2)[1].address == "10.213.0.12"
+
+
+def test_a_rebuilt_image_leaves_the_old_one_to_labs_that_are_up(tmp_path: Path) -> None:
+    """A changed package list rebuilds the cached image (the stamp holds the list); a lab that is up keeps
+    its overlays' lower directory, so the old image moves aside and goes only once no lab uses the cache."""
+    from kubesmith.lab import rootfs
+
+    cache = tmp_path / "cache"
+    (cache / "rootfs" / "etc").mkdir(parents=True)
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"h1 /x/h1/root overlay rw,lowerdir={cache}/rootfs,upperdir=/x/h1/upper 0 0\n")
+    rootfs._retire(cache / "rootfs", mounts)
+    [retired] = cache.glob("rootfs.old.*")
+    assert (retired / "etc").is_dir() and not (cache / "rootfs").exists()
+    (cache / "rootfs").mkdir()
+    rootfs._retire(cache / "rootfs", mounts)
+    assert len(list(cache.glob("rootfs.old.*"))) == 2  # a lab still runs from this cache: both kept
+    mounts.write_text("")
+    (cache / "rootfs").mkdir()
+    rootfs._retire(cache / "rootfs", mounts)
+    assert len(list(cache.glob("rootfs.old.*"))) == 1  # the earlier two went; the one just retired stays
+    assert rootfs.wanted_stamp("bookworm")["packages"] == list(rootfs.PACKAGES)
+    assert {"haproxy", "keepalived"} <= set(rootfs.PACKAGES)

@@ -193,7 +193,7 @@ def test_validate_json_output() -> None:
     document = json.loads(good.stdout)
     assert document["valid"] is True
     assert [p["path"] for p in document["problems"]] == ["spec.controlPlaneEndpoint"]
-    assert document["problems"][0]["severity"] == "warning"
+    assert document["problems"][0]["severity"] == "note"  # what clients use, not a warning (issue 22)
 
 
 def test_plan_of_a_bad_spec_fails_the_same_way(tmp_path: Path) -> None:

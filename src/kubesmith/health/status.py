@@ -29,6 +29,7 @@ from kubesmith import layout
 from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 from kubesmith.layout import RunPaths
+from kubesmith.modules.api_load_balancer import STATS_PATH, ApiLoadBalancerModule, backend_states
 from kubesmith.plan.model import HostPlan, Plan, Service
 
 
@@ -115,6 +116,7 @@ class ComponentStatus:
     version: str | None = None
     certificate_days_left: float | None = None
     pid: int | None = None
+    backends: tuple[str, ...] = ()  # a load balancer's view of each API server: "h1 UP", "h2 DOWN (L4CON ...)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +239,8 @@ def status_operations(host: HostPlan, pki_dir: str) -> list[ProbeOperation]:
         operations.append(ProbeOperation(probe, "check"))
         if spec.scheme == "etcd":
             operations += [ProbeOperation(probe, "request", "POST", path, {}) for path in ETCD_PATHS]
+        elif service.component == ApiLoadBalancerModule.key:
+            operations.append(ProbeOperation(probe, "request", "GET", STATS_PATH))
         elif spec.scheme in ("https", "http"):
             operations.append(ProbeOperation(probe, "request", "GET", "/version"))
         if spec.scheme in ("https", "etcd"):
@@ -263,6 +267,10 @@ async def component_status(service: Service, host: HostPlan, view: HostView, tim
     runner = view.runner
     spec = parse_probe(probe_argument(service.readiness, host)).resolved(view.pki_dir)
     result = await runner.check(spec, timeout)
+    if service.component == ApiLoadBalancerModule.key:
+        return ComponentStatus(host.name, service.name, running, result.ok, result.reason,
+                               round(result.latency * 1000, 1), spec.label, pid=pid,
+                               backends=await balanced_servers(runner, spec, timeout))
     version = await read_version(runner, spec, timeout) if result.ok else None
     expiry = await served_expiry(runner, spec, timeout) if result.ok else None
     days = (expiry - time.time()) / 86400 if expiry else None
@@ -276,6 +284,16 @@ async def served_expiry(runner: ProbeRunner, spec: ProbeSpec, timeout: float) ->
         return await runner.certificate_expiry(spec, timeout)
     except Exception:  # the readiness answer already says whether the endpoint works
         return None
+
+
+async def balanced_servers(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> tuple[str, ...]:
+    """Each API server's state as the load balancer sees it (its stats page, on its monitor port); the
+    readiness answer says whether the load balancer runs at all, so a failure here is left empty."""
+    try:
+        answer = await runner.request(spec, "GET", STATS_PATH, None, timeout)
+    except Exception:
+        return ()
+    return tuple(str(state) for state in backend_states(answer.body)) if answer.status == 200 else ()
 
 
 async def read_version(runner: ProbeRunner, spec: ProbeSpec, timeout: float) -> str | None:
@@ -369,6 +387,8 @@ def status_lines(status: ClusterStatus) -> list[str]:
             detail = ", ".join(x for x in extra if x)
             reason = "" if c.ready else f" ({c.reason})"
             lines.append(f"  {c.service:<24} {running:<12} {ready}{reason}" + (f"  [{detail}]" if detail else ""))
+            if c.backends:
+                lines.append(f"    API servers: {', '.join(c.backends)}")
         if host.node is not None:
             pods = f"{host.node.pods_running}/{host.node.pods} pods running"
             lines.append(f"  node: Ready, {pods}" if host.node.ready

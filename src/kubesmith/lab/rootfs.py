@@ -19,7 +19,9 @@ from kubesmith.lab.errors import LabError, Progress, require_tools
 PACKAGES = ("systemd", "systemd-sysv", "dbus", "openssh-server", "iproute2", "curl", "ca-certificates",
             "procps", "netcat-openbsd", "python3", "openssl",
             # what a node needs (Debian's, as on a user's hosts)
-            "containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "kmod")
+            "containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "kmod",
+            # a node's local load balancer to the API servers; the control plane's virtual IP (VRRP)
+            "haproxy", "keepalived")
 # Bump when the image recipe changes, so a cached image from an older recipe is rebuilt.
 RECIPE_VERSION = 5
 BUILD_TIMEOUT = 900.0
@@ -92,11 +94,23 @@ def build_rootfs(config: LabConfig, progress: Progress) -> None:
     started = time.monotonic()
     _run_mmdebstrap(suite, staging, log)
     _customize(staging)
-    _remove_tree(config.rootfs)
     stamp_path(config).unlink(missing_ok=True)
+    _retire(config.rootfs)
     staging.rename(config.rootfs)
     stamp_path(config).write_text(json.dumps(wanted_stamp(suite)) + "\n")
     progress(f"lab image ready after {time.monotonic() - started:.0f}s")
+
+
+def _retire(rootfs: Path, mounts: Path = Path("/proc/mounts")) -> None:
+    """Move the old image aside rather than delete it: a lab that is up has it as its overlays' lower
+    directory (a rebuild after a recipe change must not pull it from under those hosts). Earlier retired
+    images go once no lab runs from this cache: a mount names its lower directory as it was when mounted,
+    so which image an overlay uses cannot be told once one was renamed."""
+    if f"lowerdir={rootfs.parent}/" not in mounts.read_text():
+        for old in rootfs.parent.glob(f"{rootfs.name}.old.*"):
+            _remove_tree(old)
+    if rootfs.exists():
+        rootfs.rename(rootfs.parent / f"{rootfs.name}.old.{time.time_ns()}")
 
 
 def _run_mmdebstrap(suite: str, target: Path, log: Path) -> None:
@@ -138,6 +152,8 @@ def _customize(root: Path) -> None:
     _systemctl_offline(root, "mask", *MASKED_UNITS)
     # containerd, runc and the CNI plugins are there for nodes: kubesmith's own unit runs containerd
     _systemctl_offline(root, "disable", "containerd.service")
+    # haproxy and keepalived likewise: kubesmith runs its own units with its own configuration
+    _systemctl_offline(root, "disable", "haproxy.service", "keepalived.service")
     # the kubelet's OOM watcher reads /dev/kmsg, which a container does not have (kind links it likewise)
     (root / "etc/tmpfiles.d").mkdir(parents=True, exist_ok=True)
     (root / "etc/tmpfiles.d/kubesmith-lab-kmsg.conf").write_text("L /dev/kmsg - - - - /dev/console\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubesmith.modules.agent import AgentModule
+from kubesmith.modules.api_load_balancer import ApiLoadBalancerModule
 from kubesmith.modules.apiserver import ApiserverModule
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CaServiceModule
@@ -21,6 +22,7 @@ MODULES: tuple[Module, ...] = (
     SchedulerModule(),
     ContainerRuntimeModule(),
     PodNetworkModule(),
+    ApiLoadBalancerModule(),
     KubeletModule(),
     ProxyModule(),
     CaServiceModule(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubesmith import layout
+from kubesmith.modules.api_load_balancer import enabled_on, local_address
 from kubesmith.modules.base import file_from, https_probe
 from kubesmith.plan.facts import HostContext
 from kubesmith.plan.model import File, Gate
@@ -11,9 +12,12 @@ from kubesmith.urls import url_host
 
 def api_address(ctx: HostContext) -> tuple[str, int]:
     """Where this host's components reach the API: a control-plane host's own API server (so losing
-    another control-plane host takes nothing from it), every other host the cluster's endpoint."""
+    another control-plane host takes nothing from it), every other host its local load balancer over all
+    API servers, or the cluster's endpoint when that is an external load balancer (or the local one is off)."""
     if "control-plane" in ctx.host.roles:
         return ctx.host.address, ctx.spec.spec.components.apiserver.secure_port
+    if enabled_on(ctx):
+        return local_address(ctx)
     return ctx.cluster.api_endpoint_host, ctx.cluster.api_endpoint_port
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from kubesmith import layout
+from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.apiserver import STRONG_CIPHERS
 from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
@@ -91,7 +92,7 @@ class KubeletModule(Module):
             user="root",
             group="root",
             wanted_by="node-online.target",
-            after=("network-online.target", "containerd.service", "kube-apiserver.service"),
+            after=("network-online.target", "containerd.service", "kube-apiserver.service", f"{API_LB}.service"),
             gates=(api_gate(ctx, "kubelet-client"),),
             readiness=Probe(kind="http", host="127.0.0.1", port=options.healthz_port, path="/healthz",
                             run_on=host.name),

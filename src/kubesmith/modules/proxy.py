@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from kubesmith import layout
+from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
@@ -47,7 +48,7 @@ class ProxyModule(Module):
             user="root",
             group="root",
             wanted_by="node-online.target",
-            after=("network-online.target", "kubelet.service"),  # the node name: see modules/kubelet.py
+            after=("network-online.target", "kubelet.service", f"{API_LB}.service"),  # node name: modules/kubelet.py
             gates=(api_gate(ctx, "kube-proxy-client"),),
             readiness=Probe(kind="http", host=host.address, port=options.healthz_port, path="/healthz"),
             needs_files=(config_path, kubeconfig.path),

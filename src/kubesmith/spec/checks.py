@@ -107,10 +107,23 @@ def _hosts(cluster: Cluster) -> list[Finding]:
         findings.append((("spec", "hosts"), f"{members} etcd members tolerate no more failures than {members - 1}; "
                          "use an odd number", "warning"))
     if len(cluster.control_plane_hosts) > 1 and cluster.spec.control_plane_endpoint is None:
-        findings.append((("spec", "controlPlaneEndpoint"),
-                         "several control-plane hosts but no endpoint: clients will use the first host only; "
-                         "set a load-balanced HOST:PORT for HA", "warning"))
+        findings.append(_endpoint_finding(cluster))
     return findings
+
+
+def _endpoint_finding(cluster: Cluster) -> Finding:
+    """What clients use without an endpoint: a note while nodes balance over every API server themselves,
+    a warning when the local load balancer is off (then nodes lose the API with the first host)."""
+    balancer = cluster.spec.components.api_load_balancer
+    if not balancer.enabled:
+        return (("spec", "controlPlaneEndpoint"), "several control-plane hosts, no endpoint and "
+                "components.apiLoadBalancer.enabled is false: nodes will use the first control-plane host only; "
+                "set a load-balanced HOST:PORT for HA", "warning")
+    return (("spec", "controlPlaneEndpoint"), "not set: control-plane hosts use their own API server; every other host "
+            f"reaches all {len(cluster.control_plane_hosts)} API servers through its local load balancer "
+            f"(127.0.0.1:{balancer.port}); operators' kubeconfigs (`kubesmith kubeconfig`) use the first ready "
+            "control-plane host. Set a HOST:PORT (an external load balancer) for one address that survives a "
+            "host", "note")
 
 
 def _advertised_addresses(cluster: Cluster) -> list[Finding]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]  # a note says what kubesmith will do
 LocPart = str | int
 
 
@@ -41,7 +41,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f" ({self.location})" if self.location else ""
-        prefix = "warning: " if self.severity == "warning" else ""
+        prefix = f"{self.severity}: " if self.severity in ("warning", "note") else ""
         return f"{prefix}{self.path}: {self.message}{where}"
 
     def as_dict(self) -> dict[str, object]:
