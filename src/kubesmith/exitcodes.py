@@ -1,4 +1,8 @@
-"""Exit codes shared by every command, so scripts can tell failures apart."""
+"""Exit codes shared by every command, so scripts can tell failures apart (README "Exit codes").
+
+The same failure gets the same code whichever command meets it: an input the command line names
+that cannot serve (missing binaries, another cluster's --state-dir) is USAGE, nothing running is
+UNHEALTHY (`status`, `lab status`), a settings file that is missing is IO_ERROR."""
 
 from enum import IntEnum
 
@@ -6,8 +10,8 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     OK = 0
     INVALID_SPEC = 1  # the cluster file has errors (all of them are printed)
-    USAGE = 2  # bad command line (unknown option, missing argument)
+    USAGE = 2  # bad command line (unknown option or host, missing argument or binaries, another cluster's state)
     IO_ERROR = 3  # a file could not be read or written
-    UNHEALTHY = 4  # status/wait: something is not healthy or not ready in time
+    UNHEALTHY = 4  # status/wait/lab status: something is not healthy, not running or not ready in time
     FAILED = 5  # an operation on hosts failed (apply, run, join, ...)
     PREFLIGHT = 6  # a host is not fit for its part (preflight); nothing was changed

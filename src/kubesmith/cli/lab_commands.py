@@ -14,7 +14,7 @@ from kubesmith.cli.common import fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.lab import access, lifecycle
 from kubesmith.lab.config import LabConfig
-from kubesmith.lab.errors import LabError
+from kubesmith.lab.errors import LabError, NoLab
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,9 +82,13 @@ def down() -> None:
 @lab.command()
 @lab_errors
 def status() -> None:
-    """Each host with its address, systemd state and PID 1 (as seen from this machine)."""
+    """Each host with its address, systemd state and PID 1 (as seen from this machine). Exit 4 when
+    a host is not running, or no lab is up (as `kubesmith status` when nothing runs)."""
     config = LabConfig.from_env()
-    rows = access.status(config)
+    try:
+        rows = access.status(config)
+    except NoLab as exc:
+        fail(str(exc), ExitCode.UNHEALTHY)
     for row in rows:
         click.echo(f"{row.name:<6} {row.address:<15} {row.state:<12} pid {row.leader_pid or '-'}")
     if any(row.state not in ("running", "degraded") for row in rows):

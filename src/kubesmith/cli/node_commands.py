@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import fail, load_plan_or_fail, report_problems, ssh_flags, spec_argument
+from kubesmith.cli.common import fail, hosts_option, load_plan_or_fail, report_problems, ssh_flags, spec_argument
 from kubesmith.exitcodes import ExitCode
 
 
@@ -79,7 +79,7 @@ def images_load(endpoint: str, directory: str, deadline: float) -> None:
 @spec_argument()
 @click.argument("archives", nargs=-1, required=True, metavar="ARCHIVE...",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--host", "only_hosts", multiple=True, metavar="NAME", help="Only this node (repeatable).")
+@hosts_option("only_hosts", "Only these nodes")
 @ssh_flags()
 def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[str, ...], ssh_config: str | None,
                   known_hosts: str | None, identity: str | None) -> None:

@@ -14,8 +14,8 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, load_spec_or_fail,
-                                  report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, hosts_option, load_plan_or_fail,
+                                  load_spec_or_fail, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
@@ -32,7 +32,7 @@ def state_dir_option() -> Any:
 
 
 def host_option() -> Any:
-    return click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only these hosts (repeatable).")
+    return hosts_option()
 
 
 @click.command()

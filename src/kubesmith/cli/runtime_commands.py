@@ -12,8 +12,8 @@ from kubesmith.backends.render import RenderError, render as render_plan
 from kubesmith.backends.preflight import PreflightError
 from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, ignore_preflight_flag,
-                                  load_plan_or_fail, preflight_failed, spec_argument, ssh_flags)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
+                                  ignore_preflight_flag, load_plan_or_fail, preflight_failed, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
@@ -68,7 +68,7 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
 @click.command("status")
 @spec_argument()
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
-@click.option("--host", "hosts", multiple=True, help="Only this host (repeatable).")
+@hosts_option()
 @click.option("--state-dir", default=None, metavar="DIR",
               help="State directory (credentials for the probes). Default as for `run`.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0, show_default=True,

@@ -11,8 +11,8 @@ import click
 import yaml
 
 from kubesmith import __version__
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, load_plan_or_fail, ssh_flags,
-                                  load_spec_or_fail, report_problems, spec_argument)
+from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
+                                  load_plan_or_fail, load_spec_or_fail, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.environment import local_host_name, primary_address
 from kubesmith.plan.text import plan_text
@@ -51,7 +51,7 @@ def validate(spec_file: str, output: str) -> None:
 @click.command()
 @spec_argument()
 @click.option("--offline", is_flag=True, help="Show the desired state without connecting to any host.")
-@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only these hosts (repeatable).")
+@hosts_option()
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Binaries apply would ship (live diff only).")

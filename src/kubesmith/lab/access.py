@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kubesmith.lab import host
 from kubesmith.lab.config import LabConfig, LabHost
-from kubesmith.lab.errors import LabError, Progress
+from kubesmith.lab.errors import LabError, NoLab, Progress
 from kubesmith.lab.state import LabState
 
 
@@ -25,7 +25,7 @@ def lab_state(config: LabConfig) -> LabState:
     """The running lab as `up` recorded it, or a LabError saying there is none."""
     saved = LabState.load(config)
     if saved is None:
-        raise LabError(f"no lab is up (nothing in {config.state_dir}); run `kubesmith lab up N`")
+        raise NoLab(f"no lab is up (nothing in {config.state_dir}); run `kubesmith lab up N`")
     return saved
 
 

@@ -27,6 +27,10 @@ class LabError(Exception):
     """A lab operation failed for a reason worth one line to the user (never a traceback)."""
 
 
+class NoLab(LabError):
+    """No lab is up: nothing is running (for `lab status`, an unhealthy answer rather than a failure)."""
+
+
 class LabNotPossible(LabError):
     """This machine cannot run a lab as things stand (not root, a tool missing)."""
 
