@@ -156,6 +156,24 @@ def test_a_port_held_by_the_components_own_unit_passes(tmp_path: Path) -> None:
     assert "nginx.service" in found[0].problem
 
 
+def test_a_missing_tool_is_a_failure_not_a_silent_pass(tmp_path: Path) -> None:
+    """Without `ss`, `ip` or `df` the host's ports, addresses or free space are unknown: say so."""
+    plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "awk", "sed", "grep", "sort", "cut", "cat", "date", "tail", "timeout", "ip"):  # no ss, no df
+        (bin_dir / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
+                                                   text=True, check=True).stdout.strip())
+    output = subprocess.run([str(bin_dir / "sh"), "-c", OBSERVE_COMMAND], capture_output=True, text=True,
+                            env={"PATH": str(bin_dir)}, check=True).stdout
+    facts = parse_facts(output, 0.0)
+    assert set(facts.missing) == {"ss", "df"} and not facts.listeners and not facts.free_space
+    found = {check.name: check.evaluate(plan.hosts[0], facts, preflight.Inputs(plan)) for check in preflight.CHECKS}
+    assert "`ss` is not installed" in found["ports"][0].problem and "iproute2" in found["ports"][0].fix
+    assert "`df` is not installed" in found["disk-space"][0].problem
+    assert all("not installed" not in finding.problem for finding in found["address"])  # ip is there
+
+
 def test_swap_fails_where_the_kubelet_refuses_it(netns: str, tmp_path: Path) -> None:
     """A real swap file, on for the one observation (the kubelet of another test would refuse to start)."""
     swapfile = tmp_path / "swap"

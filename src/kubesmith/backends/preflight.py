@@ -86,6 +86,8 @@ class Check:
 
 def _ports(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
     """A port held by the service's own unit (a re-apply) is fine; anything else holds it against it."""
+    if "ss" in facts.missing and any(service.ports for service in host.services):
+        return [_unseen("ss", "which ports are taken", "iproute2", "ports")]
     found = []
     for service in host.services:
         for port in service.ports:
@@ -96,6 +98,11 @@ def _ports(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
                     f"port {port} ({service.name}) is held by {', '.join(map(_holder, holders.values()))}",
                     f"stop that, or give {service.name} another port (spec.components.{to_camel(service.component)})"))
     return found
+
+
+def _unseen(tool: str, what: str, package: str, check: str) -> Finding:
+    return Finding(f"cannot see {what}: `{tool}` is not installed", f"install {package} (or skip the check: "
+                   f"--ignore-preflight {check})")
 
 
 def _holder(listener: Listener) -> str:
@@ -173,6 +180,8 @@ def _cgroups(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
 
 
 def _address(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
+    if "ip" in facts.missing:
+        return [_unseen("ip", "the host's addresses", "iproute2", "address")]
     if not facts.addresses or host.address in facts.addresses:
         return []
     index = [h.name for h in inputs.plan.hosts].index(host.name)
@@ -191,6 +200,8 @@ def _binary_version(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Fi
 
 def _disk_space(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
     """Each file system must hold what the data directories on it need together."""
+    if "df" in facts.missing:
+        return [_unseen("df", "the free space", "coreutils", "disk-space")]
     needs: dict[str, list[tuple[str, int]]] = {}
     free: dict[str, int] = {}
     for service in host.services:

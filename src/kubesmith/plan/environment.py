@@ -53,6 +53,7 @@ class HostFacts:
     modules: tuple[str, ...] = ()  # of OBSERVED_MODULES: those loaded, built in or loadable
     free_space: tuple[tuple[str, int], ...] = ()  # (mount point, KiB available) of every file system
     clock_offset: float | None = None  # the host's clock minus this machine's, seconds; None: not read
+    missing: tuple[str, ...] = ()  # tools the host lacks, so what they show is unknown (ip, ss, df)
 
     def sysctl(self, name: str) -> Sysctl | None:
         return next((item for item in self.sysctls if item.name == name), None)
@@ -102,6 +103,7 @@ OBSERVE_COMMAND = (
     "sed -n 's/^CapBnd:[[:space:]]*/capbnd=/p' /proc/self/status; "
     "awk '$5 == \"/sys/fs/cgroup\" || $5 == \"/sys/fs/cgroup/memory\" {print \"mount\" $5 \"=\" $6}' "
     "/proc/self/mountinfo; "
+    "for t in ip ss df; do command -v $t >/dev/null 2>&1 || echo missing=$t; done; "
     "ip -o addr show 2>/dev/null | awk '{print \"address=\" $4}'; "
     "awk 'NR > 1 {print \"swap=\" $1}' /proc/swaps 2>/dev/null; "
     f"for s in {_SYSCTL_PATHS}; do f=/proc/sys/$s; "
@@ -112,7 +114,8 @@ OBSERVE_COMMAND = (
     "print \"df=\" $4 \" \" m}'; "
     "ss -Htlnp 2>/dev/null | awk '{print \"listen=\" $4 \" \" $6}'; "
     "for p in $(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
-    "echo \"unit=$p $(grep -o '[^/]*[.]service' /proc/$p/cgroup 2>/dev/null | tail -n 1)\"; done; "
+    "echo \"unit=$p $(grep -E '^[0-9]+:(name=systemd)?:' /proc/$p/cgroup 2>/dev/null "  # systemd's hierarchy
+    "| grep -o '[^/]*[.]service' | tail -n 1)\"; done; "
     "echo clock=$(date +%s.%N)"
 )
 
@@ -148,7 +151,8 @@ def parse_facts(text: str, received: float) -> HostFacts:
         modules=tuple(values.get("module", ())),
         free_space=tuple((mount, int(free)) for free, _, mount in (v.partition(" ") for v in values.get("df", ()))
                          if free.isdigit()),
-        clock_offset=float(clock) - received if re.fullmatch(r"\d+(\.\d+)?", clock) else None)
+        clock_offset=float(clock) - received if re.fullmatch(r"\d+(\.\d+)?", clock) else None,
+        missing=tuple(values.get("missing", ())))
 
 
 def _listener(value: str, units: dict[str, str]) -> Listener | None:
