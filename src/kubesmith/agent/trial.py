@@ -146,6 +146,11 @@ def _failure(component: str, seen: Sequence[Sample], policy: TrialPolicy, start:
     return ""
 
 
+def reject(records: Records, reason: str) -> Decision:
+    """A configuration that fails validation fails its trial at once: it is not started (or kept)."""
+    return Decision(_failed_action(records), reason)
+
+
 def _failed_action(records: Records) -> Action:
     lkg = records.last_known_good
     return "rollback" if lkg is not None and records.active is not None and lkg.hash != records.active.hash \

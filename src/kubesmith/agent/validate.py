@@ -12,8 +12,9 @@ Two layers, as the kubelet's controller validates a checkpoint before it runs it
     machine: that refusal is the sign of a valid configuration (checked on v1.36.2; it has no
     dry-run flag). A field the kubelet does not know is accepted by it with a log line
     ("strict decoding error"); kubesmith calls that a problem, as the spec does unknown keys.
-  - kube-scheduler: `--write-config-to=FILE` loads and validates flags and configuration,
-    writes the result and exits 0, without connecting anywhere.
+  - kube-scheduler: `--write-config-to=FILE` loads and validates flags and configuration (its
+    profiles and plugins too), writes the result and exits 0, without connecting anywhere; with
+    `--secure-port=0`, since it would bind its serving port, which the running scheduler holds.
   - the others (kube-apiserver, kube-controller-manager, kube-proxy, etcd) have no such load
     (kube-proxy's `--write-config-to` writes defaults, not its configuration): flags only.
 """
@@ -133,7 +134,8 @@ def kubelet_load(executable: Path, argv: Sequence[str], timeout: float) -> list[
 
 
 def scheduler_load(executable: Path, argv: Sequence[str], timeout: float) -> list[str]:
-    arguments = [a for a in argv if flag_name(a) != "write-config-to"]
+    """The load binds its serving port (which the running scheduler holds): port 0 serves nothing."""
+    arguments = [a for a in argv if flag_name(a) not in ("write-config-to", "secure-port")] + ["--secure-port=0"]
     with tempfile.TemporaryDirectory(prefix="kubesmith-validate-") as scratch:
         code, output = _run([str(executable), *arguments, f"--write-config-to={scratch}/config.yaml"], timeout)
     if code is None:

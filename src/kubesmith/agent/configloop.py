@@ -1,0 +1,174 @@
+"""The agent's configuration keeper on a host: every few seconds, for each component it keeps, look
+at its health, run one `keeper.step`, and record its ConfigOK condition in the agent's report.
+
+What it keeps comes from `layout.COMPONENTS_FILE` (written beside the units: each component's
+service name, binary, argv, configuration files and readiness probe, from the plan). A new
+configuration found on disk is validated first (`validate`); one that fails validation fails its
+trial at once and the last-known-good configuration is restored. Otherwise it runs on trial and
+graduates or is rolled back as `trial.decide` says.
+
+Health comes from the component's readiness probe (the same probe argument `kubesmith wait` and
+the units use) and its restart count; the restart count and the restart action come from a
+`ServiceHost`: `Systemd` on hosts (NRestarts, `systemctl restart`), or whatever supervises the
+component elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubesmith.agent import trial
+from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
+from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
+from kubesmith.agent.report import Stopping, iso, locked_report
+from kubesmith.agent.validate import Verdict
+from kubesmith.health.probespec import parse_probe
+from kubesmith.health.wait import ProbeRunner
+from kubesmith.pki.store import utc_now
+
+LOG = logging.getLogger("kubesmith.agent")
+MAX_SAMPLES = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    config: ComponentConfig
+    binary: str  # the registry's name for it: kube-scheduler
+    probe: str | None  # readiness probe argument (health.probespec); None: no probe, never ready
+
+    def document(self) -> dict[str, Any]:
+        return {**self.config.document(), "binary": self.binary, "probe": self.probe}
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Component:
+        return cls(ComponentConfig.from_document(document), str(document["binary"]), document.get("probe"))
+
+
+def load_components(path: Path) -> tuple[str, tuple[Component, ...]]:
+    """(Kubernetes minor, components) from the components file; ValueError/OSError when unusable."""
+    document = json.loads(path.read_bytes())
+    return str(document["minor"]), tuple(Component.from_document(entry) for entry in document["components"])
+
+
+class ServiceHost(Protocol):
+    """What supervises the components: how often one was restarted, and how to restart it."""
+
+    def restarts(self, name: str) -> int: ...
+
+    def restart(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Systemd:
+    """systemd on a host: NRestarts counts automatic restarts (a manual restart resets it, which
+    `trial.decide` reads as a reset); a restart reloads units first, since a restored checkpoint
+    may hold the unit file itself."""
+
+    def restarts(self, name: str) -> int:
+        done = subprocess.run(["systemctl", "show", "--property=NRestarts", "--value", f"{name}.service"],
+                              capture_output=True, text=True, timeout=30, check=False)
+        return int(done.stdout.strip()) if done.stdout.strip().isdigit() else 0
+
+    def restart(self, name: str) -> None:
+        for command in (["systemctl", "daemon-reload"], ["systemctl", "restart", "--no-block", f"{name}.service"]):
+            subprocess.run(command, capture_output=True, timeout=60, check=False)
+
+
+Validator = Callable[[Component], Verdict]
+
+
+@dataclass(slots=True)
+class Watch:
+    """This process's looks at one component since it began watching (its own start, or a new trial)."""
+
+    since: float
+    samples: list[trial.Sample] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Keeper:
+    components: tuple[Component, ...]
+    store: CheckpointStore
+    root: Path
+    trials: dict[str, float]  # component -> trial seconds
+    host: ServiceHost
+    runner: ProbeRunner
+    pki_dir: str
+    validator: Validator | None = None
+    clock: Callable[[], float] = time.time
+    probe_timeout: float = 2.0
+    watches: dict[str, Watch] = field(default_factory=dict)
+
+    def policy(self, name: str) -> trial.TrialPolicy:
+        return trial.TrialPolicy(self.trials.get(name, 60.0))
+
+    async def sample(self, component: Component) -> trial.Sample:
+        restarts = self.host.restarts(component.config.name)
+        if component.probe is None:
+            return trial.Sample(self.clock(), False, restarts, "no readiness probe")
+        result = await self.runner.check(parse_probe(component.probe).resolved(self.pki_dir), self.probe_timeout)
+        return trial.Sample(self.clock(), result.ok, restarts, "" if result.ok else result.reason)
+
+    async def pass_once(self) -> dict[str, Outcome]:
+        """One look and one step for every component; returns what each step found."""
+        outcomes = {}
+        for component in self.components:
+            name = component.config.name
+            watch = self.watches.setdefault(name, Watch(self.clock()))
+            watch.samples.append(await self.sample(component))
+            del watch.samples[:-MAX_SAMPLES]
+            outcome = step(self.store, component.config, self.root, self.policy(name), watch.samples, self.clock(),
+                           watch.since, self.host.restart)
+            if outcome.began:
+                self.watches[name] = Watch(self.clock())
+                outcome = self._validated(component, outcome)
+                LOG.info("%s: new configuration %s: %s", name, trial.short(outcome.records.active.hash)
+                         if outcome.records.active else "?", outcome.decision.reason)
+            elif outcome.decision.action not in ("none", "keep"):
+                LOG.warning("%s: %s: %s", name, outcome.decision.action, outcome.decision.reason)
+            if outcome.decision.action not in ("none", "keep"):
+                self.store.collect(name)
+            outcomes[name] = outcome
+        return outcomes
+
+    def _validated(self, component: Component, outcome: Outcome) -> Outcome:
+        """Validate before use: an invalid new configuration fails its trial before it is relied on."""
+        if self.validator is None:
+            return outcome
+        verdict = self.validator(component)
+        if verdict.ok:
+            return outcome
+        records = outcome.records
+        decision = trial.reject(records, f"it is not valid: {verdict.summary()}")
+        carry_out(trial.effects(records, decision, self.clock()), self.store, component.config.name, self.root,
+                  snapshot(component.config, self.root), self.host.restart)
+        return Outcome(self.store.records(component.config.name), decision, True)
+
+    def conditions(self) -> dict[str, dict[str, str | None]]:
+        now = iso(utc_now())
+        return {c.config.name: condition_document(c.config.name, self.store.records(c.config.name), now)
+                for c in self.components}
+
+    async def run(self, stop: asyncio.Event, state_file: Path, host_name: str, interval: float = 2.0) -> None:
+        """Pass after pass until `stop`; each pass's conditions go into the agent's report."""
+        while not stop.is_set():
+            try:
+                await self.pass_once()
+                async with locked_report(state_file, host_name, stop) as state:
+                    state.configs = self.conditions()
+            except Stopping:
+                return
+            except Exception as exc:  # one bad pass (a damaged record, a full disk) must not end the agent
+                LOG.error("configuration keeper: %s", exc)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except TimeoutError:
+                pass

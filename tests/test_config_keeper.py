@@ -1,0 +1,159 @@
+"""The configuration keeper with the real kube-scheduler v1.36.2: a good configuration graduates,
+a bad one crash-loops for real and is rolled back to last-known-good, and one that fails
+validation is never started. systemd cannot run here, so `Processes` restarts the real binary
+as `Restart=always` would (counting restarts as NRestarts does)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
+from kubesmith.agent.configloop import Component, Keeper
+from kubesmith.agent.validate import validate
+from kubesmith.health.wait import LocalProbeRunner
+from k8s_support import real_binaries
+from plan_support import registry
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-used}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+GOOD = "profiles: [{schedulerName: default-scheduler}]\n"
+BAD = "profiles: [{schedulerName: default-scheduler, plugins: {score: {enabled: [{name: NoSuchPlugin}]}}}]\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Processes:
+    """A supervisor stand-in for systemd (which must not boot on this machine): starts the real
+    binary, restarts it when it exited (counting, as NRestarts), and on request. It remembers the
+    configuration each start read, so a test can tell what ever ran."""
+
+    def __init__(self, executable: Path, config: ComponentConfig, document: Path, log: Path) -> None:
+        self.executable, self.config, self.document, self.log = executable, config, document, log
+        self.count = 0
+        self.started: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.started.append(hashlib.sha256(self.document.read_bytes()).hexdigest())
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen([str(self.executable), *self.config.argv], stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL)
+
+    def restarts(self, name: str) -> int:
+        if self.process is not None and self.process.poll() is not None:
+            self.count += 1
+            self.start()
+        return self.count
+
+    def restart(self, name: str) -> None:
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _setup(tmp_path: Path, validated: bool) -> tuple[Keeper, Processes, Path, str]:
+    kubeconfig = tmp_path / "scheduler.conf"
+    kubeconfig.write_text(KUBECONFIG)
+    document = tmp_path / "scheduler.yaml"
+    header = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+              f"clientConnection: {{kubeconfig: {kubeconfig}}}\n")
+    document.write_text(header + GOOD)
+    port = free_port()
+    config = ComponentConfig("kube-scheduler", (f"--config={document}", "--bind-address=127.0.0.1",
+                                                f"--secure-port={port}", "--profiling=false"),
+                             (str(document), str(kubeconfig)))
+    component = Component(config, "kube-scheduler", f"tcp://127.0.0.1:{port}")
+    executable = real_binaries() / "kube-scheduler"
+    processes = Processes(executable, config, document, tmp_path / "scheduler.log")
+    validator = (lambda c: validate(c.config, c.binary, executable, "1.36", registry(), timeout=60)) \
+        if validated else None
+    keeper = Keeper((component,), CheckpointStore(tmp_path / "store"), Path("/"), {"kube-scheduler": 3.0},
+                    processes, LocalProbeRunner(), str(tmp_path), validator)
+    return keeper, processes, document, header
+
+
+async def _ready(keeper: Keeper) -> bool:
+    for _ in range(240):
+        if (await keeper.sample(keeper.components[0])).ready:
+            return True
+        await asyncio.sleep(0.25)
+    return False
+
+
+async def _until(keeper: Keeper, phase: str, deadline: float) -> None:
+    if phase == "good":  # a loaded machine may start the binary slower than a short trial: wait for it first
+        assert await _ready(keeper)
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        await keeper.pass_once()
+        active = keeper.store.records("kube-scheduler").active
+        if active is not None and active.phase == phase:
+            return
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"not {phase} in {deadline}s: {keeper.store.records('kube-scheduler')}")
+
+
+def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_path: Path) -> None:
+    keeper, processes, document, header = _setup(tmp_path, validated=False)
+    try:
+        asyncio.run(_until(keeper, "good", 60))
+        good = keeper.store.records("kube-scheduler").active
+        assert good is not None and keeper.store.records("kube-scheduler").last_known_good is not None
+        document.write_text(header + BAD)  # a change the scheduler accepts on load, and dies of at start
+        processes.restart("kube-scheduler")  # as apply restarts a unit whose files changed
+        asyncio.run(_until(keeper, "rolled-back", 60))
+        records = keeper.store.records("kube-scheduler")
+        assert records.active is not None and records.active.hash == good.hash
+        assert records.assigned is not None and records.active.failed == records.assigned.hash != good.hash
+        assert processes.count >= 1, "the bad configuration never crashed: the test proves nothing"
+        assert "exited" in records.active.reason or "did not become ready" in records.active.reason
+        assert snapshot(keeper.components[0].config, Path("/")).hash == good.hash and GOOD in document.read_text()
+        message = keeper.conditions()["kube-scheduler"]["message"]
+        assert message == (f"using last-known-good config {good.hash[:12]}: assigned config "
+                           f"{records.assigned.hash[:12]} failed its trial")
+        assert asyncio.run(_ready(keeper)), (tmp_path / "scheduler.log").read_text()[-2000:]  # back, and serving
+    finally:
+        processes.stop()
+
+
+def test_a_configuration_that_fails_validation_is_never_started(tmp_path: Path) -> None:
+    keeper, processes, document, header = _setup(tmp_path, validated=True)
+    try:
+        asyncio.run(_until(keeper, "good", 60))
+        good = keeper.store.records("kube-scheduler").active
+        assert good is not None
+        document.write_text(header + BAD)  # on disk; the unit is not restarted until the keeper says so
+        bad = hashlib.sha256(document.read_bytes()).hexdigest()
+        outcomes = asyncio.run(keeper.pass_once())
+        decision = outcomes["kube-scheduler"].decision
+        assert decision.action == "rollback"
+        assert decision.reason.startswith("it is not valid: kube-scheduler refuses its configuration: ")
+        assert 'ScorePlugin "NoSuchPlugin" does not exist' in decision.reason
+        records = keeper.store.records("kube-scheduler")
+        assert records.active is not None and (records.active.phase, records.active.hash) == ("rolled-back", good.hash)
+        assert bad not in processes.started and GOOD in document.read_text()
+    finally:
+        processes.stop()
