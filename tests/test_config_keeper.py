@@ -157,3 +157,37 @@ def test_a_configuration_that_fails_validation_is_never_started(tmp_path: Path) 
         assert bad not in processes.started and GOOD in document.read_text()
     finally:
         processes.stop()
+
+
+def test_every_kept_component_of_a_rendered_host_is_described_for_the_agent(tmp_path: Path) -> None:
+    """render writes the keeper's components file from the plan: the components with a trial, their
+    configuration's files (all in the rendered tree), binary, probe and executable; the keeper is
+    off unless the spec asks, and `kubesmith agent` takes the new settings."""
+    import json
+
+    from kubesmith.agent.configloop import keeper_for, load_components
+    from kubesmith.agent.renewal import AgentConfig
+    from kubesmith.backends.render import render
+    from plan_support import plan_of_text
+
+    text = ("apiVersion: kubesmith.io/v1alpha1\nkind: Cluster\nmetadata: {name: demo}\nspec:\n"
+            "  kubernetesVersion: \"1.36.2\"\n  hosts:\n    - {name: h1, address: 10.0.0.11, "
+            "roles: [control-plane, etcd, node]}\n")
+    plan = plan_of_text(text)
+    render(plan, tmp_path / "state", tmp_path / "out")
+    tree = tmp_path / "out" / "h1"
+    minor, components = load_components(tree / "etc/kubesmith/components.json")
+    assert minor == "1.36"
+    assert [c.config.name for c in components] == ["etcd", "kube-apiserver", "kube-controller-manager",
+                                                   "kube-scheduler", "containerd", "kubelet", "kube-proxy"]
+    for component in components:
+        assert all((tree / path.lstrip("/")).is_file() for path in component.config.paths), component
+    kubelet = next(c for c in components if c.config.name == "kubelet")
+    assert (kubelet.binary, kubelet.executable) == ("kubelet", "/usr/local/bin/kubelet")
+    assert kubelet.probe == "http://127.0.0.1:10248/healthz"
+    assert next(c for c in components if c.config.name == "containerd").binary == "containerd"
+    settings = json.loads((tree / "etc/kubesmith/agent.json").read_text())
+    assert settings["keep_configs"] is False
+    config = AgentConfig(host="h1", pki_dir=tmp_path, kubeconfig_dir=tmp_path, state_file=tmp_path / "s.json",
+                         keep_configs=settings["keep_configs"])
+    assert keeper_for(config) is None

@@ -29,10 +29,12 @@ from kubesmith.agent import trial
 from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
 from kubesmith.agent.report import Stopping, iso, locked_report
-from kubesmith.agent.validate import Verdict
+from kubesmith.agent.renewal import AgentConfig
+from kubesmith.agent.validate import Verdict, validate
 from kubesmith.health.probespec import parse_probe
-from kubesmith.health.wait import ProbeRunner
+from kubesmith.health.wait import LocalProbeRunner, ProbeRunner
 from kubesmith.pki.store import utc_now
+from kubesmith.versions.registry import load_registry
 
 LOG = logging.getLogger("kubesmith.agent")
 MAX_SAMPLES = 2000
@@ -43,13 +45,15 @@ class Component:
     config: ComponentConfig
     binary: str  # the registry's name for it: kube-scheduler
     probe: str | None  # readiness probe argument (health.probespec); None: no probe, never ready
+    executable: str | None = None  # the binary on the host, for its own load (validate)
 
     def document(self) -> dict[str, Any]:
-        return {**self.config.document(), "binary": self.binary, "probe": self.probe}
+        return {**self.config.document(), "binary": self.binary, "probe": self.probe, "executable": self.executable}
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Component:
-        return cls(ComponentConfig.from_document(document), str(document["binary"]), document.get("probe"))
+        return cls(ComponentConfig.from_document(document), str(document["binary"]), document.get("probe"),
+                   document.get("executable"))
 
 
 def load_components(path: Path) -> tuple[str, tuple[Component, ...]]:
@@ -172,3 +176,26 @@ class Keeper:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
             except TimeoutError:
                 pass
+
+
+def keeper_for(config: AgentConfig) -> Keeper | None:
+    """The keeper the agent runs beside its renewals: only when the spec asks (`keepConfigs`), a
+    components file is there and systemd supervises the components (not under `kubesmith run`)."""
+    if not config.keep_configs:
+        return None
+    if not Path("/run/systemd/system").is_dir():
+        LOG.warning("configuration keeper: systemd does not run here; configurations are not kept")
+        return None
+    try:
+        minor, components = load_components(config.components_file)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        LOG.error("configuration keeper: %s: %s; configurations are not kept", config.components_file, exc)
+        return None
+    registry = load_registry()
+
+    def validator(component: Component) -> Verdict:
+        executable = Path(component.executable) if component.executable else None
+        return validate(component.config, component.binary, executable, minor, registry)
+
+    return Keeper(components, CheckpointStore(config.checkpoints_dir), Path("/"), config.config_trials, Systemd(),
+                  LocalProbeRunner(), str(config.pki_dir), validator)

@@ -56,7 +56,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
-from kubesmith import fsutil
+from kubesmith import fsutil, layout
 from kubesmith.agent.report import AgentState, Renewer, SlotState, Stopping, failed_slot, iso, locked_report
 from kubesmith.ca import client as ca_client
 from kubesmith.ca.client import CaClientError, CaUnavailable, Subject
@@ -87,6 +87,9 @@ class AgentConfig:
     agent_certificate: str = "agent-client"  # PKI-relative name without .crt/.key
     ca_keys: dict[str, str] = field(default_factory=dict)  # CA name -> key file held here (default: PKI layout)
     config_trials: dict[str, float] = field(default_factory=dict)  # component -> trial seconds (checkpoints)
+    keep_configs: bool = False  # run the configuration keeper (agent.configloop) beside the renewals
+    components_file: Path = Path(layout.COMPONENTS_FILE)  # what the keeper keeps
+    checkpoints_dir: Path = Path(layout.CONFIG_CHECKPOINTS)
 
 
 @dataclass(frozen=True, slots=True)

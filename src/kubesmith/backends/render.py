@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubesmith import fsutil
-from kubesmith.backends.systemd import UnitOptions, unit_files
+from kubesmith import fsutil, layout
+from kubesmith.agent.checkpoints import component_config
+from kubesmith.agent.configloop import Component
+from kubesmith.backends.systemd import UnitOptions, executable, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
+from kubesmith.health.probespec import probe_argument
 from kubesmith.images import ImageError, image_cache_dir, pause_archive
+from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
@@ -182,11 +186,26 @@ class _Extras:
     def for_host(self, plan: Plan, host: HostPlan) -> tuple[HostFile, ...]:
         files = [HostFile(f"/{path}", 0o644, "root", "root", text.encode())
                  for path, text in sorted(unit_files(host, self.shipped.units).items())]
+        files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
             if name not in self.data:
                 self.data[name] = self.shipped.binaries[name].read_bytes()
             files.append(HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root", self.data[name]))
         return (*files, *self.shipped.runtime)
+
+
+def components_file(plan: Plan, host: HostPlan, units: UnitOptions) -> list[HostFile]:
+    """What the agent's configuration keeper keeps on this host (agent.configloop): each component
+    with a trial length, its configuration's files (from the plan), binary and readiness probe."""
+    kept = [s for s in host.services if s.name in TRIAL_SECONDS and not s.oneshot]
+    if not kept or not any(s.component == "agent" for s in host.services):
+        return []
+    components = [Component(component_config(host, s), s.binary.rsplit("/", 1)[-1],
+                            probe_argument(s.readiness, host) if s.readiness else None, executable(s, units))
+                  for s in kept]
+    document = {"minor": ".".join(plan.kubernetes_version.split(".")[:2]),
+                "components": [component.document() for component in components]}
+    return [HostFile(layout.COMPONENTS_FILE, 0o644, "root", "root", json_bytes(document))]
 
 
 def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:

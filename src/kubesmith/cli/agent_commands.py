@@ -13,7 +13,7 @@ import aiohttp
 import click
 
 from kubesmith import layout
-from kubesmith.agent import renewal, report
+from kubesmith.agent import configloop, renewal, report
 from kubesmith.cli.common import DURATION, config_option, emit_json, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
 
@@ -71,10 +71,11 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     if not merged.get("host"):
         merged["host"] = socket.gethostname().split(".")[0]
     try:
+        paths = {name: Path(merged.pop(name)) for name in ("components_file", "checkpoints_dir") if name in merged}
         config = renewal.AgentConfig(host=str(merged.pop("host")), pki_dir=Path(merged.pop("pki_dir")),
                                    kubeconfig_dir=Path(merged.pop("kubeconfig_dir")),
                                    state_file=Path(merged.pop("state_file")),
-                                   ca_urls=tuple(merged.pop("ca_urls", ()) or ()), **merged)
+                                   ca_urls=tuple(merged.pop("ca_urls", ()) or ()), **paths, **merged)
     except TypeError as exc:
         fail(f"{config_file or layout.AGENT_CONFIG}: {exc}", ExitCode.USAGE)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith agent: %(message)s")
@@ -113,4 +114,6 @@ async def _agent_forever(config: renewal.AgentConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await renewal.run_agent(config, stop)
+    keeper = configloop.keeper_for(config)
+    await asyncio.gather(renewal.run_agent(config, stop),
+                         *([keeper.run(stop, config.state_file, config.host)] if keeper else []))

@@ -41,6 +41,10 @@ class AgentOptions(StrictModel):
     retry_max_interval: float = Field(default=60.0, ge=1, le=3600,
                                       description="Longest pause between retries while the CA is unreachable "
                                                   "(seconds; backoff is exponential with jitter).")
+    keep_configs: bool = Field(default=False,
+                               description="Checkpoint each component's configuration, run a new one on trial and "
+                                           "roll it back to the last-known-good one when the component fails its "
+                                           "trial (off by default until the cluster-wide roll-out is built).")
     config_trials: dict[TrialComponent, Annotated[float, Field(ge=5, le=3600)]] = Field(
         default={}, description="Trial length in seconds of a component's new configuration, by component; one that "
                                 "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
@@ -66,7 +70,8 @@ class AgentModule(Module):
             "state_file": layout.AGENT_STATE_FILE, "ca_urls": urls,
             "renew_fraction": options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
             "check_interval": options.check_interval, "retry_max": options.retry_max_interval,
-            "config_trials": {**TRIAL_SECONDS, **options.config_trials},
+            "config_trials": {**TRIAL_SECONDS, **options.config_trials}, "keep_configs": options.keep_configs,
+            "components_file": layout.COMPONENTS_FILE, "checkpoints_dir": layout.CONFIG_CHECKPOINTS,
             # CA keys this host holds (it renews those certificates itself, without the network)
             "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
         }
