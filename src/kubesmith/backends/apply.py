@@ -4,14 +4,18 @@ Steps, each parallel across hosts:
 1. desired state per host: rendered files (PKI, kubeconfigs, configs), systemd units, binaries
    and kubesmith's own runtime bundle;
 2. inspect: sha256 of every desired path and the manifest of the previous apply, so the diff
-   names files added, changed and removed, units to start or restart and users to create;
+   names files added, changed and removed, units to start or restart and users to create; and,
+   from content too, what else an apply installs: the runtime (its marker), leftovers of an
+   interrupted upload or unpack, and a previous apply that stopped before its end;
 3. change (skipped by `plan`): users first (file owners must exist), then files atomically,
    daemon-reload, enable; removed units are stopped and their files deleted;
 4. start target by target across hosts (etcd members together, then API servers, then the
    rest), each `systemctl start` blocking until the target's readiness units pass;
 5. record the applied manifest on the host — last, so an interrupted apply is simply redone.
 
-A no-op re-apply uploads nothing and restarts nothing.
+A no-op re-apply uploads nothing and restarts nothing. Every phase ends on every host before
+the next begins (`phases.settled`): when one host fails, the others finish the phase they are
+in and no host starts anything, and the error names the host, the phase and the cause.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import TypeVar
 
 from kubesmith import layout
 from kubesmith.backends import preflight, runtime_bundle
+from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
@@ -47,7 +52,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class ApplyError(Exception):
+class ApplyError(StepError):
     """An apply step failed on a host; the message names the host, the unit and its journal."""
 
 
@@ -70,15 +75,17 @@ class HostChanges:
     start: tuple[str, ...]  # services that are new on the host
     restart: tuple[str, ...]  # running services whose files changed
     users: tuple[str, ...]  # users the host does not have yet
+    redo: tuple[str, ...] = ()  # besides files, from content: "runtime", "leftovers", "unfinished"
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.changed or self.removed or self.start or self.restart or self.users)
+        return not (self.added or self.changed or self.removed or self.start or self.restart or self.users
+                    or self.redo)
 
     def as_dict(self) -> dict[str, object]:
         return {"host": self.host, "added": list(self.added), "changed": list(self.changed),
                 "removed": list(self.removed), "start": list(self.start), "restart": list(self.restart),
-                "users": list(self.users)}
+                "users": list(self.users), "redo": list(self.redo)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +98,7 @@ class HostState:
     previous: dict[str, str]
     existing_users: frozenset[str]
     changes: HostChanges
+    leftovers: tuple[str, ...] = ()  # temp files and directories of an interrupted upload or unpack
 
 
 @dataclass(slots=True)
@@ -116,12 +124,14 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
                        bundle: runtime_bundle.RuntimeBundle) -> HostState:
     address = host.address
     names = " ".join(shlex.quote(user.name) for user in host.users)
-    python, current, manifest, users = await asyncio.gather(  # independent reads: one round trip, not four
+    python, current, manifest, users, installed, temps = await asyncio.gather(  # independent: one round trip
         transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
         transport.hashes(address, [f.path for f in files]),
         transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true"),
         transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
-                      if names else "true"))
+                      if names else "true"),
+        transport.run(address, runtime_bundle.inspect_command()),
+        transport.stale_temps(address, [str(Path(f.path).parent) for f in files]))
     if python.stdout.strip() != bundle.python:
         found = python.stdout.strip() or "no python3"
         raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
@@ -129,7 +139,24 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
     existing = frozenset(users.stdout.split())
     changes = diff_host(host, files, current, previous, existing)
-    return HostState(host, tuple(files), current, previous, existing, changes)
+    runtime, unpack_leftovers = runtime_bundle.parse_inspection(installed.stdout)
+    leftovers = tuple(temps) + unpack_leftovers
+    changes = dataclasses.replace(changes, redo=redo(files, previous, changes, runtime == bundle.sha256, leftovers))
+    return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
+
+
+def redo(files: Sequence[HostFile], previous: dict[str, str], changes: HostChanges, runtime_ok: bool,
+         leftovers: Sequence[str]) -> tuple[str, ...]:
+    """What the host needs besides files, judged from content: a runtime that is missing or not
+    this bundle, leftovers to remove, and (with every file in place) a previous apply that did
+    not reach its end: its manifest is not this one, so enabling and starting are done again."""
+    wanted = [] if runtime_ok else ["runtime"]
+    if leftovers:
+        wanted.append("leftovers")
+    in_place = not (changes.added or changes.changed or changes.removed)
+    if in_place and previous != {f.path: f.sha256 for f in files}:
+        wanted.append("unfinished")
+    return tuple(wanted)
 
 
 async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[HostFile],
@@ -175,18 +202,41 @@ def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
     return any(path in argument for argument in service.argv)
 
 
-async def change_host(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle) -> None:
+async def change_host(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle,
+                      phases: Phases | None = None) -> None:
     """Make the host's files and units match; starts nothing (that is ordered across hosts)."""
-    address, changes = state.plan.address, state.changes
+    phases = phases or Phases((state.plan.name,))
+    name, address, changes = state.plan.name, state.plan.address, state.changes
     touched = set(changes.added) | set(changes.changed)
     upload = [f for f in state.files if f.path in touched]
     users_file = [f for f in upload if f.path == f"/{SYSUSERS_FILE}"]
-    await transport.upload(address, users_file)
+    if state.leftovers:
+        await phases.run(name, "cleanup", _must(transport, state, "rm -rf -- " + " ".join(map(shlex.quote,
+                                                                                             state.leftovers))))
     if users_file or changes.users:
-        await _must(transport, state, "systemd-sysusers")
-    await transport.upload(address, [f for f in upload if f not in users_file])
-    if runtime_bundle.REMOTE_TARBALL in touched or not await _exists(transport, address, bundle.remote_dir):
-        await _must(transport, state, runtime_bundle.install_command(bundle))
+        await phases.run(name, "users", _users(transport, state, users_file))
+    rest = [f for f in upload if f not in users_file]
+    await phases.run(name, "upload", transport.upload(address, rest, staged=lambda: phases.pause_at(name, "upload")),
+                     pause=False)
+    if runtime_bundle.REMOTE_TARBALL in touched or "runtime" in changes.redo:
+        await phases.run(name, "unpack", _install(transport, state, bundle, phases), pause=False)
+    await phases.run(name, "enable", _enable(transport, state))
+
+
+async def _users(transport: SshTransport, state: HostState, users_file: list[HostFile]) -> None:
+    await transport.upload(state.plan.address, users_file)
+    await _must(transport, state, "systemd-sysusers")
+
+
+async def _install(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle,
+                   phases: Phases) -> None:
+    """Unpack, then switch `current`: a test may pause between the two (the unpacked `.tmp` is there)."""
+    await _must(transport, state, runtime_bundle.unpack_command(bundle))
+    await phases.pause_at(state.plan.name, "unpack")
+    await _must(transport, state, runtime_bundle.switch_command(bundle))
+
+
+async def _enable(transport: SshTransport, state: HostState) -> None:
     await _remove(transport, state)
     await _must(transport, state, "systemd-tmpfiles --create /usr/lib/tmpfiles.d/kubesmith.conf && "
                                   "systemctl daemon-reload && systemctl enable kubernetes.target "
@@ -214,25 +264,33 @@ async def _remove(transport: SshTransport, state: HostState) -> None:
 
 
 async def start_in_order(transport: SshTransport, states: Sequence[HostState], progress: Progress,
-                         deadline: float, timings: dict[str, float], parallel: bool = True) -> None:
+                         deadline: float, timings: dict[str, float], parallel: bool = True,
+                         phases: Phases | None = None) -> None:
     """Restart changed services, then bring targets up phase by phase across all hosts.
 
     Within a phase every host's start job is queued first (etcd members must start together
     to form a quorum), then each host's blocking `systemctl start` waits for that same job.
+    A phase that fails on one host ends on the others, and the next target starts nowhere.
     """
+    phases = phases or Phases(tuple(s.plan.name for s in states))
     clock = asyncio.get_running_loop().time
-    await each(states, lambda state: _restart_changed(transport, state), parallel)
+    await settled(phases, states, lambda state: phases.run(state.plan.name, "restart",
+                                                           _restart_changed(transport, state)), parallel)
     for target in START_ORDER:
         hosts = [s for s in states if target == "kubernetes.target" or
                  any(t.name == target.removesuffix(".target") for t in s.plan.targets)]
         if not hosts:
             continue
+        short = target.removesuffix(".target")
         progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
         mark = clock()
-        await each(hosts, lambda state: _must(transport, state, f"systemctl start --no-block {target}"), parallel)
+        await settled(phases, hosts, lambda state: phases.run(
+            state.plan.name, f"start-{short}", _must(transport, state, f"systemctl start --no-block {target}")),
+                      parallel)
         timings["start"] = timings.get("start", 0.0) + clock() - mark
         mark = clock()
-        await each(hosts, lambda state: _start_target(transport, state, target, deadline), parallel)
+        await settled(phases, hosts, lambda state: phases.run(
+            state.plan.name, f"wait-{short}", _start_target(transport, state, target, deadline)), parallel)
         timings["wait"] = timings.get("wait", 0.0) + clock() - mark
         progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
 
@@ -278,29 +336,37 @@ async def each(items: Sequence[T], work: Callable[[T], Awaitable[R]], parallel: 
 
 
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
-                      bundle: runtime_bundle.RuntimeBundle, parallel: bool = True) -> list[HostState]:
+                      bundle: runtime_bundle.RuntimeBundle, parallel: bool = True,
+                      phases: Phases | None = None) -> list[HostState]:
     hosts = [host for host in plan.hosts if host.name in files]
-    return await each(hosts, lambda h: inspect_host(transport, h, files[h.name], bundle), parallel)
+    phases = phases or Phases(tuple(h.name for h in hosts))
+    return await settled(phases, hosts, lambda h: phases.run(h.name, "inspect",
+                                                             inspect_host(transport, h, files[h.name], bundle)),
+                         parallel)
 
 
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
-                     parallel: bool = True) -> ApplyReport:
-    """Converge the selected hosts; raises ApplyError/TransportError naming the host that failed."""
+                     parallel: bool = True, pause: PausePoint | None = None) -> ApplyReport:
+    """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
+    with every host's state (`pause`: a test's pause point, see `phases.PausePoint`)."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
-    states = await inspect_all(transport, plan, files, bundle, parallel)
+    phases = Phases(tuple(host.name for host in plan.hosts if host.name in files), pause)
+    states = await inspect_all(transport, plan, files, bundle, parallel, phases)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
     mark = clock()
     changing = [state for state in states if not state.changes.empty]
     for state in changing:
         progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
-    await each(changing, lambda state: change_host(transport, state, bundle), parallel)
+    await settled(phases, changing, lambda state: change_host(transport, state, bundle, phases), parallel)
     report.timings["upload"] = clock() - mark
-    await start_in_order(transport, states, progress, deadline, report.timings, parallel)
-    await each(changing, lambda state: record(transport, state, plan.cluster), parallel)
+    await start_in_order(transport, states, progress, deadline, report.timings, parallel, phases)
+    await settled(phases, changing, lambda state: phases.run(state.plan.name, "record",
+                                                             record(transport, state, plan.cluster)), parallel)
+    phases.done.update(phases.hosts)
     report.timings["total"] = clock() - started
     return report
 
@@ -336,7 +402,8 @@ class ApplySession:
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
-            return await apply_plan(transport, plan, files, bundle, progress, deadline)
+            return await apply_plan(transport, plan, files, bundle, progress, deadline,
+                                    pause=PausePoint.from_env())  # test-only: see phases.PausePoint
 
 
 async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,

@@ -26,6 +26,7 @@ COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"
 REMOTE_TARBALL = f"{REMOTE_ROOT}/runtime.tar.gz"
 WRAPPER_PATH = "/usr/local/bin/kubesmith"
+MARKER = ".kubesmith-bundle"  # in an unpacked bundle: its tarball's sha256, written once the unpack is complete
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -56,11 +57,43 @@ def host_files(bundle: RuntimeBundle) -> list[HostFile]:
 
 
 def install_command(bundle: RuntimeBundle) -> str:
-    """Unpack next to older versions, then switch `current` atomically (rename of a symlink)."""
-    target = bundle.remote_dir
-    return (f"set -e; if [ ! -d {target} ]; then mkdir -p {target}.tmp && tar -xzf {REMOTE_TARBALL} -C {target}.tmp "
-            f"&& mv -T {target}.tmp {target}; fi; ln -sfn {target} {REMOTE_ROOT}/current.tmp "
-            f"&& mv -T {REMOTE_ROOT}/current.tmp {REMOTE_ROOT}/current")
+    """Unpack (when not already there, checked by content) and switch `current` to it, in one go."""
+    return f"{unpack_command(bundle)} && {switch_command(bundle)}"
+
+
+def unpack_command(bundle: RuntimeBundle) -> str:
+    """Unpack beside the live version into `<hash>.tmp` and fsync it, with the marker written last.
+
+    Leftovers of an interrupted install (`*.tmp`) go first. When `<hash>` already holds this
+    bundle's marker there is nothing to unpack; one without it (an older kubesmith's, or torn)
+    is replaced. The tarball is checked against the bundle's hash: what is unpacked is what was built."""
+    target, digest = bundle.remote_dir, bundle.sha256
+    return (f"set -e; rm -rf {REMOTE_ROOT}/*.tmp; "
+            f"if [ \"$(cat {target}/{MARKER} 2>/dev/null)\" != {digest} ]; then "
+            f"echo '{digest}  {REMOTE_TARBALL}' | sha256sum --check --quiet --strict; "
+            f"mkdir {target}.tmp; tar -xzf {REMOTE_TARBALL} -C {target}.tmp; "
+            f"echo {digest} > {target}.tmp/{MARKER}; sync; fi")
+
+
+def switch_command(bundle: RuntimeBundle) -> str:
+    """Rename the unpacked `<hash>.tmp` into place (if `unpack_command` made one), then point `current`
+    at it: each a rename, so `current` is always a whole bundle or the previous one."""
+    target, root = bundle.remote_dir, REMOTE_ROOT
+    return (f"if [ -d {target}.tmp ]; then rm -rf {target} && mv -T {target}.tmp {target} && sync; fi "
+            f"&& ln -sfn {target} {root}/current.tmp && mv -T {root}/current.tmp {root}/current && sync")
+
+
+def inspect_command() -> str:
+    """What is installed, from content: the marker of `current` (its bundle's sha256), then any
+    leftover of an interrupted install (`*.tmp`), one per line."""
+    return (f"cat {REMOTE_ROOT}/current/{MARKER} 2>/dev/null; echo; "
+            f"ls -d {REMOTE_ROOT}/*.tmp 2>/dev/null; true")
+
+
+def parse_inspection(output: str) -> tuple[str, tuple[str, ...]]:
+    """(sha256 of the installed bundle or "", leftover paths) from `inspect_command`'s output."""
+    first, _, rest = output.partition("\n")
+    return first.strip(), tuple(line for line in rest.splitlines() if line.strip())
 
 
 def build_bundle(cache_dir: Path) -> RuntimeBundle:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from kubesmith.backends import apply as applying
+from kubesmith.backends.phases import ApplyFailed
 from kubesmith.backends import preflight
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
@@ -158,7 +159,7 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:
         fail(str(exc), ExitCode.FAILED)
-    except (TransportError, applying.ApplyError) as exc:
+    except (TransportError, applying.ApplyError, ApplyFailed) as exc:  # ApplyFailed: the host, phase, cause
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:
         fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)
@@ -174,7 +175,8 @@ def _describe(changes: applying.HostChanges, verbose: bool = False) -> str:
     parts = [f"{len(paths)} {label}" for label, paths in (("added", changes.added), ("changed", changes.changed),
                                                            ("removed", changes.removed)) if paths]
     lines = [f"{changes.host}: files {', '.join(parts) or 'unchanged'}"]
-    for label, items in (("start", changes.start), ("restart", changes.restart), ("create users", changes.users)):
+    for label, items in (("start", changes.start), ("restart", changes.restart), ("create users", changes.users),
+                         ("redo", changes.redo)):
         if items:
             lines.append(f"  {label}: {', '.join(items)}")
     if verbose:

@@ -3,19 +3,32 @@
 Uploads are atomic on the host: each file goes to a temp name in its target directory,
 gets its mode and owner, is fsynced, then renamed over the target — a dropped connection
 never leaves a torn file, and a re-run overwrites nothing that did not change.
+
+A connection that drops under a command or an upload raises `HostLost` (the host rebooted,
+its sshd stopped); connecting is retried with a bounded backoff (a host that is booting
+refuses for a few seconds). A ProxyCommand from the SSH config runs as a child the transport
+owns and reaps on `close`: left to asyncssh, the child is killed when the connection drops and
+reaped by asyncio's child watcher after the loop closed, which printed "Unknown child process
+pid" and "Loop ... that handles pid ... is closed" on the user's terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import secrets
 import shlex
-from collections.abc import Sequence
+import socket
+import subprocess
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from asyncssh.config import SSHClientConfig
+from asyncssh.misc import split_args
+from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
+                      wait_exponential_jitter)
 
 from kubesmith.hostfile import HostFile
 
@@ -39,6 +52,19 @@ class HostUnreachable(TransportError):
     pass
 
 
+class HostLost(TransportError):
+    """The connection dropped under a running operation: the host rebooted or its sshd stopped."""
+
+
+# A dropped connection, as asyncssh reports it under a command, an SFTP transfer or a socket.
+_LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError, EOFError)
+TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
+PROXY_EXIT_WAIT = 2.0  # seconds a ProxyCommand gets to exit on its own once its connection closed
+# A host that vanished without closing its connections (powered off, network gone) is noticed after
+# about 30 s of silence rather than never.
+KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10.0, 3
+
+
 @dataclass(frozen=True, slots=True)
 class SshOptions:
     user: str = "root"
@@ -47,7 +73,8 @@ class SshOptions:
     known_hosts: Path | None = None  # None: ~/.ssh/known_hosts; unknown keys are always refused
     identity_files: tuple[Path, ...] = ()
     connect_timeout: float = 10.0
-    connect_attempts: int = 3
+    connect_attempts: int = 8
+    connect_retry_for: float = 30.0  # seconds: a host that reboots refuses connections while it boots
     parallelism: int = 16
 
     def known_hosts_file(self) -> Path:
@@ -88,6 +115,7 @@ class SshTransport:
     options: SshOptions
     _attempts: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = field(default_factory=dict)  # opened or opening
     _slots: asyncio.Semaphore | None = None
+    _proxies: list[subprocess.Popen[bytes]] = field(default_factory=list)  # ProxyCommand children, reaped on close
 
     async def __aenter__(self) -> SshTransport:
         self._slots = asyncio.Semaphore(self.options.parallelism)
@@ -106,6 +134,8 @@ class SshTransport:
         for connection in connections:
             connection.close()
         await asyncio.gather(*(c.wait_closed() for c in connections), return_exceptions=True)
+        proxies, self._proxies = self._proxies, []
+        await asyncio.gather(*(asyncio.to_thread(_reap, proxy) for proxy in proxies))
 
     async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
                   timeout: float | None = 120.0) -> CommandResult:
@@ -116,18 +146,22 @@ class SshTransport:
         except asyncio.TimeoutError:
             raise TransportError(f"{host}: command timed out after {timeout:g}s: {text}") from None
         except (OSError, asyncssh.Error) as exc:
-            raise TransportError(f"{host}: connection lost while running {text!r}: {exc}") from None
+            raise HostLost(f"{host}: connection lost while running {text[:80]!r}: {exc}") from None
+        if result.exit_status is None and result.exit_signal is None:  # the channel closed without an answer
+            raise HostLost(f"{host}: connection lost while running {text[:80]!r}")
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
-    async def upload(self, host: str, files: Sequence[HostFile]) -> None:
-        """Place every file atomically; directories are created as needed (0755, root)."""
+    async def upload(self, host: str, files: Sequence[HostFile],
+                     staged: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Place every file atomically; directories are created as needed (0755, root). `staged`
+        runs once every temp file is written, before any rename (a test's pause point)."""
         if not files:
             return
         connection = await self._connection(host)
         directories = sorted({str(Path(f.path).parent) for f in files})
         await self._checked(host, "mkdir -p -- " + " ".join(shlex.quote(d) for d in directories))
-        suffix = f".kstmp-{secrets.token_hex(4)}"
+        suffix = f"{TEMP_MARK}{secrets.token_hex(4)}"
         temps = [(f, f"{Path(f.path).parent}/.{Path(f.path).name}{suffix}") for f in files]
         try:
             async with connection.start_sftp_client() as sftp:
@@ -138,13 +172,26 @@ class SshTransport:
                         await handle.write(file.data)
 
                 await asyncio.gather(*(put(file, temp) for file, temp in temps))
+        except _LOST as exc:
+            raise HostLost(f"{host}: connection lost during the upload: {exc}") from None
         except (OSError, asyncssh.Error) as exc:
             raise TransportError(f"{host}: upload failed: {exc}") from None
+        if staged is not None:
+            await staged()
         script = [f"chmod {file.mode:o} {shlex.quote(temp)} && chown {shlex.quote(file.owner)}:"
                   f"{shlex.quote(file.group)} {shlex.quote(temp)}" for file, temp in temps]
         script.append("sync")  # data of every temp file is durable before any rename
         script += [f"mv -f -- {shlex.quote(temp)} {shlex.quote(file.path)}" for file, temp in temps]
         await self._checked(host, " && ".join(script))
+
+    async def stale_temps(self, host: str, directories: Sequence[str]) -> list[str]:
+        """Temp files an interrupted upload left in these directories (a later apply removes them)."""
+        if not directories:
+            return []
+        quoted = " ".join(shlex.quote(d) for d in sorted(set(directories)))
+        result = await self.run(host, f"find {quoted} -maxdepth 1 -name {shlex.quote('.*' + TEMP_MARK + '*')} "
+                                      "2>/dev/null; true")
+        return sorted(line for line in result.stdout.splitlines() if line.strip())
 
     async def read(self, host: str, paths: Sequence[str]) -> dict[str, bytes | None]:
         """The contents of files on the host; None where a file does not exist or cannot be read."""
@@ -158,6 +205,8 @@ class SshTransport:
                             found[path] = await handle.read()
                     except asyncssh.SFTPError:
                         found[path] = None
+        except _LOST as exc:
+            raise HostLost(f"{host}: connection lost while reading files: {exc}") from None
         except (OSError, asyncssh.Error) as exc:
             raise TransportError(f"{host}: reading files failed: {exc}") from None
         return found
@@ -202,7 +251,7 @@ class SshTransport:
     async def _connect(self, host: str) -> asyncssh.SSHClientConnection:
         assert self._slots is not None, "use SshTransport as an async context manager"
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.options.connect_attempts),
+            stop=stop_after_attempt(self.options.connect_attempts) | stop_after_delay(self.options.connect_retry_for),
             wait=wait_exponential_jitter(multiplier=0.5, max=5),
             retry=retry_if_exception_type(HostUnreachable),
             reraise=True,
@@ -219,22 +268,65 @@ class SshTransport:
         problem = opts.problem()
         if problem is not None:
             raise TransportError(f"{host}: {problem}")
+        sock = self._proxy(host)
         try:
             return await asyncssh.connect(
-                host, port=opts.port, username=opts.user,
+                host, port=opts.port, username=opts.user, sock=sock,
                 config=[str(opts.config_file)] if opts.config_file else (),
                 known_hosts=known_hosts,
                 client_keys=[str(p) for p in opts.identity_files] or (),
                 connect_timeout=opts.connect_timeout,
+                keepalive_interval=KEEPALIVE_INTERVAL, keepalive_count_max=KEEPALIVE_COUNT,
                 encryption_algs=CIPHERS,
                 agent_path=None,
                 password=None,
                 kbdint_auth=False,
             )
-        except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyMismatch(f"{host}: host key not trusted ({exc.reason}); check {known_hosts}") from None
-        except asyncssh.PermissionDenied:
-            raise TransportError(f"{host}: SSH authentication failed for user {opts.user}") from None
-        except (OSError, asyncio.TimeoutError, asyncssh.ConnectionLost, asyncssh.DisconnectError) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}") from None
+        except BaseException as exc:
+            if sock is not None:
+                sock.close()  # the proxy sees EOF and exits; close() reaps it
+            raise _connect_error(host, opts, known_hosts, exc) from None
+
+    def _proxy(self, host: str) -> socket.socket | None:
+        """The SSH config's ProxyCommand for `host` started on one end of a socket pair (None: connect
+        directly). The transport reaps it in `close`, so it never outlives the event loop."""
+        if self.options.config_file is None:
+            return None
+        config = SSHClientConfig.load(None, [str(self.options.config_file)], False, False, False,
+                                      getpass.getuser(), self.options.user, host, self.options.port)
+        command = config.get("ProxyCommand")
+        if not isinstance(command, str) or command.lower() == "none":
+            return None
+        ours, theirs = socket.socketpair()
+        with theirs:
+            try:
+                self._proxies.append(subprocess.Popen(split_args(command), stdin=theirs, stdout=theirs,
+                                                      start_new_session=True))
+            except OSError as exc:
+                ours.close()
+                raise TransportError(f"{host}: ProxyCommand {command!r} did not start: {exc}") from None
+        return ours
+
+
+def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseException) -> BaseException:
+    """What a failed connect means for the user (anything unexpected stays as it is)."""
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyMismatch(f"{host}: host key not trusted ({exc.reason}); check {known_hosts}")
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return TransportError(f"{host}: SSH authentication failed for user {opts.user}")
+    if isinstance(exc, (OSError, asyncio.TimeoutError, asyncssh.ConnectionLost, asyncssh.DisconnectError)):
+        reason = str(exc) or type(exc).__name__
+        return HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}")
+    return exc
+
+def _reap(proxy: subprocess.Popen[bytes]) -> None:
+    """Wait for a ProxyCommand that saw its connection close; end it if it does not exit by itself."""
+    try:
+        proxy.wait(PROXY_EXIT_WAIT)
+    except subprocess.TimeoutExpired:
+        proxy.terminate()
+        try:
+            proxy.wait(PROXY_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            proxy.wait()
