@@ -25,6 +25,8 @@ import cis_eval
 from conftest import EXAMPLES
 from plan_support import plan_of_text
 from kubesmith.versions.registry import load_registry
+from kubesmith.spec.errors import SpecError
+from kubesmith.spec.load import load_spec_text
 
 REGISTRY = load_registry()
 CHECKS_FILE = "cis_checks.json"
@@ -168,14 +170,19 @@ def test_every_host_passes_the_automatable_checks(example: Path, minor: str, che
 
 FAILING_SPECS = [
     # (components YAML, check that must fail, its kube-bench state: unscored checks report WARN)
-    ("    apiserver:\n      extraArgs: {anonymous-auth: true}\n", "1.2.1", "WARN"),
-    ("    apiserver:\n      extraArgs: {profiling: true}\n", "1.2.15", "FAIL"),
-    ("    apiserver:\n      extraArgs: {authorization-mode: 'Node,RBAC,AlwaysAllow'}\n", "1.2.6", "FAIL"),
+    ("    apiserver:\n      anonymousAuth: true\n", "1.2.1", "WARN"),
+    ("    apiserver:\n      profiling: true\n", "1.2.15", "FAIL"),
+    ("    apiserver:\n      authorizationMode: [Node, RBAC, AlwaysAllow]\n", "1.2.6", "FAIL"),
+    ("    apiserver:\n      authorizationMode: [RBAC]\n", "1.2.7", "FAIL"),
     ("    apiserver:\n      encryptSecrets: false\n", "1.2.27", "WARN"),
-    ("    controllerManager:\n      extraArgs: {bind-address: 0.0.0.0}\n", "1.3.7", "FAIL"),
-    ("    etcd:\n      extraArgs: {client-cert-auth: false}\n", "2.2", "FAIL"),
+    ("    controllerManager:\n      profiling: true\n", "1.3.2", "FAIL"),
+    ("    controllerManager:\n      bindAddress: 0.0.0.0\n", "1.3.7", "FAIL"),
+    ("    scheduler:\n      bindAddress: 0.0.0.0\n", "1.4.2", "FAIL"),
     ("    kubelet:\n      extraConfig: {readOnlyPort: 10255}\n", "4.2.4", "WARN"),
+    ("    kubelet:\n      extraArgs: {read-only-port: 10255}\n", "4.2.4", "WARN"),
     ("    kubelet:\n      extraConfig: {authentication: {anonymous: {enabled: true}}}\n", "4.2.1", "FAIL"),
+    ("    kubelet:\n      extraConfig: {authorization: {mode: AlwaysAllow}}\n", "4.2.2", "FAIL"),
+    ("    kubelet:\n      extraConfig: {makeIPTablesUtilChains: false}\n", "4.2.6", "FAIL"),
     ("    proxy:\n      extraConfig: {metricsBindAddress: 0.0.0.0:10249}\n", "4.3.1", "FAIL"),
 ]
 
@@ -183,8 +190,17 @@ FAILING_SPECS = [
 @pytest.mark.parametrize(("components", "check_id", "state"), FAILING_SPECS, ids=[c[1] for c in FAILING_SPECS])
 def test_a_weakened_spec_fails_the_guarding_check(components: str, check_id: str, state: str,
                                                   checks: list[cis_eval.Check], tmp_path: Path) -> None:
+    """Each such setting is refused unless spec.security.allowInsecure names the check it breaks; with
+    that opt-out the warning names the check, and kube-bench's verdict on the plan agrees."""
     single = next(example for example in EXAMPLES if example.stem == "single-node")
-    outcomes = _outcomes(_spec_text(single, components=components), "weakened.yaml", checks, tmp_path)
+    refused = _spec_text(single, components=components)
+    with pytest.raises(SpecError) as caught:
+        plan_of_text(refused, "weakened.yaml")
+    assert [f"CIS {check_id} " in p.message and f'"{check_id}"' in p.message for p in caught.value.errors] == [True]
+    allowed = refused.replace("  components:\n", f"  security: {{allowInsecure: [\"{check_id}\"]}}\n  components:\n")
+    warnings = load_spec_text(allowed, "weakened.yaml").warnings
+    assert any(f"breaks CIS {check_id} " in w.message and w.severity == "warning" for w in warnings), warnings
+    outcomes = _outcomes(allowed, "weakened.yaml", checks, tmp_path)
     not_passing = {o.result.id: o.result for o in outcomes if o.result.state != "PASS" and o.result.id not in EXCLUDED}
     assert check_id in not_passing, f"{check_id} still passes with:\n{components}"
     assert not_passing[check_id].state == state and not not_passing[check_id].passed

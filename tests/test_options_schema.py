@@ -96,7 +96,7 @@ def test_schema_validates_examples(schema: dict[str, Any], example: Any) -> None
     lambda d: d.update(kind="Deployment"),
     lambda d: d["spec"]["hosts"][0].update(roles=["worker"]),
     lambda d: d["spec"]["hosts"][0].pop("address"),
-    lambda d: d["spec"]["components"]["apiserver"]["extraArgs"].update({"audit-log-maxage": [40]}),
+    lambda d: d["spec"]["components"]["apiserver"]["extraArgs"].update({"max-requests-inflight": [40]}),
     lambda d: d["spec"].update(hosts=[]),
 ], ids=["string-port", "unknown-key", "wrong-kind", "bad-role", "missing-address", "list-flag", "no-hosts"])
 def test_schema_rejects_bad_documents(schema: dict[str, Any], change: Any) -> None:

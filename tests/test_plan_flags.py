@@ -63,7 +63,8 @@ def test_ha_plan_has_every_service_with_full_argv() -> None:
     apiserver = cp1["kube-apiserver"]["argv"]
     assert "--advertise-address=10.0.0.11" in apiserver
     assert "--etcd-servers=https://10.0.0.11:2379,https://10.0.0.12:2379,https://10.0.0.13:2379" in apiserver
-    assert "--audit-log-maxage=40" in apiserver  # extraArgs from the example wins over the default 30
+    assert "--audit-log-maxage=40" in apiserver  # auditLog.maxAge from the example wins over the default 30
+    assert "--max-requests-inflight=800" in apiserver  # extraArgs adds a flag kubesmith does not set
     assert "--anonymous-auth=false" in apiserver and "--authorization-mode=Node,RBAC" in apiserver
     etcd = cp1["etcd"]["argv"]
     assert "--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://10.0.0.12:2380,cp3=https://10.0.0.13:2380" in etcd

@@ -49,7 +49,7 @@ def cluster_documents(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         components["controllerManager"] = {"clusterCidr": f"172.{draw(st.integers(16, 31))}.0.0/16"}
     if draw(st.booleans()):
-        components["apiserver"] = {"extraArgs": {"audit-log-maxage": draw(st.integers(1, 400))}}
+        components["apiserver"] = {"auditLog": {"maxAge": draw(st.integers(1, 400))}}
     kubelet: dict[str, Any] = {}
     if draw(st.booleans()):
         kubelet["maxPods"] = draw(st.integers(1, 500))
@@ -115,7 +115,7 @@ def test_derived_defaults_and_user_values(document: dict[str, Any]) -> None:
             assert api_service_ip in host.certificate("apiserver").ip_addresses
             apiserver = flags(host, "kube-apiserver")
             assert apiserver["service-cluster-ip-range"] == network["serviceCidr"]
-            user_maxage = components.get("apiserver", {}).get("extraArgs", {}).get("audit-log-maxage")
+            user_maxage = components.get("apiserver", {}).get("auditLog", {}).get("maxAge")
             assert apiserver["audit-log-maxage"] == str(user_maxage if user_maxage is not None else 30)
             expected_cidr = components.get("controllerManager", {}).get("clusterCidr", network["clusterCidr"])
             assert flags(host, "kube-controller-manager")["cluster-cidr"] == expected_cidr

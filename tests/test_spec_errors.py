@@ -24,7 +24,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "hosts-mapping": ("spec.hosts", "valid list, got a mapping", "7:3"),
     "network-list": ("spec.network", "got a list", "7:3"),
     "null-spec": ("spec", "got nothing (null)", "5:1"),
-    "extra-arg-list": ("spec.components.apiserver.extraArgs.audit-log-maxage",
+    "extra-arg-list": ("spec.components.apiserver.extraArgs.max-requests-inflight",
                        "a flag value must be a string, integer or boolean", "11:19"),
     "unknown-key-typo": ("spec.netwrok", "unknown option; did you mean 'network'?", "9:3"),
     "unknown-component-option": ("spec.components.apiserver.securePrt",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Module, OptionProblem, effective_gates, feature_gates_flag,
+from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag,
                                     file_from, https_probe, render_flags, system_user)
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -80,13 +80,6 @@ class ApiserverModule(Module):
     options = ApiserverOptions
     roles = frozenset({"control-plane"})
     binary = "kube-apiserver"
-
-    def check(self, spec, options: ApiserverOptions, registry) -> list[OptionProblem]:  # type: ignore[no-untyped-def]
-        problems = []
-        if "AlwaysAllow" in options.authorization_mode:
-            problems.append(OptionProblem(("authorizationMode",), "AlwaysAllow turns off authorization; "
-                                          "use Node,RBAC", "warning"))
-        return problems
 
     def contribute(self, ctx: HostContext, options: ApiserverOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host

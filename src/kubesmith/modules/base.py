@@ -34,7 +34,7 @@ class ComponentOptions(StrictModel):
 
     verbosity: int | None = Field(default=None, ge=0, le=10, description="Log verbosity (--v); default: the binary's.")
     extra_args: ExtraArgs = Field(default={}, description="Additional command-line flags (without leading dashes); "
-                                  "an entry replaces the default flag of the same name.")
+                                  "not the flags kubesmith sets from typed options, which are refused.")
     feature_gates: FeatureGates | None = Field(default=None, description="Feature gates; default: spec.featureGates, "
                                                "overridden gate by gate.",
                                                json_schema_extra={"x-derived-from": "spec.featureGates"})

@@ -29,7 +29,7 @@ class EtcdOptions(StrictModel):
     auto_compaction_retention: str = Field(default="8", description="Hours of history kept by auto-compaction.")
     log_level: str = Field(default="info", pattern="^(debug|info|warn|error|panic|fatal)$",
                            description="etcd log level.")
-    extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; replace a default of the same name.")
+    extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; not the flags kubesmith sets itself.")
 
 
 class EtcdModule(Module):

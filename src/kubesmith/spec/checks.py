@@ -8,6 +8,8 @@ from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.errors import LocPart
+from kubesmith.spec.managed import managed_flag_problem
+from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components
 from kubesmith.versions.registry import VersionRegistry
 
@@ -21,6 +23,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _hosts(cluster)
     findings += _pod_ranges(cluster)
     findings += _advertised_addresses(cluster)
+    findings += _security(cluster)
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
         findings += _feature_gates(cluster, registry)
@@ -192,13 +195,35 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
     if not registry.supports(minor) or not isinstance(components, dict):
         return []
     findings: list[Finding] = []
+def _security(cluster: Cluster) -> list[Finding]:
+    """A weakened default is an error unless spec.security.allowInsecure names its CIS check; then a warning."""
+    allowed = cluster.spec.security.allow_insecure
+    findings: list[Finding] = []
+    used: set[str] = set()
+    for alias, weak in weakenings(cluster.spec.components):
+        where = ("spec", "components", alias, *weak.loc)
+        if weak.check in allowed:
+            used.add(weak.check)
+            findings.append((where, f"breaks CIS {weak.check} ({weak.title}), allowed by "
+                             "spec.security.allowInsecure", "warning"))
+        else:
+            findings.append((where, f"weakens a secure default: breaks CIS {weak.check} ({weak.title}); to accept "
+                             f"that, list \"{weak.check}\" in spec.security.allowInsecure", "error"))
+    for index, check in enumerate(allowed):
+        if check not in used:
+            findings.append((("spec", "security", "allowInsecure", index),
+                             f"nothing in this file breaks CIS {check}; remove it", "warning"))
+    return findings
+
+
     for module in MODULES:
         section = components.get(_alias(module.key))
         extra = section.get("extraArgs") if isinstance(section, dict) else None
         if module.binary is None or not isinstance(extra, dict):
             continue
         for flag in extra:
-            message = registry.check_flag(module.binary, str(flag), minor)
+            message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
+                registry.check_flag(module.binary, str(flag), minor)
             if message:
                 findings.append((("spec", "components", _alias(module.key), "extraArgs", str(flag)), message, "error"))
     return findings

@@ -75,6 +75,13 @@ class Ssh(StrictModel):
     identity_file: str | None = Field(default=None, description="Private key to log in with; default: ssh's usual.")
 
 
+class Security(StrictModel):
+    allow_insecure: list[Annotated[str, Field(pattern=r"^[1-5](\.[0-9]{1,2}){1,2}$")]] = Field(
+        default=[], description="CIS Kubernetes Benchmark checks (ids such as \"1.2.15\") this cluster knowingly "
+        "fails: a setting that weakens a secure default (profiling, anonymous access, a kubelet read-only port...) "
+        "is an error unless its check is listed here; validate and plan still name it.")
+
+
 def _components_model() -> type[StrictModel]:
     fields: dict[str, Any] = {
         module.key: (module.options, Field(default_factory=module.options, description=module.title))
@@ -101,6 +108,7 @@ class ClusterSpec(StrictModel):
 
 
 class Cluster(StrictModel):
+    security: Security = Field(default_factory=Security, description="Knowing exceptions to secure defaults.")
     api_version: Literal["kubesmith.io/v1alpha1"] = Field(description="Spec format version.")
     kind: Literal["Cluster"] = Field(description="Document kind.")
     metadata: Metadata = Field(description="Cluster identity.")

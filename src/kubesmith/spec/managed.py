@@ -1,0 +1,93 @@
+"""Flags kubesmith sets itself, which `extraArgs` may not replace.
+
+The probes, kubeconfigs, certificates and unit files follow the typed options: an extraArgs
+`secure-port: 7443` would move the API server while every client and probe kept 6443, and
+`tls-private-key-file` would swap a key the PKI does not know. So such an entry is an error that
+names what to set instead. tests/test_spec_security.py checks this table against the flags every
+module emits, so a new flag cannot be left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
+# anything else says where kubesmith takes the value from
+PKI = "kubesmith's PKI (spec.pki)"
+CONFIG = "kubesmith's configuration file for it; use extraConfig"
+_COMMON = {"v": "verbosity", "feature-gates": "featureGates"}
+_ETCD_MEMBERS = "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort"
+MANAGED: dict[str, dict[str, str]] = {
+    "kube-apiserver": _COMMON | {
+        "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",
+        "allow-privileged": "allowPrivileged", "anonymous-auth": "anonymousAuth",
+        "authorization-mode": "authorizationMode", "enable-admission-plugins": "enableAdmissionPlugins",
+        "admission-control-config-file": "enableAdmissionPlugins (EventRateLimit)",
+        "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI, "tls-cipher-suites": "tlsCipherSuites",
+        "tls-min-version": "kubesmith (TLS 1.2 or newer)", "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
+        "etcd-certfile": PKI, "etcd-keyfile": PKI, "kubelet-certificate-authority": PKI,
+        "kubelet-client-certificate": PKI, "kubelet-client-key": PKI,
+        "kubelet-preferred-address-types": "kubeletPreferredAddressTypes", "proxy-client-cert-file": PKI,
+        "proxy-client-key-file": PKI, "requestheader-client-ca-file": PKI, "requestheader-allowed-names": PKI,
+        "requestheader-extra-headers-prefix": PKI, "requestheader-group-headers": PKI,
+        "requestheader-username-headers": PKI, "service-account-issuer": "serviceAccountIssuer",
+        "service-account-key-file": PKI, "service-account-signing-key-file": PKI,
+        "service-account-lookup": "kubesmith (always on, CIS 1.2.22)",
+        "service-account-extend-token-expiration": "kubesmith (off: tokens expire when they say)",
+        "service-cluster-ip-range": "spec.network.serviceCidr", "service-node-port-range": "serviceNodePortRange",
+        "encryption-provider-config": "encryptSecrets", "audit-log-path": "auditLog.path",
+        "audit-log-maxage": "auditLog.maxAge", "audit-log-maxbackup": "auditLog.maxBackup",
+        "audit-log-maxsize": "auditLog.maxSize", "audit-policy-file": "kubesmith's audit policy",
+        "event-ttl": "eventTtl", "profiling": "profiling",
+    },
+    "kube-controller-manager": _COMMON | {
+        "allocate-node-cidrs": "allocateNodeCidrs", "cluster-cidr": "clusterCidr",
+        "node-cidr-mask-size": "nodeCidrMaskSize", "service-cluster-ip-range": "spec.network.serviceCidr",
+        "cluster-name": "metadata.name", "bind-address": "bindAddress", "secure-port": "securePort",
+        "kubeconfig": PKI, "authentication-kubeconfig": PKI, "authorization-kubeconfig": PKI, "client-ca-file": PKI,
+        "requestheader-client-ca-file": PKI, "root-ca-file": PKI, "cluster-signing-cert-file": PKI,
+        "cluster-signing-key-file": PKI, "cluster-signing-duration": "signingDuration",
+        "service-account-private-key-file": PKI, "use-service-account-credentials": "useServiceAccountCredentials",
+        "controllers": "kubesmith (every controller, with bootstrapsigner and tokencleaner for joins)",
+        "leader-elect": "leaderElect", "terminated-pod-gc-threshold": "terminatedPodGcThreshold",
+        "profiling": "profiling", "tls-cert-file": PKI, "tls-private-key-file": PKI,
+    },
+    "kube-scheduler": _COMMON | {
+        "config": CONFIG, "bind-address": "bindAddress", "secure-port": "securePort",
+        "authentication-kubeconfig": PKI, "authorization-kubeconfig": PKI, "client-ca-file": PKI,
+        "tls-cert-file": PKI, "tls-private-key-file": PKI, "profiling": "profiling",
+    },
+    "kubelet": _COMMON | {
+        "config": CONFIG, "kubeconfig": PKI, "hostname-override": "spec.hosts[].name",
+        "node-ip": "spec.hosts[].address", "root-dir": "rootDir", "node-labels": "spec.hosts[].labels",
+    },
+    "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name"},
+    "etcd": {
+        "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
+        "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
+        "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state": "kubesmith",
+        "initial-cluster-token": "metadata.name", "listen-metrics-urls": "metricsPort",
+        "client-cert-auth": PKI, "trusted-ca-file": PKI, "cert-file": PKI, "key-file": PKI, "auto-tls": PKI,
+        "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI, "peer-key-file": PKI,
+        "peer-auto-tls": PKI, "heartbeat-interval": "heartbeatInterval", "election-timeout": "electionTimeout",
+        "snapshot-count": "snapshotCount", "quota-backend-bytes": "quotaBackendBytes",
+        "auto-compaction-retention": "autoCompactionRetention", "log-level": "logLevel",
+    },
+}
+
+
+def managed_flag_problem(binary: str, component: str, flag: str) -> str | None:
+    """Why extraArgs may not set `flag` of `binary`, or None when it may."""
+    instead = MANAGED.get(binary, {}).get(flag)
+    if instead is None:
+        return None
+    if instead.replace(".", "").isalnum() and instead[:1].islower() and " " not in instead:
+        option = instead if "." in instead and instead.split(".")[0] in ("spec", "metadata") else \
+            f"spec.components.{component}.{instead}"
+        return f"kubesmith sets --{flag} from {option}: set that option instead (extraArgs cannot replace it)"
+    return f"kubesmith sets --{flag} itself, from {instead}; extraArgs cannot replace it"
+
+
+def extra_args_of(section: Any) -> dict[Any, Any]:
+    extra = section.get("extraArgs") if isinstance(section, dict) else None
+    return extra if isinstance(extra, dict) else {}

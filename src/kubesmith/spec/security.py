@@ -1,0 +1,130 @@
+"""Settings that weaken a secure default, each named by the CIS Kubernetes Benchmark (v1.12) check
+it breaks. Such a setting is an error unless the cluster file opts out by that check's id in
+`spec.security.allowInsecure`; with the opt-out, `validate` and `plan` still say which check breaks.
+
+tests/test_cis.py proves each id here: the plan of a spec with the setting (and the opt-out) fails
+exactly that check when evaluated as kube-bench does.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubesmith.spec.errors import LocPart
+
+Loc = tuple[LocPart, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Weakening:
+    loc: Loc  # under spec.components.<component>
+    check: str  # CIS id
+    title: str
+
+
+TITLES = {
+    "1.2.1": "API server --anonymous-auth=false",
+    "1.2.6": "API server --authorization-mode not AlwaysAllow",
+    "1.2.7": "API server --authorization-mode includes Node",
+    "1.2.8": "API server --authorization-mode includes RBAC",
+    "1.2.15": "API server --profiling=false",
+    "1.2.27": "API server --encryption-provider-config set",
+    "1.3.2": "controller-manager --profiling=false",
+    "1.3.7": "controller-manager --bind-address=127.0.0.1",
+    "1.4.1": "scheduler --profiling=false",
+    "1.4.2": "scheduler --bind-address=127.0.0.1",
+    "4.2.1": "kubelet anonymous authentication off",
+    "4.2.2": "kubelet authorization mode not AlwaysAllow",
+    "4.2.4": "kubelet read-only port 0",
+    "4.2.5": "kubelet streaming connection idle timeout not 0",
+    "4.2.6": "kubelet makes its iptables utility chains",
+    "4.2.14": "kubelet seccomp default on",
+    "4.3.1": "kube-proxy metrics bound to loopback",
+}
+
+
+def weakenings(components: Any) -> Iterator[tuple[str, Weakening]]:
+    """(component alias, weakening) for every insecure setting in the typed component options."""
+    for alias, attribute, rules in _RULES:
+        options = getattr(components, attribute)
+        for check, finder in rules:
+            for loc in finder(options):
+                yield alias, Weakening(loc, check, TITLES[check])
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _flag(options: Any, name: str, test: Callable[[Any], bool]) -> list[Loc]:
+    extra = options.extra_args
+    return [("extraArgs", name)] if name in extra and test(extra[name]) else []
+
+
+def _config(options: Any, path: Loc, test: Callable[[Any], bool]) -> list[Loc]:
+    value: Any = options.extra_config
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return []
+        value = value[part]
+    return [("extraConfig", *path)] if test(value) else []
+
+
+def _when(condition: bool, *loc: LocPart) -> list[Loc]:
+    return [loc] if condition else []
+
+
+def _not_loopback(value: Any) -> bool:
+    host = str(value).rpartition(":")[0].strip("[]") if ":" in str(value) else str(value)
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
+def _zero_duration(value: Any) -> bool:
+    return str(value).strip() in ("0", "0s", "0m", "0h", "0m0s", "0h0m0s")
+
+
+_RULES: tuple[tuple[str, str, tuple[tuple[str, Callable[[Any], list[Loc]]], ...]], ...] = (
+    ("apiserver", "apiserver", (
+        ("1.2.1", lambda o: _when(o.anonymous_auth, "anonymousAuth")),
+        ("1.2.6", lambda o: _when("AlwaysAllow" in o.authorization_mode, "authorizationMode")),
+        ("1.2.7", lambda o: _when("Node" not in o.authorization_mode, "authorizationMode")),
+        ("1.2.8", lambda o: _when("RBAC" not in o.authorization_mode, "authorizationMode")),
+        ("1.2.15", lambda o: _when(o.profiling, "profiling")),
+        ("1.2.27", lambda o: _when(not o.encrypt_secrets, "encryptSecrets")),
+    )),
+    ("controllerManager", "controller_manager", (
+        ("1.3.2", lambda o: _when(o.profiling, "profiling")),
+        ("1.3.7", lambda o: _when(o.bind_address != "127.0.0.1", "bindAddress")),
+    )),
+    ("scheduler", "scheduler", (
+        ("1.4.1", lambda o: _when(o.profiling, "profiling")),
+        ("1.4.2", lambda o: _when(o.bind_address != "127.0.0.1", "bindAddress")),
+    )),
+    ("kubelet", "kubelet", (
+        ("4.2.1", lambda o: _flag(o, "anonymous-auth", _true)
+         + _config(o, ("authentication", "anonymous", "enabled"), _true)),
+        ("4.2.2", lambda o: _flag(o, "authorization-mode", lambda v: "AlwaysAllow" in str(v))
+         + _config(o, ("authorization", "mode"), lambda v: v == "AlwaysAllow")),
+        ("4.2.4", lambda o: _flag(o, "read-only-port", lambda v: str(v) != "0")
+         + _config(o, ("readOnlyPort",), lambda v: v != 0)),
+        ("4.2.5", lambda o: _when(_zero_duration(o.streaming_connection_idle_timeout),
+                                  "streamingConnectionIdleTimeout")
+         + _flag(o, "streaming-connection-idle-timeout", _zero_duration)
+         + _config(o, ("streamingConnectionIdleTimeout",), _zero_duration)),
+        ("4.2.6", lambda o: _flag(o, "make-iptables-util-chains", lambda v: not _true(v))
+         + _config(o, ("makeIPTablesUtilChains",), lambda v: v is False)),
+        ("4.2.14", lambda o: _when(not o.seccomp_default, "seccompDefault")
+         + _flag(o, "seccomp-default", lambda v: not _true(v))
+         + _config(o, ("seccompDefault",), lambda v: v is False)),
+    )),
+    ("proxy", "proxy", (
+        ("4.3.1", lambda o: _when(_not_loopback(o.metrics_bind_address), "metricsBindAddress")
+         + _config(o, ("metricsBindAddress",), _not_loopback)),
+    )),
+)
