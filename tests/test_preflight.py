@@ -26,6 +26,7 @@ from sshd_fixture import LocalSshd, start_sshd
 
 from kubesmith.backends import preflight
 from kubesmith.backends.apply import observed_plan
+from kubesmith.ca.tokens import new_token
 from kubesmith.cli import cli
 from kubesmith.modules.pod_network import KERNEL_MODULES, SYSCTLS
 from kubesmith.plan.environment import (OBSERVE_COMMAND, OBSERVED_MODULES, OBSERVED_SYSCTLS, HostFacts, Sysctl,
@@ -364,6 +365,19 @@ def test_ignore_preflight_skips_the_named_checks(netns: str, tmp_path: Path) -> 
     checks = [line.split(": ")[2] for line in result.stderr.splitlines()[:-1]]
     assert checks == ["sysctls"], result.stderr  # still stops: ip_forward is 0 in the namespace
     assert not (tmp_path / "state").exists()
+
+
+def test_join_checks_this_machine_before_it_asks_for_anything(tmp_path: Path) -> None:
+    """`join --spec` on this machine: a node address that is not this machine's stops it before the
+    CA is asked (nothing listens at the server given: getting that far would be another error)."""
+    spec = write_spec(tmp_path, hosts=[{"name": "cp", "address": "198.51.100.7", "roles": ["control-plane", "etcd"]},
+                                       {"name": "w9", "address": "198.51.100.9", "roles": ["node"]}])
+    result = CliRunner().invoke(cli, ["join", "--server", "https://127.0.0.1:9", "--token", new_token(),
+                                      "--ca-hash", "sha256:" + "0" * 64, "--node", "w9", "--spec", str(spec),
+                                      "--no-wait"])
+    assert result.exit_code == 6, result.output
+    assert "error: w9: address: 198.51.100.9 (the cluster file's address) is not an address" in result.output
+    assert "nothing was changed" in result.output
 
 
 def test_an_unknown_check_name_is_a_usage_error(tmp_path: Path) -> None:
