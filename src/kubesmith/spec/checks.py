@@ -175,26 +175,6 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
     return findings
 
 
-def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
-    findings: list[Finding] = []
-    components = cluster.spec.components
-    for module in MODULES:
-        alias = _alias(module.key)
-        for problem in module.check(cluster, getattr(components, module.key), registry):
-            findings.append((("spec", "components", alias, *problem.loc), problem.message, problem.severity))
-    return findings
-
-
-def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
-    """extraArgs against the release's flags; works on raw data so it runs even when types are wrong."""
-    spec = data.get("spec") if isinstance(data, dict) else None
-    if not isinstance(spec, dict) or not isinstance(spec.get("kubernetesVersion"), str):
-        return []
-    minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
-    components = spec.get("components")
-    if not registry.supports(minor) or not isinstance(components, dict):
-        return []
-    findings: list[Finding] = []
 def _security(cluster: Cluster) -> list[Finding]:
     """A weakened default is an error unless spec.security.allowInsecure names its CIS check; then a warning."""
     allowed = cluster.spec.security.allow_insecure
@@ -216,6 +196,26 @@ def _security(cluster: Cluster) -> list[Finding]:
     return findings
 
 
+def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
+    findings: list[Finding] = []
+    components = cluster.spec.components
+    for module in MODULES:
+        alias = _alias(module.key)
+        for problem in module.check(cluster, getattr(components, module.key), registry):
+            findings.append((("spec", "components", alias, *problem.loc), problem.message, problem.severity))
+    return findings
+
+
+def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
+    """extraArgs against the release's flags; works on raw data so it runs even when types are wrong."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kubernetesVersion"), str):
+        return []
+    minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
+    components = spec.get("components")
+    if not registry.supports(minor) or not isinstance(components, dict):
+        return []
+    findings: list[Finding] = []
     for module in MODULES:
         section = components.get(_alias(module.key))
         extra = section.get("extraArgs") if isinstance(section, dict) else None
