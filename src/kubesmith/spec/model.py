@@ -103,12 +103,12 @@ class ClusterSpec(StrictModel):
     hosts: Annotated[list[Host], Field(min_length=1)] = Field(description="The machines of the cluster.")
     pki: Pki = Field(default_factory=Pki, description="Certificate authority and key settings.")
     ssh: Ssh = Field(default_factory=Ssh, description="How kubesmith reaches the hosts (apply, status).")
+    security: Security = Field(default_factory=Security, description="Knowing exceptions to secure defaults.")
     components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
                                    description="Per-component options.")
 
 
 class Cluster(StrictModel):
-    security: Security = Field(default_factory=Security, description="Knowing exceptions to secure defaults.")
     api_version: Literal["kubesmith.io/v1alpha1"] = Field(description="Spec format version.")
     kind: Literal["Cluster"] = Field(description="Document kind.")
     metadata: Metadata = Field(description="Cluster identity.")
