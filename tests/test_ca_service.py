@@ -489,6 +489,44 @@ def test_two_unbound_tokens_racing_for_one_node_name_cannot_both_win(ca, server)
         [f"race{n}" for n in range(5)]
 
 
+# ---- a join's requests are checked together before any is signed ---------------------------
+
+def test_a_join_outside_its_tokens_addresses_gets_nothing_signed(tmp_path, ca, server):
+    """The token covers 127.0.0.1; the join asks for a serving certificate on another address. The
+    kubelet client certificate, asked for first, must not be signed before that is refused."""
+    from kubesmith.pki.certlist import NODE_SCOPED
+    token = create_token(ca, "--node", "w21", "--address", "127.0.0.1")
+    args = ("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
+            "--node", "w21", "--root", str(tmp_path / "root"), "--no-wait")
+    refused = kubesmith(*args, "--address", "10.9.9.9")
+    assert refused.returncode == 5 and "10.9.9.9" in refused.stderr and "Traceback" not in refused.stderr
+    assert f"by=token:{token['id']}" not in server.log_text()  # no issuance wasted
+    assert not (tmp_path / "root").exists()
+    joined = kubesmith(*args, "--address", "127.0.0.1")  # nothing bound or claimed by the check
+    assert joined.returncode == 0, joined.stderr
+    assert server.log_text().count(f"by=token:{token['id']}") == len(NODE_SCOPED)
+
+
+def test_authcheck_refuses_a_join_for_two_nodes_and_binds_nothing(ca, server):
+    token = create_token(ca)  # unbound: it binds to the first node it signs for
+    key = tokens.auth_key(token["token"])
+    for_a = sign_request("system:node:w22", ("system:nodes",), "kubelet-client")
+    for_b = sign_request("system:node:w23", ("system:nodes",), "kubelet-client")
+
+    async def check(requests: list[bytes], auth_key: bytes) -> bool:
+        async with aiohttp.ClientSession() as session:
+            return await ca_client.authcheck(session, server.url, auth_key, requests, ca.ca_pem())
+    with pytest.raises(CaClientError, match="one join is for one node") as refused:
+        asyncio.run(check([for_a, for_b], key))
+    assert refused.value.status == 403
+    with pytest.raises(CaClientError, match="invalid token"):
+        asyncio.run(check([for_a], bytes(32)))
+    assert asyncio.run(check([for_b], key)) is True
+    status, _ = raw_authsign(server.url, key, for_b)  # the checks bound nothing: w23 is still free to take
+    assert status == 200
+    assert f"by=token:{token['id']}" in server.log_text()
+
+
 # ---- mTLS renewal --------------------------------------------------------------------------
 
 def renew_as(server, ca, agent: tuple, key, current: x509.Certificate, tmp_path: Path):

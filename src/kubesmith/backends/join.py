@@ -7,7 +7,9 @@ Order, and why:
 2. Generate every private key here; only CSRs travel. Keys never leave the node. A key an earlier
    join left at its path is reused, never replaced: a re-run obtains new certificates for the
    same keys, so no certificate on disk ever meets a key it was not made for.
-3. Obtain each certificate via cfssl authsign with the token's HMAC key; verify each answer.
+3. Ask the CA service to check every request against the token's scope (authcheck), then obtain
+   each certificate via cfssl authsign with the token's HMAC key; verify each answer. A request
+   the token does not cover is refused before any certificate is signed.
 4. Write atomically under `--root` (default `/`): all new keys first (0600), then certificates, the
    CA certificate, kubeconfigs and the other files of the node's plan. A crash leaves either
    nothing or keys without certificates, which a re-run then uses.
@@ -117,12 +119,17 @@ async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...],
     issued: dict[str, tuple[bytes, bytes]] = {}
     async with aiohttp.ClientSession(trust_env=False) as session:
         ca_pem = await ca_client.pinned_ca(session, options.server, options.ca_hash)
+        prepared = []
         for request in requests:
             private = kept.get(request.name) or keys.generate(options.key_algorithm)
             subject = ca_client.Subject(request.common_name, request.organizations, request.dns_names,
                                         request.ip_addresses)
-            cert = await ca_client.authsign(session, options.server, key, private, subject, request.name, ca_pem)
-            issued[request.name] = (keys.to_pem(private), cert)
+            prepared.append((request.name, private, subject, ca_client.sign_request_for(private, subject, request.name)))
+        # every request checked before the first is signed: one outside the token's scope wastes no issuance
+        await ca_client.authcheck(session, options.server, key, [body for *_, body in prepared], ca_pem)
+        for name, private, subject, body in prepared:
+            cert = await ca_client.authsign_request(session, options.server, key, body, private, subject, ca_pem)
+            issued[name] = (keys.to_pem(private), cert)
     return ca_pem, issued
 
 

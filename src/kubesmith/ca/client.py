@@ -7,6 +7,7 @@
   request runs without certificate verification because nothing is trusted yet; its answer is
   used only after the hash matches. Everything afterwards trusts only the pinned CA.
 * `authsign`: cfssl's authenticated sign with a token's HMAC key.
+* `authcheck`: kubesmith's check of all of a join's requests before the first is signed.
 * `renew`: the agent's mTLS renewal.
 
 Every certificate received is checked before it is returned: signed by the pinned CA, carrying
@@ -43,6 +44,7 @@ AUTHSIGN_TIMEOUT = 30.0  # a queued request may wait out the service's bound (10
 
 INFO_PATH = "/api/v1/cfssl/info"
 AUTHSIGN_PATH = "/api/v1/cfssl/authsign"
+AUTHCHECK_PATH = "/api/v1/kubesmith/authcheck"
 RENEW_PATH = "/api/v1/kubesmith/renew"
 
 
@@ -199,19 +201,52 @@ def check_self_signed_ca(cert: x509.Certificate, server: str) -> None:
         raise CaClientError(f"{server}: the pinned certificate is not a CA certificate")
 
 
+def sign_request_for(key: PrivateKey, subject: Subject, profile: str, hosts: tuple[str, ...] | None = None) -> bytes:
+    """The sign request (CSR and profile) that authcheck checks and authsign then signs, byte for byte."""
+    return sign_request_bytes(build_csr(key, subject), profile, hosts if hosts is not None else
+                              (*subject.dns_names, *subject.ip_addresses) or None)
+
+
 async def authsign(session: aiohttp.ClientSession, server: str, auth_key: bytes, key: PrivateKey,
                    subject: Subject, profile: str, ca_pem: bytes, hosts: tuple[str, ...] | None = None
                    ) -> bytes:
-    """A certificate for `key` and `subject` from cfssl authsign; verified before it is returned.
-    While the service answers 429 it is asked again when it says (for up to `BUSY_PATIENCE`)."""
-    csr = build_csr(key, subject)
-    request = sign_request_bytes(csr, profile, hosts if hosts is not None else
-                                 (*subject.dns_names, *subject.ip_addresses) or None)
+    """A certificate for `key` and `subject` from cfssl authsign; verified before it is returned."""
+    request = sign_request_for(key, subject, profile, hosts)
+    return await authsign_request(session, server, auth_key, request, key, subject, ca_pem)
+
+
+async def authsign_request(session: aiohttp.ClientSession, server: str, auth_key: bytes, request: bytes,
+                           key: PrivateKey, subject: Subject, ca_pem: bytes) -> bytes:
+    """authsign of a prepared `sign_request_for`. While the service answers 429 it is asked again
+    when it says (for up to `BUSY_PATIENCE`)."""
+    result = await _patiently(session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request),
+                              transport(server, ca_pem))
+    return verified_certificate(result, key, subject, ca_pem)
+
+
+async def authcheck(session: aiohttp.ClientSession, server: str, auth_key: bytes, requests: list[bytes],
+                    ca_pem: bytes) -> bool:
+    """Ask the CA service whether the token would have every one of `requests` signed, signing none:
+    a join asks before its first authsign, so one request outside the token's scope wastes no
+    issuance of the others. False: the server has no such check (a plain `cfssl serve`, which has
+    no token scopes to check either)."""
+    document = {"requests": [base64.b64encode(request).decode() for request in requests]}
+    batch = json.dumps(document).encode()
+    try:
+        await _patiently(session, server.rstrip("/") + AUTHCHECK_PATH, authsign_body(auth_key, batch),
+                         transport(server, ca_pem))
+    except CaClientError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+async def _patiently(session: aiohttp.ClientSession, url: str, body: Any, context: ssl.SSLContext | bool) -> Any:
+    """`post`, asked again while the service answers 429 (when it says, up to `BUSY_PATIENCE`)."""
     retrying = AsyncRetrying(retry=retry_if_exception_type(CaBusy), stop=stop_after_delay(BUSY_PATIENCE),
                              wait=_busy_pause, before_sleep=_log_busy, reraise=True)
-    result = await retrying(post, session, server.rstrip("/") + AUTHSIGN_PATH, authsign_body(auth_key, request),
-                            transport(server, ca_pem), timeout=AUTHSIGN_TIMEOUT)
-    return verified_certificate(result, key, subject, ca_pem)
+    return await retrying(post, session, url, body, context, timeout=AUTHSIGN_TIMEOUT)
 
 
 def _busy_pause(retry_state: RetryCallState) -> float:

@@ -22,6 +22,9 @@ service IP, the API endpoint: `check_service_sans`). kubernetes-ca signs the API
 certificate too, so a kubelet serving certificate for `kubernetes.default.svc`, a wildcard or
 the endpoint's name would let a token holder impersonate the API server.
 
+A join asks for all of its certificates to be checked first (`check_join`), so a request outside
+the token's scope is refused before any certificate of that join is signed.
+
 Renewal (mTLS with the host's agent certificate) is a different grant: see `renewal_grant`.
 """
 
@@ -31,6 +34,7 @@ import base64
 import datetime as dt
 import ipaddress
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -201,6 +205,22 @@ def node_grant(node: str | None, addresses: tuple[str, ...], request: SignReques
         raise PolicyError(f"profile {profile} carries no subject alternative names")
     return _checked(Grant(profile, node if "{host}" in spec.common_name else None,
                           _plan_request(profile, expected_cn, spec.organizations, spec.usages, dns, ips)), service_sans)
+
+
+def check_join(node: str | None, addresses: tuple[str, ...], raws: Sequence[bytes], *,
+               service_sans: frozenset[str]) -> list[Grant]:
+    """Every request of one join against its token's scope, before any is signed: each must be
+    grantable, and all must be for one node (an unbound token binds to the first it signs for)."""
+    grants = []
+    for index, raw in enumerate(raws, 1):
+        try:
+            grants.append(node_grant(node, addresses, parse_sign_request(raw), service_sans=service_sans))
+        except PolicyError as exc:
+            raise PolicyError(f"request {index} of {len(raws)}: {exc}", exc.status) from None
+    nodes = sorted({grant.node for grant in grants if grant.node is not None})
+    if len(nodes) > 1:
+        raise PolicyError(f"one join is for one node, not for {', '.join(map(repr, nodes))}")
+    return grants
 
 
 def check_node_name(name: str) -> None:

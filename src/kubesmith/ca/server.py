@@ -7,6 +7,12 @@ Endpoints:
   Signs what the token's scope allows (`policy.node_grant`); refuses modified requests (HMAC
   mismatch) and replayed ones (the digests of accepted requests are kept until their token
   expires, in `ca-replays.db` in the state directory, so a replay is refused after a restart too).
+* `POST /api/v1/kubesmith/authcheck` - a join's requests, checked together and signed never: the
+  body is authsign's with `request` = JSON `{"requests": [b64(sign request), ...]}`. 200 when the
+  token would have every one signed (`policy.check_join`), else the first refusal. `kubesmith
+  join` asks before its first authsign, so a request outside the token's scope (an `--address`
+  the token does not cover) wastes no issuance. Nothing is bound or claimed: the same requests are
+  then signed one by one. Authenticated and slowed down exactly as authsign.
 * `GET|POST /api/v1/cfssl/info` - the signing CA certificate, usages and expiry (cfssl's shape).
 * `POST /api/v1/kubesmith/renew` - renewal for a host's agent, authenticated by its agent client
   certificate over mutual TLS; renews only that host's certificates (`policy.renewal_grant`).
@@ -251,7 +257,19 @@ def envelope(result: Any = None, status: int = 200, message: str = "") -> web.Re
     return web.json_response(body, status=status)
 
 
-async def authsign(request: web.Request) -> web.Response:
+@dataclass(frozen=True, slots=True)
+class _Authenticated:
+    """A request whose MAC matched an active token."""
+
+    record: tokens.TokenRecord
+    raw: bytes
+    client: str
+    penalized: bool  # its address had failed recently: a success clears that
+
+
+async def _authenticate(request: web.Request) -> _Authenticated | web.Response:
+    """The token behind an authsign-shaped body, or the answer that refuses it. Returns right after
+    the token check (no await after it), so the caller's use of the token follows without a gap."""
     service = request.app[SERVICE_KEY]
     client = request.remote or "unknown"
     try:
@@ -271,7 +289,15 @@ async def authsign(request: web.Request) -> web.Response:
         return _store_unreadable(exc)
     if candidate is None:
         return await _refuse_token(service, client)
-    record = candidate.record
+    return _Authenticated(candidate.record, raw, client, admission.penalized)
+
+
+async def authsign(request: web.Request) -> web.Response:
+    service = request.app[SERVICE_KEY]
+    auth = await _authenticate(request)
+    if isinstance(auth, web.Response):
+        return auth
+    record, raw, client = auth.record, auth.raw, auth.client
     try:
         sign_request = policy.parse_sign_request(raw)
         grant = policy.node_grant(record.node, record.addresses, sign_request, service_sans=service.service_sans)
@@ -283,9 +309,32 @@ async def authsign(request: web.Request) -> web.Response:
         return envelope(status=exc.status, message=str(exc))
     except tokens.TokenError as exc:
         return _store_unreadable(exc)
-    if admission.penalized:
+    if auth.penalized:
         service.throttle.succeeded(client)
     return envelope({"certificate": pem})
+
+
+async def authcheck(request: web.Request) -> web.Response:
+    """Would the token have every request of this join signed? Signs, binds and claims nothing."""
+    service = request.app[SERVICE_KEY]
+    auth = await _authenticate(request)
+    if isinstance(auth, web.Response):
+        return auth
+    try:
+        document = json.loads(auth.raw)
+        encoded = document["requests"] if isinstance(document, dict) else None
+        if not isinstance(encoded, list) or not encoded:
+            raise PolicyError("authcheck needs a non-empty list of requests", 400)
+        raws = [policy.decode_b64(item, "request") for item in encoded]
+        grants = policy.check_join(auth.record.node, auth.record.addresses, raws, service_sans=service.service_sans)
+    except (ValueError, RecursionError):
+        return envelope(status=400, message="authcheck request is not JSON")
+    except PolicyError as exc:
+        LOG.warning("refused authcheck from %s (token %s): %s", auth.client, auth.record.id, exc)
+        return envelope(status=exc.status, message=str(exc))
+    if auth.penalized:
+        service.throttle.succeeded(auth.client)
+    return envelope({"checked": len(grants)})
 
 
 def sign_for_token(service: CaService, record: tokens.TokenRecord, raw: bytes, grant: Grant, sign_request: SignRequest,
@@ -398,6 +447,7 @@ def application(service: CaService) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[SERVICE_KEY] = service
     app.router.add_post("/api/v1/cfssl/authsign", authsign)
+    app.router.add_post("/api/v1/kubesmith/authcheck", authcheck)
     app.router.add_route("*", "/api/v1/cfssl/info", info)
     app.router.add_post("/api/v1/kubesmith/renew", renew)
     app.router.add_get("/healthz", healthz)
