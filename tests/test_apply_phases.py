@@ -19,19 +19,19 @@ NOTHING = HostChanges("h1", (), (), (), (), (), ())
 
 
 def test_nothing_to_redo_when_the_last_apply_finished_with_this_runtime() -> None:
-    assert redo(FILES, MANIFEST, NOTHING, True, ()) == ()
+    assert redo(FILES, MANIFEST, MANIFEST, NOTHING, True, ()) == ()
 
 
 def test_a_missing_runtime_and_leftovers_are_redone_though_every_file_matches() -> None:
-    assert redo(FILES, MANIFEST, NOTHING, False, ["/usr/local/lib/kubesmith/x.tmp"]) == ("runtime", "leftovers")
+    assert redo(FILES, MANIFEST, MANIFEST, NOTHING, False, ["/usr/local/lib/kubesmith/x.tmp"]) == ("runtime", "leftovers")
 
 
 def test_an_apply_that_stopped_before_its_manifest_is_finished_again() -> None:
     """Files in place, manifest of an older apply (or none): enable and start were maybe never run."""
-    assert redo(FILES, {"/etc/a": FILES[0].sha256}, NOTHING, True, ()) == ("unfinished",)
-    assert redo(FILES, {}, NOTHING, True, ()) == ("unfinished",)
+    assert redo(FILES, MANIFEST, {"/etc/a": FILES[0].sha256}, NOTHING, True, ()) == ("unfinished",)
+    assert redo(FILES, MANIFEST, {}, NOTHING, True, ()) == ("unfinished",)
     changing = HostChanges("h1", ("/etc/a",), (), (), (), (), ())
-    assert redo(FILES, {}, changing, True, ()) == ()  # files change anyway: the whole change runs
+    assert redo(FILES, {}, {}, changing, True, ()) == ()  # files change anyway: the whole change runs
 
 
 def test_a_failure_names_host_phase_and_cause_after_every_host_ended_its_phase() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,7 +12,7 @@ class HostFile:
     mode: int
     owner: str
     group: str
-    data: bytes
+    data: bytes = field(repr=False)  # a binary is 100+ MB: a repr (asyncio's task logging) would copy it
 
     @property
     def sha256(self) -> str:

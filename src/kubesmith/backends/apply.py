@@ -141,20 +141,21 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     changes = diff_host(host, files, current, previous, existing)
     runtime, unpack_leftovers = runtime_bundle.parse_inspection(installed.stdout)
     leftovers = tuple(temps) + unpack_leftovers
-    changes = dataclasses.replace(changes, redo=redo(files, previous, changes, runtime == bundle.sha256, leftovers))
+    changes = dataclasses.replace(changes, redo=redo(files, current, previous, changes, runtime == bundle.sha256,
+                                                     leftovers))
     return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
 
 
-def redo(files: Sequence[HostFile], previous: dict[str, str], changes: HostChanges, runtime_ok: bool,
-         leftovers: Sequence[str]) -> tuple[str, ...]:
+def redo(files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],
+         changes: HostChanges, runtime_ok: bool, leftovers: Sequence[str]) -> tuple[str, ...]:
     """What the host needs besides files, judged from content: a runtime that is missing or not
     this bundle, leftovers to remove, and (with every file in place) a previous apply that did
     not reach its end: its manifest is not this one, so enabling and starting are done again."""
     wanted = [] if runtime_ok else ["runtime"]
     if leftovers:
         wanted.append("leftovers")
-    in_place = not (changes.added or changes.changed or changes.removed)
-    if in_place and previous != {f.path: f.sha256 for f in files}:
+    in_place = not (changes.added or changes.changed or changes.removed)  # then the host's hashes are the desired
+    if in_place and previous != {f.path: current.get(f.path) for f in files}:  # (no second pass over 400 MB)
         wanted.append("unfinished")
     return tuple(wanted)
 

@@ -13,7 +13,7 @@ import io
 import re
 import sys
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -32,7 +32,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 @dataclass(frozen=True, slots=True)
 class RuntimeBundle:
-    data: bytes
+    data: bytes = field(repr=False)  # 14 MB: never in a repr (see HostFile.data)
     sha256: str
     python: str  # "3.11": hosts must run this minor version
 

@@ -1,0 +1,225 @@
+"""Faults injected into `kubesmith apply` on the session's lab cluster (real binaries, real systemd, sshd).
+
+Each case starts an apply paused at a named phase (KUBESMITH_TEST_PAUSE_AT, the test-only hook
+of `backends.phases.PausePoint`: apply writes a marker and waits until it is removed), injects
+its fault there (reboot a host, SIGKILL apply, stop sshd, kill etcd, a full disk), lets apply go
+on, and then checks what a user relies on: the failure names the host and the phase in one line
+(no traceback, no asyncio line), one more `apply` converges, `kubesmith status` exits 0, the
+ConfigMap written before the faults is still there, no temp file is left on any host, and `plan`
+shows no change. For the upload and unpack phases apply must have work to do on a running
+cluster: the case removes the runtime on the host first (apply ships and unpacks it again).
+
+The module shares the session's cluster and leaves it applied from examples/lab.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from lab_cluster import Cluster
+from lab_fixture import LabHosts
+
+from kubesmith.backends.phases import PAUSE_AT, PAUSE_FILE, doing
+from kubesmith.lab import host as lab_host
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NOISE = ("Unknown child process", "that handles pid", "Traceback", "Task exception", "Exception ignored")
+LEFTOVERS = ("find /usr/local/lib/kubesmith /usr/local/bin /etc/kubernetes /etc/kubesmith /etc/systemd/system "
+             "/var/lib/kubesmith -maxdepth 3 \\( -name '*.tmp' -o -name '*.kstmp-*' \\) 2>/dev/null")
+CONFIGMAP = "before-faults"
+RUNTIME = "/usr/local/lib/kubesmith"
+
+
+@dataclass(frozen=True)
+class Faults:
+    cluster: Cluster
+    kubeconfig: Path
+    work: Path
+
+    @property
+    def lab(self) -> LabHosts:
+        return self.cluster.lab
+
+    def paused_apply(self, at: str) -> tuple[subprocess.Popen[str], Path]:
+        """`kubesmith apply` started with the pause hook; returns once apply waits at `at`."""
+        marker = self.work / "pause"
+        marker.unlink(missing_ok=True)
+        env = {**os.environ, PAUSE_AT: at, PAUSE_FILE: str(marker)}
+        argv = ["kubesmith", "apply", str(self.cluster.spec), "--binaries", str(self.cluster.binaries),
+                "--deadline", "180", "--state-dir", str(self.cluster.state_dir), "--ssh-config",
+                str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
+                "--identity", str(self.lab.config.client_key)]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                out, err = process.communicate(timeout=60) if process.poll() is not None else ("", "")
+                process.kill()
+                raise AssertionError(f"apply never reached {at}: {out}{err}")
+            time.sleep(0.05)
+        return process, marker
+
+    def go_on(self, process: subprocess.Popen[str], marker: Path) -> tuple[int, str]:
+        marker.unlink(missing_ok=True)
+        try:
+            _, err = process.communicate(timeout=400)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        return process.returncode, err
+
+    def remove_runtime(self, host: str) -> None:
+        """Work for apply on a running cluster: the runtime (tarball and unpacked) must be shipped again."""
+        self.lab.exec(host, f"rm -rf {RUNTIME}")
+
+    def reboot(self, host: str) -> None:
+        """Reboot from inside and wait until sshd answers (not for a healthy boot: with the runtime
+        missing, units fail until the next apply)."""
+        old = lab_host.leader(self.lab.config, host)
+        assert old is not None
+        self.lab.exec(host, "systemctl --no-block reboot")
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            new = lab_host.leader(self.lab.config, host)
+            if new is not None and new.pid != old.pid and \
+                    self.lab.ssh(host, "true", check=False, timeout=15).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{host} did not come back after a reboot")
+
+    def wait_for_ssh(self, host: str) -> None:
+        deadline = time.monotonic() + 120
+        while self.lab.ssh(host, "true", check=False, timeout=15).returncode != 0:
+            assert time.monotonic() < deadline, f"{host}: ssh did not come back"
+            time.sleep(0.5)
+
+    def converges(self) -> None:
+        """One more apply heals everything; then, side by side (they only read): status, the ConfigMap,
+        no temp file on any host, and a plan without changes."""
+        result = self.cluster.apply()
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert not _noise(result.stderr), result.stderr
+        with ThreadPoolExecutor(4) as pool:
+            status = pool.submit(self.cluster.kubesmith, "status", "--output", "json", timeout=300)
+            plan = pool.submit(self.cluster.kubesmith, "plan", "--binaries", str(self.cluster.binaries),
+                               "--output", "json", timeout=300)
+            got = pool.submit(self.cluster.kubectl, self.kubeconfig, "get", "configmap", CONFIGMAP, "-o",
+                              "jsonpath={.data.kept}")
+            left = {host: pool.submit(self.lab.ssh, host, LEFTOVERS, check=False) for host in self.cluster.hosts}
+        assert status.result().returncode == 0, status.result().stdout + status.result().stderr
+        assert got.result().returncode == 0 and got.result().stdout == "yes", got.result().stderr
+        assert not {host: found.result().stdout.split() for host, found in left.items()
+                    if found.result().stdout.split()}
+        assert plan.result().returncode == 0, plan.result().stderr
+        changes = json.loads(plan.result().stdout)["changes"]
+        assert all(not any(c[k] for k in c if k != "host") for c in changes), changes
+
+
+def _noise(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if any(n in line for n in NOISE)]
+
+
+def _one_error_line(err: str, host: str, phase: str, cause: str) -> None:
+    """The failure in one line: the host, what it was doing, the cause; then the hosts' states."""
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert errors[0].startswith(f"error: {host}: ") and doing(phase) in errors[0] and cause in errors[0], err
+    assert not _noise(err), err
+    assert f"  {host}: failed while {doing(phase)}" in err, err
+
+
+@pytest.fixture(scope="module")
+def faults(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
+    cluster = lab_cluster.applied()
+    work = tmp_path_factory.mktemp("faults")
+    kubeconfig = cluster.admin_kubeconfig(work)
+    made = cluster.kubectl(kubeconfig, "create", "configmap", CONFIGMAP, "--from-literal=kept=yes")
+    assert made.returncode == 0 or "AlreadyExists" in made.stderr, made.stderr
+    yield Faults(cluster, kubeconfig, work)
+    for host in cluster.hosts:  # whatever a failed case left: sshd up, no tmpfs over the runtime
+        cluster.lab.exec(host, f"systemctl start ssh.service; umount {RUNTIME} 2>/dev/null; true", check=False)
+    final = cluster.apply()  # the session's later modules find the cluster of examples/lab.yaml
+    assert final.returncode == 0, final.stdout + final.stderr
+
+
+# Where a reboot of h2 hits apply: the phases that ship (apply reinstalls h2's runtime), then each
+# target's start and wait, and the record at the end.
+REBOOT_AT = ["inspect", "upload", "unpack", "enable", "start-kube-ca-online", "wait-etcd-online",
+             "start-kube-apiserver-online", "wait-kube-apiserver-online", "wait-kubernetes", "record"]
+SHIPPING = {"upload", "unpack", "enable", "record"}
+
+
+@pytest.mark.parametrize("phase", REBOOT_AT)
+def test_a_host_rebooted_during_apply_is_named_and_the_next_apply_converges(faults: Faults, phase: str) -> None:
+    if phase in SHIPPING:
+        faults.remove_runtime("h2")
+    process, marker = faults.paused_apply(f"{phase}:h2")
+    faults.reboot("h2")
+    code, err = faults.go_on(process, marker)
+    assert code == 5, err
+    _one_error_line(err, "h2", phase, "connection lost")
+    assert "the host may have rebooted" in err
+    faults.converges()
+
+
+KILL_AT = ["inspect", "upload", "unpack", "enable", "start-etcd-online", "wait-kube-apiserver-online",
+           "start-kubernetes", "record"]
+
+
+@pytest.mark.parametrize("phase", KILL_AT)
+def test_apply_killed_at_any_phase_converges_on_the_next(faults: Faults, phase: str) -> None:
+    faults.remove_runtime("h3")
+    process, marker = faults.paused_apply(phase)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    marker.unlink(missing_ok=True)
+    faults.converges()
+
+
+def test_sshd_stopped_on_a_host_mid_apply(faults: Faults) -> None:
+    faults.remove_runtime("h3")
+    process, marker = faults.paused_apply("upload:h3")
+    faults.lab.exec("h3", "systemctl stop ssh.service ssh.socket; pkill -KILL -x sshd", check=False)
+    code, err = faults.go_on(process, marker)
+    assert code == 5, err
+    _one_error_line(err, "h3", "upload", "connection lost")
+    faults.lab.exec("h3", "systemctl start ssh.service")
+    faults.wait_for_ssh("h3")
+    faults.converges()
+
+
+def test_a_full_disk_under_the_runtime_is_named_and_heals(faults: Faults) -> None:
+    """A 20 MB tmpfs over the runtime directory: the 14 MB tarball fits, unpacking it does not."""
+    faults.remove_runtime("h3")
+    faults.lab.exec("h3", f"mkdir -p {RUNTIME} && mount -t tmpfs -o size=20m kubesmith-full {RUNTIME}")
+    try:
+        result = faults.cluster.apply()
+        assert result.returncode == 5, result.stdout + result.stderr
+        _one_error_line(result.stderr, "h3", "unpack", "No space left on device")
+    finally:
+        faults.lab.exec("h3", f"umount {RUNTIME}", check=False)
+    faults.converges()
+
+
+@pytest.mark.parametrize("phase", ["wait-etcd-online", "wait-kube-apiserver-online"])
+def test_etcd_member_killed_during_apply(faults: Faults, phase: str) -> None:
+    process, marker = faults.paused_apply(f"{phase}:h2")
+    faults.lab.exec("h2", "systemctl kill -s KILL etcd.service")
+    code, err = faults.go_on(process, marker)
+    assert not _noise(err), err
+    if code != 0:  # etcd comes back by itself (Restart=); if apply gave up first, it says where
+        assert "error: h2: " in err and "Traceback" not in err, err
+    faults.converges()
+
+
+# Faults injected: 10 reboots + 8 kills of apply + sshd stopped + a full disk + 2 etcd kills = 22.
