@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from lab_cluster import Cluster
 from polling import poll
 
@@ -144,3 +147,90 @@ def test_render_writes_the_bytes_apply_wrote_on_each_host(cluster: Cluster, tmp_
         assert {entry["path"]: entry["sha256"] for entry in manifest} == on_host, host
         for entry in manifest[:5]:
             assert (out / host / entry["path"].lstrip("/")).stat().st_mode & 0o7777 == int(entry["mode"], 8)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    start: float
+    end: float
+    ok: bool
+
+
+def vip_holders(cluster: Cluster, vip: str) -> list[str]:
+    """The hosts that have the virtual IP on an interface (one, once VRRP settled)."""
+    return [host for host in cluster.hosts
+            if f"inet {vip}/" in cluster.lab.exec(host, ["ip", "-o", "-4", "addr", "show"]).stdout]
+
+
+def kubectl_loop(cluster: Cluster, admin: Path, server: str, stop: threading.Event, attempts: list[Attempt]) -> None:
+    """kubectl against `server`, one request after another, each bounded by a 2 s request timeout."""
+    while not stop.is_set():
+        start = time.monotonic()
+        answer = cluster.kubectl(admin, "get", "--raw", "/readyz", "--request-timeout=2s", server=server, timeout=30)
+        attempts.append(Attempt(start, time.monotonic(), answer.returncode == 0 and answer.stdout == "ok"))
+        time.sleep(0.1)
+
+
+def longest_outage(attempts: list[Attempt]) -> float:
+    """Seconds from the end of the last answered request before a run of failures to the start of the first
+    answered one after it: the most the endpoint can have been away."""
+    longest, last_ok = 0.0, None
+    for attempt in attempts:
+        if attempt.ok:
+            if last_ok is not None:
+                longest = max(longest, attempt.start - last_ok)
+            last_ok = attempt.end
+    return longest
+
+
+def measured_failover(cluster: Cluster, admin: Path, vip: str, holder: str, fail: str, settle: float = 5) -> tuple[
+        float, float, str]:
+    """Run a kubectl loop through the virtual IP, `fail` the holder (a shell command inside it), wait for
+    another host to hold the address and `settle` seconds more: (longest outage, longest request, new holder)."""
+    attempts: list[Attempt] = []
+    stop = threading.Event()
+    loop = threading.Thread(target=kubectl_loop, args=(cluster, admin, f"https://{vip}:6443", stop, attempts))
+    loop.start()
+    try:
+        poll(lambda: any(a.ok for a in attempts), 60, "kubectl through the virtual IP")
+        cluster.lab.exec(holder, fail)
+        new = poll(lambda: next((h for h in vip_holders(cluster, vip) if h != holder), None), 60,
+                   f"another host than {holder} to hold {vip}")
+        time.sleep(settle)
+        poll(lambda: attempts[-1].ok, 30, "kubectl through the virtual IP again")
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+    return longest_outage(attempts), max(a.end - a.start for a in attempts), new
+
+
+def test_a_kubectl_loop_through_the_virtual_ip_fails_no_longer_than_its_failover(
+        cluster: Cluster, admin: Path) -> None:
+    """spec.controlPlaneVIP is held by keepalived on one control-plane host: when that host's API server
+    stops, its track script gives the address up and a peer takes it; when the whole holder vanishes from
+    the network (its interface down: no announcements, no ARP answers), a peer takes over after three
+    missed announcements. A kubectl loop through the address is refused for no longer than that."""
+    spec = yaml.safe_load(cluster.spec.read_text())["spec"]
+    vip, options = spec["controlPlaneVIP"], spec["components"]["controlPlaneVip"]
+    failover = 2 * 1 + 3 * 1 + 1  # fall x check interval (defaults) + three announcements + VRRP's skew
+    holder = poll(lambda: (lambda found: found[0] if len(found) == 1 else None)(vip_holders(cluster, vip)), 60,
+                  f"one holder of {vip}")
+    interface = options["interface"]
+    offline: str | None = None
+    try:
+        outage, slowest, second = measured_failover(cluster, admin, vip, holder,
+                                                    "systemctl stop kube-apiserver.service")
+        print(f"API server of {holder} stopped: {vip} moved to {second}; kubectl failed for at most "
+              f"{outage:.1f}s (failover {failover}s; one request took up to {slowest:.1f}s)")
+        assert outage <= failover + slowest, f"kubectl through {vip} failed for {outage:.1f}s"
+        offline = second
+        outage, slowest, third = measured_failover(cluster, admin, vip, second, f"ip link set {interface} down")
+        print(f"{second} off the network: {vip} moved to {third}; kubectl failed for at most {outage:.1f}s "
+              f"(failover {failover}s; one request took up to {slowest:.1f}s)")
+        assert outage <= failover + slowest, f"kubectl through {vip} failed for {outage:.1f}s"
+    finally:
+        if offline is not None:
+            cluster.lab.exec(offline, f"ip link set {interface} up", check=False)
+        cluster.lab.ssh(holder, "systemctl start kubernetes.target", timeout=300)
+    poll(lambda: len(vip_holders(cluster, vip)) == 1, 60, f"one holder of {vip} again")
+    poll(lambda: status(cluster)["exit"] == 0, 180, "the cluster to be healthy again")

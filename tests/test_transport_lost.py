@@ -59,3 +59,33 @@ def test_a_dropped_connection_is_named_lost_without_noise(local_sshd: LocalSshd,
     assert len(lines) == 3 and all(line.startswith("lost: localhost: connection lost while running")
                                    for line in lines), result.stdout + result.stderr
     assert not [line for line in result.stderr.splitlines() if any(n in line for n in NOISE)], result.stderr
+
+
+def test_a_host_that_refuses_while_it_boots_is_retried(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    """The first three connects fail as a booting host's do (nothing listens yet); the fourth gets through."""
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[localhost]:{local_sshd.port} {local_sshd.host_key_pub.read_text()}")
+    count = tmp_path / "attempts"
+    relay = tmp_path / "relay.py"
+    relay.write_text("import socket, sys\nfrom kubesmith.lab.proxy import relay\n"
+                     "relay(socket.create_connection(('127.0.0.1', int(sys.argv[1]))), 0, 1)\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host localhost\n  ProxyCommand sh -c 'echo x >> {count}; "
+                      f"[ $(wc -l < {count}) -gt 3 ] || exit 1; exec {sys.executable} {relay} %p'\n")
+    script = textwrap.dedent(f'''
+        import asyncio
+        from pathlib import Path
+        from kubesmith.transport.ssh import SshOptions, SshTransport
+
+        async def main():
+            options = SshOptions(port={local_sshd.port}, known_hosts=Path("{known}"), config_file=Path("{config}"),
+                                 identity_files=(Path("{local_sshd.identity}"),), connect_timeout=5.0)
+            async with SshTransport(options) as transport:
+                print((await transport.run("localhost", "echo up")).stdout.strip())
+
+        asyncio.run(main())
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "up", result.stdout + result.stderr
+    assert count.read_text().count("x") == 4
+    assert not [line for line in result.stderr.splitlines() if any(n in line for n in NOISE)], result.stderr

@@ -44,14 +44,16 @@ def _access(spec_file: str, state_dir: str | None, server: str | None):  # type:
     loaded, plan = load_plan_or_fail(spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     access = ClusterAccess(plan, state, server)
-    endpoint_set = loaded.cluster.spec.control_plane_endpoint is not None
+    spec = loaded.cluster.spec
+    endpoint_set = spec.control_plane_endpoint is not None or spec.control_plane_vip is not None
     if server is None and not endpoint_set and len(loaded.cluster.control_plane_hosts) > 1:
         port = loaded.cluster.spec.components.apiserver.secure_port
         candidates = [server_url(host.address, port) for host in loaded.cluster.control_plane_hosts]
         ready = access.first_ready(candidates)
         if ready is None:
             fail(f"no control-plane host answers /readyz ({', '.join(candidates)})", ExitCode.FAILED)
-        click.echo(f"note: no spec.controlPlaneEndpoint: using {ready}, the first ready control-plane host; "
+        click.echo(f"note: no spec.controlPlaneEndpoint or controlPlaneVIP: using {ready}, the first ready "
+                   "control-plane host; "
                    "the kubeconfig fails over to no other", err=True)
         access = ClusterAccess(plan, state, ready)
     return access

@@ -8,6 +8,7 @@ from kubesmith.modules.apiserver import ApiserverModule
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CaServiceModule
 from kubesmith.modules.container_runtime import ContainerRuntimeModule
+from kubesmith.modules.control_plane_vip import ControlPlaneVipModule
 from kubesmith.modules.controller_manager import ControllerManagerModule
 from kubesmith.modules.etcd import EtcdModule
 from kubesmith.modules.kubelet import KubeletModule
@@ -26,5 +27,6 @@ MODULES: tuple[Module, ...] = (
     KubeletModule(),
     ProxyModule(),
     CaServiceModule(),
+    ControlPlaneVipModule(),
     AgentModule(),
 )

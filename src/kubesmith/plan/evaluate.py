@@ -31,6 +31,8 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) 
     if spec.control_plane_endpoint:
         endpoint_host, _, endpoint_port = spec.control_plane_endpoint.rpartition(":")
         endpoint = (endpoint_host.strip("[]"), int(endpoint_port))
+    elif spec.control_plane_vip:
+        endpoint = (spec.control_plane_vip, api_port)
     else:
         endpoint = (control_plane[0].address, api_port)
     return ClusterFacts(

@@ -109,8 +109,10 @@ def _hosts(cluster: Cluster) -> list[Finding]:
     elif members % 2 == 0:
         findings.append((("spec", "hosts"), f"{members} etcd members tolerate no more failures than {members - 1}; "
                          "use an odd number", "warning"))
-    if len(cluster.control_plane_hosts) > 1 and cluster.spec.control_plane_endpoint is None:
+    endpoint, vip = cluster.spec.control_plane_endpoint, cluster.spec.control_plane_vip
+    if len(cluster.control_plane_hosts) > 1 and endpoint is None and vip is None:
         findings.append(_endpoint_finding(cluster))
+    findings += _vip_findings(cluster)
     return findings
 
 
@@ -125,8 +127,26 @@ def _endpoint_finding(cluster: Cluster) -> Finding:
     return (("spec", "controlPlaneEndpoint"), "not set: control-plane hosts use their own API server; every other host "
             f"reaches all {len(cluster.control_plane_hosts)} API servers through its local load balancer "
             f"(127.0.0.1:{balancer.port}); operators' kubeconfigs (`kubesmith kubeconfig`) use the first ready "
-            "control-plane host. Set a HOST:PORT (an external load balancer) for one address that survives a "
-            "host", "note")
+            "control-plane host. Set controlPlaneVIP (an address the control-plane hosts share) or a HOST:PORT "
+            "(an external load balancer) for one address that survives a host", "note")
+
+
+def _vip_findings(cluster: Cluster) -> list[Finding]:
+    """A virtual IP is one more address on the hosts' network: neither a host's own nor beside an endpoint."""
+    vip = cluster.spec.control_plane_vip
+    if vip is None:
+        return []
+    where = ("spec", "controlPlaneVIP")
+    if cluster.spec.control_plane_endpoint is not None:
+        return [(where, "set either controlPlaneVIP or controlPlaneEndpoint: both name the API endpoint", "error")]
+    owner = next((host.name for host in cluster.spec.hosts if host.address == vip), None)
+    if owner is not None:
+        return [(where, f"{vip} is host {owner}'s address; the virtual IP must be one no host has", "error")]
+    families = {":" in host.address for host in cluster.control_plane_hosts}
+    if families != {":" in vip}:
+        return [(where, f"{vip} is not of the control-plane hosts' address family (VRRP runs between them)",
+                 "error")]
+    return []
 
 
 def _advertised_addresses(cluster: Cluster) -> list[Finding]:

@@ -98,6 +98,11 @@ class ClusterSpec(StrictModel):
     control_plane_endpoint: HostPort | None = Field(
         default=None, description="HOST:PORT clients use for the API; set a load balancer for HA.",
         json_schema_extra=derived("first control-plane host's address and spec.components.apiserver.securePort"))
+    control_plane_vip: IPAddress | None = Field(
+        default=None, alias="controlPlaneVIP", description="A virtual IP the control-plane hosts share (keepalived, "
+        "VRRP; see components.controlPlaneVip): the API endpoint for operators and anything outside the cluster, "
+        "moved within seconds when its holder or its API server dies. An address on the hosts' network that no "
+        "host has.")
     feature_gates: FeatureGates = Field(default={}, description="Feature gates for every component (each may override).")
     network: Network = Field(default_factory=Network, description="Cluster address ranges and DNS.")
     hosts: Annotated[list[Host], Field(min_length=1)] = Field(description="The machines of the cluster.")
