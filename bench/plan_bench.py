@@ -34,7 +34,7 @@ def spec_yaml(hosts: int) -> str:
         "spec:",
         '  kubernetesVersion: "1.33.2"',
         "  controlPlaneEndpoint: 10.0.0.10:6443",
-        "  network: {clusterCidr: 10.200.0.0/16, serviceCidr: 10.32.0.0/16}",
+        "  network: {clusterCidr: 10.128.0.0/9, serviceCidr: 10.32.0.0/16}",
         "  hosts:",
     ]
     for index in range(hosts):
@@ -44,7 +44,7 @@ def spec_yaml(hosts: int) -> str:
         lines.append(f"    - {{name: host{index:04d}, address: {address}, roles: {roles}{labels}}}")
     lines += [
         "  components:",
-        "    apiserver: {extraArgs: {audit-log-maxage: \"40\"}}",
+        "    apiserver: {auditLog: {maxAge: 40}}",
         "    kubelet: {extraConfig: {maxPods: 200}}",
     ]
     return "\n".join(lines) + "\n"

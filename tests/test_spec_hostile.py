@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -43,6 +44,59 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "control-line-separator": ("spec.components.apiserver.extraArgs.cors-allowed-origins",
                                "line separator (U+2028)"),
     "control-tab-in-metadata-label": ("spec.network.dnsDomain", "control character (U+0009)"),
+    "alias-duplicate-host": ("spec.hosts[1].name", "already used by spec.hosts[0]"),
+    "duration-parsecs": ("spec.components.apiserver.eventTtl", "'5 parsecs' is not a Go duration"),
+    "duration-days-kubelet": ("spec.components.kubelet.streamingConnectionIdleTimeout", "'3d' is not a Go duration"),
+    "duration-signing-spaces": ("spec.components.controllerManager.signingDuration", "is not a Go duration"),
+    "port-range-reversed": ("spec.components.apiserver.serviceNodePortRange", "must run from low to high"),
+    "port-range-zero": ("spec.components.apiserver.serviceNodePortRange", "must run from low to high"),
+    "port-range-beyond": ("spec.components.apiserver.serviceNodePortRange", "within 1-65535"),
+    "path-dotdot-escape": ("spec.components.etcd.dataDir", "is not a normalised path: it means '/etc'; write that"),
+    "path-relative": ("spec.components.kubelet.rootDir", "must be an absolute path"),
+    "path-trailing-slash": ("spec.components.etcd.dataDir", "it means '/var/lib/etcd'"),
+    "path-double-slash": ("spec.components.containerRuntime.rootDir", "it means '/var/lib/containerd'"),
+    "path-space": ("spec.components.apiserver.auditLog.path", "a path here may hold"),
+    "path-specifier": ("spec.components.kubelet.rootDir", "a path here may hold"),
+    "state-dir-shared": ("spec.components.etcd.dataDir", "overlaps /var/lib/kubelet, the state directory of "
+                         "spec.components.kubelet.rootDir, on host h1"),
+    "state-dir-nested": ("spec.components.etcd.dataDir", "the state directory of spec.components.kubelet.rootDir"),
+    "state-dir-kubesmith": ("spec.components.etcd.dataDir", "the state directory of kubesmith's CA service"),
+    "state-dir-containerd": ("spec.components.containerRuntime.rootDir",
+                             "the state directory of spec.components.kubelet.rootDir"),
+    "managed-secure-port": ("spec.components.apiserver.extraArgs.secure-port",
+                            "from spec.components.apiserver.securePort: set that option instead"),
+    "managed-etcd-servers": ("spec.components.apiserver.extraArgs.etcd-servers", "from the hosts with the etcd role"),
+    "managed-tls-key": ("spec.components.apiserver.extraArgs.tls-private-key-file", "from kubesmith's PKI"),
+    "managed-verbosity": ("spec.components.kubelet.extraArgs.v", "from spec.components.kubelet.verbosity"),
+    "managed-feature-gates": ("spec.components.scheduler.extraArgs.feature-gates",
+                              "from spec.components.scheduler.featureGates"),
+    "managed-etcd-data-dir": ("spec.components.etcd.extraArgs.data-dir", "from spec.components.etcd.dataDir"),
+    "managed-etcd-client-cert-auth": ("spec.components.etcd.extraArgs.client-cert-auth", "from kubesmith's PKI"),
+    "managed-node-labels": ("spec.components.kubelet.extraArgs.node-labels", "from spec.hosts[].labels"),
+    "managed-anonymous-auth-flag": ("spec.components.apiserver.extraArgs.anonymous-auth",
+                                    "from spec.components.apiserver.anonymousAuth"),
+    "managed-authorization-mode-flag": ("spec.components.apiserver.extraArgs.authorization-mode",
+                                        "from spec.components.apiserver.authorizationMode"),
+    "insecure-anonymous-auth": ("spec.components.apiserver.anonymousAuth", 'CIS 1.2.1 (API server --anonymous-auth'),
+    "insecure-always-allow": ("spec.components.apiserver.authorizationMode", 'list "1.2.6" in '
+                              "spec.security.allowInsecure"),
+    "insecure-profiling": ("spec.components.scheduler.profiling", "breaks CIS 1.4.1"),
+    "insecure-kubelet-read-only-port": ("spec.components.kubelet.extraArgs.read-only-port", "breaks CIS 4.2.4"),
+    "insecure-kubelet-anonymous-config": ("spec.components.kubelet.extraConfig.authentication.anonymous.enabled",
+                                          "breaks CIS 4.2.1"),
+    "insecure-proxy-metrics": ("spec.components.proxy.metricsBindAddress", "breaks CIS 4.3.1"),
+    "insecure-unknown-opt-out": ("spec.security.allowInsecure[0]", "'everything' is not a CIS Kubernetes Benchmark"),
+    "yaml-python-tag": ("(document)", "could not determine a constructor for the tag"),
+    "yaml-binary-tag": ("spec.network.dnsDomain", "valid string, got b'hello'"),
+    "huge-integer": ("spec.components.apiserver.securePort", "less than or equal to 65535"),
+    "float-port": ("spec.components.apiserver.securePort", "valid integer, got 6443.0"),
+    "long-label-value": ("spec.hosts[1].labels.zone", "is not a valid label value"),
+}
+
+# documented acceptances: stem -> what validate must still say (empty: nothing beyond "valid")
+ACCEPTED: dict[str, str] = {
+    "accepted-anchor-reuse": "",  # anchors and aliases within the budget are ordinary YAML
+    "accepted-insecure-with-opt-out": "warning: spec.components.apiserver.profiling: breaks CIS 1.2.15",
 }
 
 # generated stem -> (text, option path, message fragment)
@@ -56,6 +110,12 @@ GENERATED: dict[str, tuple[str, str, str]] = {
         f"        l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 11)),
         "spec.components.kubelet.extraConfig.l", "excessive aliasing"),
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm() -> None:
+    """Imports and the release registry load once, outside the timed runs (they are not the input's cost)."""
+    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
 
 
 class TookTooLong(Exception):
@@ -85,18 +145,28 @@ def validate(path: Path) -> tuple[Result, float]:
 
 
 def assert_one_located_error(result: Result, name: str, path: str, fragment: str) -> None:
+    """The first error is the expected one, and every error line is located (one file, one line each)."""
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and "TookTooLong" not in result.stderr, result.stderr
-    lines = result.stderr.splitlines()
-    assert lines[-1] == "1 error found", result.stderr
-    assert lines[0].startswith(f"error: {path}"), result.stderr
-    assert fragment in lines[0], result.stderr
-    assert f"({name}:" in lines[0], result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert result.stderr.splitlines()[-1] == f"{len(errors)} error{'s' if len(errors) > 1 else ''} found"
+    assert errors[0].startswith(f"error: {path}"), result.stderr
+    assert fragment in errors[0], result.stderr
+    assert all(re.search(rf"\({re.escape(name)}:\d+:\d+\)$", line) for line in errors), result.stderr
 
 
 def test_corpus_is_complete() -> None:
-    assert {path.stem for path in HOSTILE.glob("*.yaml")} == set(EXPECTED)
-    assert len(EXPECTED) + len(GENERATED) + len(SPECIAL_FILES) >= 20
+    assert {path.stem for path in HOSTILE.glob("*.yaml")} == set(EXPECTED) | set(ACCEPTED)
+    assert len(EXPECTED) + len(ACCEPTED) + len(GENERATED) + len(SPECIAL_FILES) >= 60
+
+
+@pytest.mark.parametrize("stem", sorted(ACCEPTED))
+def test_documented_acceptance(stem: str) -> None:
+    result, seconds = validate(HOSTILE / f"{stem}.yaml")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{stem}.yaml: valid"), result.stdout
+    assert ACCEPTED[stem] in result.stderr
+    assert "error" not in result.stderr and seconds < BOUND_SECONDS
 
 
 @pytest.mark.parametrize("stem", sorted(EXPECTED))
@@ -146,8 +216,33 @@ def test_a_cluster_of_a_thousand_hosts_still_loads(tmp_path: Path) -> None:
         from plan_bench import spec_yaml
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    text = spec_yaml(1000).replace("clusterCidr: 10.200.0.0/16", "clusterCidr: 10.128.0.0/9")  # room for 1,000 /24s
+    text = spec_yaml(1000)
     assert len(text) < 100_000
     (tmp_path / "big.yaml").write_text(text)
     result = kubesmith("validate", "big.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_one_run_reports_type_errors_and_semantic_errors_together(tmp_path: Path) -> None:
+    """A type error used to hide every semantic check: the overlap showed only after the fix."""
+    (tmp_path / "both.yaml").write_text(HEAD.replace("  hosts:", "  network: {clusterCidr: 10.32.0.0/11, "
+                                                     "serviceCidr: 10.32.0.0/16}\n  hosts:") +
+                                        "  components:\n    apiserver: {securePort: \"6443\"}\n"
+                                        "    etcd: {dataDir: /var/lib/kubelet}\n")
+    result = kubesmith("validate", "both.yaml", cwd=tmp_path)
+    errors = [line.split(": ")[1] for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["spec.network.serviceCidr", "spec.components.apiserver.securePort",
+                      "spec.components.etcd.dataDir"], result.stderr
+    assert "overlaps clusterCidr 10.32.0.0/11" in result.stderr
+
+
+def test_semantic_checks_skip_what_a_dropped_part_would_falsify(tmp_path: Path) -> None:
+    """The only etcd host has a bad address: its item is left out of the semantic checks, so no "no host
+    has the etcd role" appears, but the network overlap still does."""
+    text = HEAD.replace("roles: [control-plane, etcd, node]}", "roles: [control-plane, node]}\n"
+                        "    - {name: h2, address: 10.0.0.300, roles: [etcd]}").replace(
+        "  hosts:", "  network: {clusterCidr: 10.32.0.0/11, serviceCidr: 10.32.0.0/16}\n  hosts:")
+    (tmp_path / "host.yaml").write_text(text)
+    result = kubesmith("validate", "host.yaml", cwd=tmp_path)
+    errors = [line.split(": ")[1] for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["spec.network.serviceCidr", "spec.hosts[1].address"], result.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+# Go's time.ParseDuration, what every Kubernetes component reads: "300ms", "1h30m", "-1.5h", "0"
+_GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
 _UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
@@ -32,3 +34,11 @@ def format_duration(seconds: float) -> str:
         if count:
             out += f"{count}{unit}"
     return out or "0s"
+
+
+def check_go_duration(text: str) -> str:
+    """`text` when Go's time.ParseDuration takes it; raises ValueError with a message fit for users."""
+    if not _GO_DURATION.fullmatch(text):
+        raise ValueError(f"{text!r} is not a Go duration (examples: 90s, 15m, 1h30m, 500ms; units ns, us, ms, s, "
+                         "m, h)")
+    return text

@@ -15,7 +15,7 @@ from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, f
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import IPAddress, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, GoDuration, IPAddress, Port, PortRange, StrictModel
 
 STRONG_CIPHERS = (
     "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -39,7 +39,7 @@ AUDIT_POLICY = {
 
 
 class AuditLog(StrictModel):
-    path: str = Field(default=f"{layout.LOG}/audit/audit.log", description="Audit log file.")
+    path: AbsolutePath = Field(default=f"{layout.LOG}/audit/audit.log", description="Audit log file.")
     max_age: int = Field(default=30, ge=0, description="Days to keep rotated audit logs.")
     max_backup: int = Field(default=10, ge=0, description="Rotated audit log files to keep.")
     max_size: int = Field(default=100, ge=1, description="Megabytes before the audit log is rotated.")
@@ -61,9 +61,8 @@ class ApiserverOptions(ComponentOptions):
     allow_privileged: bool = Field(default=True, description="Allow privileged containers.")
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")
     encrypt_secrets: bool = Field(default=True, description="Encrypt Secrets at rest with a random AES-CBC key.")
-    service_node_port_range: str = Field(default="30000-32767", pattern=r"^\d+-\d+$",
-                                         description="Port range for NodePort services.")
-    event_ttl: str = Field(default="1h", description="How long events are kept.")
+    service_node_port_range: PortRange = Field(default="30000-32767", description="Port range for NodePort services.")
+    event_ttl: GoDuration = Field(default="1h", description="How long events are kept (a Go duration).")
     kubelet_preferred_address_types: list[str] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
                                                        description="Order of node addresses used to reach kubelets.")
     service_account_issuer: str | None = Field(

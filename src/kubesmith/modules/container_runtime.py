@@ -16,7 +16,7 @@ ships it, with the archives listed in `images`, to /var/lib/kubesmith/images; a 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import Field
 
@@ -27,7 +27,7 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service, Source
-from kubesmith.spec.types import ExtraConfig, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, ExtraConfig, Port, StrictModel
 
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
@@ -37,23 +37,23 @@ IMAGES_DIR = f"{layout.LIB}/kubesmith/images"
 class ContainerRuntimeOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run containerd on nodes; off when the hosts bring their own "
                           "CRI runtime (then set spec.components.kubelet.containerRuntimeEndpoint).")
-    binary: str = Field(default="/usr/bin/containerd", pattern="^/", description="containerd on the host "
+    binary: AbsolutePath = Field(default="/usr/bin/containerd", description="containerd on the host "
                         "(Debian's package, with runc and containernetworking-plugins); apply does not ship it.")
-    socket: str = Field(default="/run/containerd/containerd.sock", description="containerd's gRPC socket "
+    socket: AbsolutePath = Field(default="/run/containerd/containerd.sock", description="containerd's gRPC socket "
                         "(the kubelet's container runtime endpoint).")
-    root_dir: str = Field(default=f"{layout.LIB}/containerd", description="containerd's persistent data "
+    root_dir: AbsolutePath = Field(default=f"{layout.LIB}/containerd", description="containerd's persistent data "
                           "(images, snapshots).")
-    state_dir: str = Field(default="/run/containerd", description="containerd's runtime state.")
+    state_dir: AbsolutePath = Field(default="/run/containerd", description="containerd's runtime state.")
     metrics_port: Port = Field(default=1338, description="Plain-HTTP metrics port on 127.0.0.1 (readiness).")
     sandbox_image: str = Field(default=PAUSE_IMAGE, description="Pod sandbox image; kubesmith builds its own "
                                "(from source) and imports it on every node, no registry needed. Another image "
                                "must be on the nodes already (see images).")
-    images: list[Annotated[str, Field(pattern="^/")]] = Field(
+    images: list[AbsolutePath] = Field(
         default=[], description="Image archives (OCI layout or `docker save` tarballs; absolute paths on the "
         "machine running kubesmith) to import on every node at each apply.")
-    cni_bin_dir: str = Field(default="/usr/lib/cni", description="Directory of the CNI plugins "
+    cni_bin_dir: AbsolutePath = Field(default="/usr/lib/cni", description="Directory of the CNI plugins "
                              "(Debian's containernetworking-plugins).")
-    cni_conf_dir: str = Field(default="/etc/cni/net.d", description="Directory of the CNI network configuration.")
+    cni_conf_dir: AbsolutePath = Field(default="/etc/cni/net.d", description="Directory of the CNI network configuration.")
     restrict_oom_score_adj: bool | None = Field(
         default=None, description="Keep containers' oom_score_adj at or above containerd's; default: on where "
         "the host lacks CAP_SYS_RESOURCE.", json_schema_extra={"x-derived-from": "the host's capabilities"})

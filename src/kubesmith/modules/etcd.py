@@ -12,12 +12,12 @@ from kubesmith.modules.base import Module, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
-from kubesmith.spec.types import ExtraArgs, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, ExtraArgs, Port, StrictModel
 from kubesmith.urls import url_host
 
 
 class EtcdOptions(StrictModel):
-    data_dir: str = Field(default=f"{layout.LIB}/etcd", description="Directory holding the member's data.")
+    data_dir: AbsolutePath = Field(default=f"{layout.LIB}/etcd", description="Directory holding the member's data.")
     client_port: Port = Field(default=2379, description="Port for client traffic (the API server, probes).")
     peer_port: Port = Field(default=2380, description="Port for member-to-member traffic.")
     metrics_port: Port = Field(default=2381, description="Plain-HTTP metrics and health port, on 127.0.0.1 only.")

@@ -25,7 +25,7 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import ExtraConfig, IPAddress, Port
+from kubesmith.spec.types import AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
 
@@ -33,7 +33,7 @@ KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_
 class KubeletOptions(ComponentOptions):
     port: Port = Field(default=10250, description="HTTPS port of the kubelet API.")
     healthz_port: Port = Field(default=10248, description="Plain-HTTP health port on 127.0.0.1.")
-    root_dir: str = Field(default=f"{layout.LIB}/kubelet", description="Kubelet state directory.")
+    root_dir: AbsolutePath = Field(default=f"{layout.LIB}/kubelet", description="Kubelet state directory.")
     max_pods: int = Field(default=110, ge=1, description="Maximum pods per node.")
     pod_pids_limit: int = Field(default=4096, ge=-1, description="Maximum processes per pod (CIS 4.2.13).")
     container_runtime_endpoint: str | None = Field(
@@ -52,7 +52,7 @@ class KubeletOptions(ComponentOptions):
     seccomp_default: bool = Field(default=True, description="Run pods with the RuntimeDefault seccomp profile.")
     protect_kernel_defaults: bool = Field(default=False,
                                           description="Fail when kernel tunables differ from the kubelet's needs.")
-    streaming_connection_idle_timeout: str = Field(default="4h",
+    streaming_connection_idle_timeout: GoDuration = Field(default="4h",
                                                    description="Idle timeout of exec/attach/port-forward streams.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 

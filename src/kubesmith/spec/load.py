@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import errno
 import os
@@ -76,11 +77,62 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
         cluster = Cluster.model_validate(document.data)
     except ValidationError as exc:
         typed = [problem for problem in _type_problems(exc, document) if not _under_path(problem.path, characters)]
-        raise SpecError(_by_position(problems + typed + flags)) from None
+        semantic = [_located(finding, document) for finding in _semantics_of_the_rest(document.data, exc, registry)]
+        raise SpecError(_by_position(problems + typed + flags + semantic)) from None
     problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
     if any(problem.severity == "error" for problem in problems):
         raise SpecError(_by_position(problems))
     return LoadedSpec(cluster, document, tuple(problems))
+
+
+def _semantics_of_the_rest(data: Any, exc: ValidationError, registry: VersionRegistry) -> list[Finding]:
+    """Semantic findings on every part of the file that parsed, so one run reports every mistake: the
+    parts with type errors are dropped (an option's key, else the object or list item holding it) until
+    the rest validates; findings touching a dropped part, or a list that lost an item, are left out."""
+    rest, dropped = copy.deepcopy(data), []
+    for _ in range(6):  # dropping an object can make its parent incomplete in turn
+        for error in sorted(exc.errors(include_url=False), key=lambda e: tuple(map(str, e["loc"])), reverse=True):
+            if (where := _drop(rest, tuple(error["loc"]))) is None:
+                return []
+            dropped.append(where)
+        try:
+            cluster = Cluster.model_validate(rest)
+        except ValidationError as again:
+            exc = again
+            continue
+        anchors = [_anchor(where) for where in dropped]
+        return [finding for finding in semantic_findings(cluster, registry)
+                if not any(_related(finding[0], anchor) for anchor in anchors)]
+    return []
+
+
+def _drop(data: Any, loc: tuple[LocPart, ...]) -> tuple[LocPart, ...] | None:
+    """Remove the deepest node of `data` on `loc` (pydantic's loc may go on past the data); None at the root."""
+    parents: list[tuple[Any, LocPart]] = []
+    node = data
+    for part in loc:
+        inside = isinstance(node, dict) and part in node or isinstance(node, list) and isinstance(part, int) and \
+            0 <= part < len(node)
+        if not inside:
+            break
+        parents.append((node, part))
+        node = node[part]
+    if not parents:
+        return None
+    container, key = parents[-1]
+    del container[key]
+    return tuple(part for _, part in parents)
+
+
+def _anchor(loc: tuple[LocPart, ...]) -> tuple[LocPart, ...]:
+    """A dropped list item shifts the items after it: what touches the list at all is left out."""
+    first_index = next((i for i, part in enumerate(loc) if isinstance(part, int)), len(loc))
+    return loc[:first_index]
+
+
+def _related(loc: tuple[LocPart, ...], anchor: tuple[LocPart, ...]) -> bool:
+    shorter = min(len(loc), len(anchor))
+    return loc[:shorter] == anchor[:shorter]
 
 
 def _under(loc: tuple[LocPart, ...], refused: list[Problem]) -> bool:

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, create_model, field_validator
 
 from kubesmith.modules import MODULES
-from kubesmith.spec.types import (Cidr, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey, LabelValue,
-                                  ReleaseVersion, StrictModel, derived)
+from kubesmith.spec.types import (Cidr, CisId, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey,
+                                  LabelValue, ReleaseVersion, StrictModel, derived)
 
 API_VERSION = "kubesmith.io/v1alpha1"
 Role = Literal["control-plane", "etcd", "node"]
@@ -76,7 +76,7 @@ class Ssh(StrictModel):
 
 
 class Security(StrictModel):
-    allow_insecure: list[Annotated[str, Field(pattern=r"^[1-5](\.[0-9]{1,2}){1,2}$")]] = Field(
+    allow_insecure: list[CisId] = Field(
         default=[], description="CIS Kubernetes Benchmark checks (ids such as \"1.2.15\") this cluster knowingly "
         "fails: a setting that weakens a secure default (profiling, anonymous access, a kubelet read-only port...) "
         "is an error unless its check is listed here; validate and plan still name it.")

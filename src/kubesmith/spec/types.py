@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
+
+from kubesmith.durations import check_go_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -97,6 +100,39 @@ def _semver(value: str) -> str:
     return value.removeprefix("v")
 
 
+_PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._@+,:=~/-]+")
+
+
+def _absolute_path(value: str) -> str:
+    """Absolute, normalised and plain: paths end up in flags, unit settings (StateDirectory=, ReadWritePaths=,
+    space-separated) and tmpfiles.d lines, where whitespace, `%` or quotes would mean something else."""
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path (starting with /)")
+    normal = posixpath.normpath(value)
+    normal = normal[1:] if normal.startswith("//") else normal
+    if normal != value:
+        raise ValueError(f"{value!r} is not a normalised path: it means {normal!r}; write that")
+    if not _PATH_CHARACTERS.fullmatch(value):
+        raise ValueError(f"{value!r}: a path here may hold letters, digits and . _ @ + , : = ~ / - only")
+    return value
+
+
+def _port_range(value: str) -> str:
+    match = re.fullmatch(r"(\d{1,5})-(\d{1,5})", value)
+    if not match:
+        raise ValueError(f"{value!r} must be a port range LOW-HIGH, for example 30000-32767")
+    low, high = int(match[1]), int(match[2])
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(f"{value!r} must run from low to high within 1-65535")
+    return value
+
+
+def _cis_id(value: str) -> str:
+    if not re.fullmatch(r"[1-5](\.[0-9]{1,2}){1,2}", value):
+        raise ValueError(f"{value!r} is not a CIS Kubernetes Benchmark check id (such as \"1.2.15\")")
+    return value
+
+
 IPAddress = Annotated[str, AfterValidator(_ip)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
@@ -106,6 +142,10 @@ LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+PortRange = Annotated[str, AfterValidator(_port_range)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+GoDuration = Annotated[str, AfterValidator(check_go_duration)]
+CisId = Annotated[str, AfterValidator(_cis_id)]
 
 
 def _flag_value(value: Any) -> str | int | bool:
