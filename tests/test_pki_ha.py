@@ -125,7 +125,8 @@ def test_per_node_and_component_identities(ha):
         assert (request.common_name, request.organizations) == (cn, orgs)
     assert plan.host("w1").certificate("kubelet-serving").ip_addresses == ("10.0.0.21",)
     cp = plan.host("cp2")
-    assert cp.certificate("admin").organizations == ("system:masters",)
+    assert cp.certificate("admin").organizations == ("kubesmith:cluster-admins",)  # revocable: a binding
+    assert cp.certificate("super-admin").organizations == ("system:masters",)  # break-glass, root-only
     assert cp.certificate("controller-manager-client").common_name == "system:kube-controller-manager"
     assert cp.certificate("scheduler-client").common_name == "system:kube-scheduler"
     assert "server auth" in cp.certificate("scheduler-serving").usages
@@ -206,7 +207,8 @@ def test_service_account_pair_and_encryption_config(ha):
     assert len(base64.b64decode(providers[0]["aescbc"]["keys"][0]["secret"])) == 32
 
 
-KUBECONFIGS = {"admin.conf": ("kubernetes-admin", "system:masters"), "controller-manager.conf":
+KUBECONFIGS = {"admin.conf": ("kubernetes-admin", "kubesmith:cluster-admins"),
+               "super-admin.conf": ("kubernetes-super-admin", "system:masters"), "controller-manager.conf":
                ("system:kube-controller-manager", None), "scheduler.conf": ("system:kube-scheduler", None),
                "kubelet.conf": ("system:node:{host}", "system:nodes"), "kube-proxy.conf": ("system:kube-proxy", None)}
 

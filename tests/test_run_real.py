@@ -71,6 +71,30 @@ def test_each_kubeconfig_is_its_components_identity(cluster: Run) -> None:
     assert cluster.kubectl("admin", "auth", "can-i", "*", "*", "--all-namespaces").stdout.strip() == "yes"
 
 
+def test_admin_conf_is_cluster_admin_through_a_binding_that_can_be_taken_back(cluster: Run) -> None:
+    """kubeadm 1.29+'s split: admin.conf's group is bound to cluster-admin (by the kubesmith-admins step,
+    as super-admin); deleting the binding takes its rights; super-admin.conf is system:masters."""
+    def groups(name: str) -> list[str]:
+        return json.loads(cluster.kubectl(name, "auth", "whoami", "-o", "json", check=True).stdout
+                          )["status"]["userInfo"]["groups"]
+
+    assert "kubesmith:cluster-admins" in groups("admin") and "system:masters" not in groups("admin")
+    assert "system:masters" in groups("super-admin")
+    binding = json.loads(cluster.kubectl("super-admin", "get", "clusterrolebinding", "kubesmith:cluster-admins",
+                                         "-o", "json", check=True).stdout)
+    assert binding["roleRef"]["name"] == "cluster-admin"
+    cluster.kubectl("super-admin", "delete", "clusterrolebinding", "kubesmith:cluster-admins", check=True)
+    try:
+        poll(lambda: cluster.kubectl("admin", "auth", "can-i", "get", "nodes").stdout.strip() == "no", 30,
+             "admin.conf to lose its rights")
+        assert cluster.kubectl("super-admin", "auth", "can-i", "*", "*").stdout.strip() == "yes"
+    finally:  # the step again, as its unit runs it: the binding is back
+        again = cluster.netns.run(*CLI, "bootstrap-admins", "--kubeconfig", str(cluster.kubeconfig("super-admin")))
+        assert again.returncode == 0 and "created" in again.stderr, again.stderr
+    poll(lambda: cluster.kubectl("admin", "auth", "can-i", "get", "nodes").stdout.strip() == "yes", 30,
+         "admin.conf's rights back")
+
+
 def test_the_node_registers_under_the_specs_name_and_the_api_is_published_off_loopback(cluster: Run) -> None:
     nodes = poll(lambda: json.loads(cluster.kubectl("admin", "get", "nodes", "-o", "json").stdout or "{}")
                  .get("items"), 60, "the kubelet to register")

@@ -11,6 +11,7 @@ written to disk) from the cluster's CA in the state directory, which holds every
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
 import ssl
@@ -26,6 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith import fsutil
 from kubesmith.pki import documents, keys
+from kubesmith.pki.certlist import CLUSTER_ADMINS
 from kubesmith.pki.issue import new_leaf
 from kubesmith.pki.store import PkiError, PkiStore, check_owner, store_root, utc_now
 from kubesmith.plan.model import CertificateRequest, Plan
@@ -134,23 +136,69 @@ class ClusterAccess:
         """(status, JSON body or {}) of one API call as the access manager."""
         cert_pem, key_pem, _ = self._issue("kubesmith:access-manager", ("system:masters",), MANAGER_VALIDITY)
         _, _, ca_pem = self._authority()
-        context = ssl.create_default_context(cadata=ca_pem.decode())
-        with tempfile.TemporaryDirectory(prefix="kubesmith-access-") as scratch:
-            cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
-            fsutil.atomic_write(cert_file, cert_pem, 0o600)
-            fsutil.atomic_write(key_file, key_pem, 0o600)
-            context.load_cert_chain(cert_file, key_file)  # takes paths only; gone with the scratch directory
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        return await api_request(Credentials(server, ca_pem, cert_pem, key_pem), method, path, body, self.timeout,
+                                 (404,) if allow_missing else ())
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where the API is and who asks: a server, the CA to trust, a client certificate and key."""
+
+    server: str
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+    @classmethod
+    def of_kubeconfig(cls, path: Path) -> Credentials:
+        """The first cluster and user of a self-contained kubeconfig (as kubesmith writes them)."""
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.request(method, f"{server}{path}", json=body, ssl=context) as response:
-                    text = await response.text()
-                    if response.status < 300 or (allow_missing and response.status == 404):
-                        is_json = response.content_type == "application/json"
-                        return response.status, (json.loads(text) if is_json and text else {})
-                    raise AccessError(f"{method} {server}{path}: HTTP {response.status}: {text.strip()[:300]}")
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise AccessError(f"cannot reach the API at {server}: {exc or type(exc).__name__}") from None
+            document = yaml.safe_load(path.read_text())
+            cluster, user = document["clusters"][0]["cluster"], document["users"][0]["user"]
+            return cls(cluster["server"], base64.b64decode(cluster["certificate-authority-data"]),
+                       base64.b64decode(user["client-certificate-data"]), base64.b64decode(user["client-key-data"]))
+        except OSError as exc:
+            raise AccessError(f"{path}: {exc.strerror or exc}") from None
+        except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise AccessError(f"{path}: not a kubeconfig with embedded credentials ({exc})") from None
+
+
+async def api_request(credentials: Credentials, method: str, path: str, body: Any, timeout: float,
+                      accept: tuple[int, ...] = ()) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body or {}) of one API call; a status >= 300 not in `accept` is an AccessError."""
+    context = ssl.create_default_context(cadata=credentials.ca_pem.decode())
+    with tempfile.TemporaryDirectory(prefix="kubesmith-access-") as scratch:
+        cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
+        fsutil.atomic_write(cert_file, credentials.cert_pem, 0o600)
+        fsutil.atomic_write(key_file, credentials.key_pem, 0o600)
+        context.load_cert_chain(cert_file, key_file)  # takes paths only; gone with the scratch directory
+    server = credentials.server
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            async with session.request(method, f"{server}{path}", json=body, ssl=context) as response:
+                text = await response.text()
+                if response.status < 300 or response.status in accept:
+                    is_json = response.content_type == "application/json"
+                    return response.status, (json.loads(text) if is_json and text else {})
+                raise AccessError(f"{method} {server}{path}: HTTP {response.status}: {text.strip()[:300]}")
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise AccessError(f"cannot reach the API at {server}: {exc or type(exc).__name__}") from None
+
+
+def cluster_admins_binding() -> dict[str, Any]:
+    """admin.conf's group to cluster-admin (kubeadm 1.29+'s kubeadm:cluster-admins, under kubesmith's name)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": CLUSTER_ADMINS, "labels": {"app.kubernetes.io/managed-by": "kubesmith"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": CLUSTER_ADMINS}]}
+
+
+def bind_cluster_admins(kubeconfig: Path, timeout: float = 10.0) -> bool:
+    """Create the cluster-admins binding as the kubeconfig's user (super-admin.conf) unless it exists;
+    an existing one is left as the operator keeps it. True when it was created."""
+    status, _ = asyncio.run(api_request(Credentials.of_kubeconfig(kubeconfig), "POST", RBAC, cluster_admins_binding(),
+                                        timeout, accept=(409,)))  # 409: it exists already
+    return status != 409
 
 
 def merge_into(path: Path, config: dict[str, Any]) -> None:

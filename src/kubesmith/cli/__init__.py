@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "network": ("kubesmith.cli.node_commands", "network_group"),
     "wait": ("kubesmith.cli.wait_commands", "wait_command"),
     "probe": ("kubesmith.cli.wait_commands", "probe_command"),
+    "bootstrap-admins": ("kubesmith.cli.bootstrap_commands", "bootstrap_admins"),
 }
 
 

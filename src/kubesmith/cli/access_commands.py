@@ -66,7 +66,7 @@ def kubeconfig() -> None:
     A person gets a fresh key and a short-lived client certificate (CN = their name, group
     kubesmith:user:<name>), and one ClusterRoleBinding ties that group to a role. Revoking
     deletes the binding: the next request is refused though the certificate has not expired.
-    The root-only admin.conf on control-plane hosts stays the break-glass credential.
+    The root-only super-admin.conf on control-plane hosts stays the break-glass credential.
 
     \b
     Examples:

@@ -86,6 +86,10 @@ class CertSpec:
         )
 
 
+# admin.conf's group, bound to cluster-admin by a ClusterRoleBinding of that name (as kubeadm 1.29+
+# binds kubeadm:cluster-admins): revocable, where system:masters (super-admin.conf only) is not
+CLUSTER_ADMINS = "kubesmith:cluster-admins"
+
 AUTHORITIES: tuple[AuthoritySpec, ...] = (
     AuthoritySpec("kubernetes-ca", "kubernetes-ca", "ca.crt", "ca.key",
                   "signs API server, component and node certificates; verifies client certificates"),
@@ -113,8 +117,12 @@ CERTIFICATES: tuple[CertSpec, ...] = (
              "front-proxy-client", "kube-apiserver", "aggregation layer requests to extension API servers"),
     CertSpec("kube-healthcheck-client", "kubernetes-ca", "kubesmith:healthcheck", (), CLIENT, Sans.NONE,
              "healthcheck-client", "root", "probes the API's /readyz (kubesmith wait/status)"),
-    CertSpec("admin", "kubernetes-ca", "kubernetes-admin", ("system:masters",), CLIENT, Sans.NONE,
-             "admin", "root", "cluster administrator (admin.conf, root-only)"),
+    CertSpec("admin", "kubernetes-ca", "kubernetes-admin", (CLUSTER_ADMINS,), CLIENT, Sans.NONE,
+             "admin", "root", "cluster administrator (admin.conf, root-only): cluster-admin through a "
+             "ClusterRoleBinding of its group, which can be deleted"),
+    CertSpec("super-admin", "kubernetes-ca", "kubernetes-super-admin", ("system:masters",), CLIENT, Sans.NONE,
+             "super-admin", "root", "break-glass administrator (super-admin.conf, root-only): system:masters, "
+             "whose rights no RBAC change takes away"),
     CertSpec("controller-manager-client", "kubernetes-ca", "system:kube-controller-manager", (), CLIENT,
              Sans.NONE, "controller-manager-client", "kube-controller-manager",
              "controller-manager's identity towards the API"),

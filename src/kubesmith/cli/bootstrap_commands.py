@@ -1,0 +1,32 @@
+"""`kubesmith bootstrap-admins`: the step a control-plane host runs once its API answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kubesmith.cli.common import fail
+from kubesmith.exitcodes import ExitCode
+
+
+@click.command("bootstrap-admins", hidden=True)
+@click.option("--kubeconfig", "kubeconfig", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="super-admin.conf (system:masters), which may create the binding.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds the API call may take.")
+def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
+    """Bind admin.conf's group (kubesmith:cluster-admins) to cluster-admin, unless the binding exists.
+
+    Run by the `kubesmith-admins` unit on control-plane hosts; deleting the binding takes admin.conf's
+    rights back (until this step runs again), which no change can do for super-admin.conf.
+    """
+    from kubesmith.backends.access import AccessError, bind_cluster_admins
+
+    if not kubeconfig.is_file():
+        fail(f"{kubeconfig}: no such file", ExitCode.IO_ERROR)
+    try:
+        created = bind_cluster_admins(kubeconfig, timeout)
+    except AccessError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    click.echo("created the cluster-admins binding" if created else "the cluster-admins binding exists", err=True)
