@@ -203,9 +203,10 @@ def _state_directories(cluster: Cluster) -> list[Finding]:
     components = cluster.spec.components
     runtime = components.container_runtime
     node = frozenset({"node"})
-    owners = [(frozenset({"etcd"}), "etcd", components.etcd, "data_dir"), (node, "kubelet", components.kubelet, "root_dir"),
-              *((node, "containerRuntime", runtime, "root_dir"), (node, "containerRuntime", runtime, "state_dir"))[
-                  :2 if runtime.enabled else 0]]
+    owners = [(frozenset({"etcd"}), "etcd", components.etcd, "data_dir"),
+              (node, "kubelet", components.kubelet, "root_dir")]
+    if runtime.enabled:
+        owners += [(node, "containerRuntime", runtime, "root_dir"), (node, "containerRuntime", runtime, "state_dir")]
     # the options the file sets come last, so the error stands where the user wrote the clash
     owners.sort(key=lambda owner: owner[3] in owner[2].model_fields_set)
     candidates = [(roles, (alias, _alias_of(options, field)), getattr(options, field))
