@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plan_support import registry
-from kubesmith.backends.systemd import UnitOptions, unit_files, write_units
+from kubesmith.backends.systemd import UnitOptions, command_line, render_unit, unit_files, write_units
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.spec.errors import SpecError
 from kubesmith.spec.load import load_spec_text
@@ -31,7 +31,6 @@ from kubesmith.spec.load import load_spec_text
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 
 Spec = dict[str, Any]
-PATH_CHARACTERS = st.characters(codec="utf-8", exclude_categories=("Cs",))
 HOSTILE = "\n\r\t\x00\x0b\x1b\x7f\x85\u2028 \"'\\;#%$={}[],:/."
 
 
@@ -170,13 +169,11 @@ def test_systemd_parses_every_escaped_word_back_to_itself() -> None:
     words = ["/bin/true", "2\nUser=root", "a\rb", "\x1b[31m", "tab\there", "\x7f\x85\u2028\u2029", "#comment",
              ";semicolon", "a b", "quote\"s'", "back\\slash\\", "%n%%", "$HOME$$x${Y}", "", "é😀", "\ufeffbom",
              "ends with backslash \\"]
-    service = f"{command_line_unit(words)}"
-    argv = systemd_argv({"etc/systemd/system/probe.service": service}, "probe")
+    argv = systemd_argv({"etc/systemd/system/probe.service": command_line_unit(words)}, "probe")
     assert argv == words
 
 
 def command_line_unit(words: list[str]) -> str:
-    from kubesmith.backends.systemd import command_line, render_unit
     return render_unit([("Service", [("Type", "exec"), ("User", "nobody"), ("ExecStart", command_line(words))])])
 
 
