@@ -25,10 +25,9 @@ import dataclasses
 import datetime as dt
 import json
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from kubesmith import layout
 from kubesmith.backends import preflight, runtime_bundle
@@ -48,8 +47,6 @@ APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
                "node-online.target", "kubernetes.target")
 Progress = Callable[[str], None]
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 class ApplyError(StepError):
@@ -327,13 +324,6 @@ async def record(transport: SshTransport, state: HostState, cluster: str) -> Non
     manifest = {"cluster": cluster, "files": {f.path: f.sha256 for f in state.files}}
     data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     await transport.upload(state.plan.address, [HostFile(APPLIED_MANIFEST, 0o600, "root", "root", data)])
-
-
-async def each(items: Sequence[T], work: Callable[[T], Awaitable[R]], parallel: bool = True) -> list[R]:
-    """Run `work` for every item: all at once, or one after another (the benchmark's baseline)."""
-    if parallel:
-        return list(await asyncio.gather(*(work(item) for item in items)))
-    return [await work(item) for item in items]
 
 
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
