@@ -18,7 +18,8 @@ ROLE_SERVICES = {"etcd": {"etcd"}, "control-plane": {"kube-apiserver", "kube-con
                  "node": {"kubelet", "kube-proxy"}}
 
 
-HOST_BINARIES = {"/usr/bin/containerd"}  # the host's own (Debian's containerd), not versioned with Kubernetes
+# the host's own (Debian's containerd, HAProxy and keepalived), not versioned with Kubernetes
+HOST_BINARIES = {"/usr/bin/containerd", "/usr/sbin/haproxy", "/usr/sbin/keepalived"}
 
 
 def kubernetes_services(host: dict) -> dict[str, dict]:
