@@ -154,12 +154,14 @@ def test_cas_are_ten_year_backdated_signing_cas(ha):
 
 def test_manifest_modes_owners_and_hashes(ha):
     import hashlib
-    from kubesmith.backends.systemd import unit_files
+    from kubesmith.backends.render import components_file
+    from kubesmith.backends.systemd import UnitOptions, unit_files
 
     plan, _, out = ha
     for host in plan.hosts:
         entries = manifest(out, host.name)
-        assert set(entries) == {f.path for f in host.files} | {f"/{path}" for path in unit_files(host)}
+        kept = {f.path for f in components_file(plan, host, UnitOptions())}  # the configuration keeper's list
+        assert set(entries) == {f.path for f in host.files} | {f"/{path}" for path in unit_files(host)} | kept
         for path, entry in entries.items():
             data = on_host(out, host.name, path).read_bytes()
             assert hashlib.sha256(data).hexdigest() == entry["sha256"]
