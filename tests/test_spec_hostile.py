@@ -246,3 +246,10 @@ def test_semantic_checks_skip_what_a_dropped_part_would_falsify(tmp_path: Path) 
     result = kubesmith("validate", "host.yaml", cwd=tmp_path)
     errors = [line.split(": ")[1] for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["spec.network.serviceCidr", "spec.hosts[1].address"], result.stderr
+
+
+def test_plan_names_the_cis_check_an_opt_out_breaks() -> None:
+    result = kubesmith("plan", "accepted-insecure-with-opt-out.yaml", "--offline", cwd=HOSTILE)
+    assert result.returncode == 0, result.stderr
+    assert "warning: spec.components.apiserver.profiling: breaks CIS 1.2.15" in result.stderr
+    assert "--profiling=true" in result.stdout
