@@ -131,8 +131,9 @@ def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:
     assigned = {host.name: ipaddress.ip_network(host.pod_cidr) for host in nodes if host.pod_cidr}
     if options.node_cidr_mask_size < cluster.prefixlen:
         raise ValueError(f"/{options.node_cidr_mask_size} node ranges do not fit in clusterCidr {cluster}")
+    pinned = tuple(assigned.values())  # ranges handed out below come in order and never meet each other
     free = (subnet for subnet in cluster.subnets(new_prefix=options.node_cidr_mask_size)
-            if not any(subnet.overlaps(taken) for taken in assigned.values()))
+            if not any(subnet.overlaps(taken) for taken in pinned))
     for host in nodes:
         if host.name not in assigned:
             subnet = next(free, None)
