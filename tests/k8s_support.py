@@ -34,3 +34,13 @@ def real_release() -> str:
     out = subprocess.run([str(real_binaries() / "kube-apiserver"), "--version"], capture_output=True, text=True,
                          timeout=30, check=True).stdout
     return out.split()[-1].removeprefix("v")
+
+
+# A kubeconfig a component can load but never reach: enough for a binary to check its own settings.
+UNREACHABLE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-used}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""

@@ -16,16 +16,9 @@ from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapsh
 from kubesmith.agent.configloop import Component, Keeper
 from kubesmith.agent.validate import validate
 from kubesmith.health.wait import LocalProbeRunner
-from k8s_support import real_binaries
+from k8s_support import UNREACHABLE_KUBECONFIG, real_binaries
 from plan_support import registry
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: not-used}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 GOOD = "profiles: [{schedulerName: default-scheduler}]\n"
 BAD = "profiles: [{schedulerName: default-scheduler, plugins: {score: {enabled: [{name: NoSuchPlugin}]}}}]\n"
 
@@ -76,7 +69,7 @@ class Processes:
 
 def _setup(tmp_path: Path, validated: bool) -> tuple[Keeper, Processes, Path, str]:
     kubeconfig = tmp_path / "scheduler.conf"
-    kubeconfig.write_text(KUBECONFIG)
+    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
     document = tmp_path / "scheduler.yaml"
     header = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
               f"clientConnection: {{kubeconfig: {kubeconfig}}}\n")

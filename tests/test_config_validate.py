@@ -9,17 +9,10 @@ import pytest
 
 from kubesmith.agent.checkpoints import ComponentConfig
 from kubesmith.agent.validate import validate
-from k8s_support import real_binaries
+from k8s_support import UNREACHABLE_KUBECONFIG, real_binaries
 from plan_support import registry
 
 MINOR = "1.36"
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: not-used}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 
 
 def _kubelet(tmp_path: Path, extra: str, *flags: str) -> ComponentConfig:
@@ -62,7 +55,7 @@ def test_an_unknown_flag_is_named_from_the_registry_before_any_load(tmp_path: Pa
 
 def _scheduler(tmp_path: Path, extra: str) -> ComponentConfig:
     kubeconfig = tmp_path / "scheduler.conf"
-    kubeconfig.write_text(KUBECONFIG)
+    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
     config = tmp_path / "scheduler.yaml"
     config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                       f"clientConnection: {{kubeconfig: {kubeconfig}}}\n{extra}")
