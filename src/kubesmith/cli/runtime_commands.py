@@ -17,7 +17,7 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json,
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
-                                     supervisor_services)
+                                     ran_here)
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
@@ -90,7 +90,8 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     check_host_names(plan, hosts, spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
-    remote = [h for h in plan.hosts if (not hosts or h.name in hosts) and supervisor_services(state, h.name) is None]
+    local = {h.name for h in plan.hosts if ran_here(state, h.name)}
+    remote = [h for h in plan.hosts if (not hosts or h.name in hosts) and h.name not in local]
     problem = options.problem() if remote else None
     if problem is not None:  # the same for every host: said once, before any probe
         fail(problem, ExitCode.IO_ERROR)
@@ -99,7 +100,7 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     async def gather() -> ClusterStatus:
         async with SshTransport(options) as transport:
             async def view_for(host: HostPlan) -> HostView:
-                if supervisor_services(state, host.name) is not None:
+                if host.name in local:  # a `kubesmith run` host: probed from here, live or stopped
                     return local_view(state, host)
                 return await ssh_view(transport, host, timeout)
 

@@ -204,6 +204,12 @@ def supervisor_services(state_dir: Path, host: str) -> dict[str, dict[str, Any]]
     return dict(state.get("services", {}))
 
 
+def ran_here(state_dir: Path, host: str) -> bool:
+    """Whether `kubesmith run` ran this host from this state directory, running now or not: such a
+    host is probed from here (a stopped run is down, not a host to reach over SSH)."""
+    return RunPaths(state_dir, host).state_file.exists()
+
+
 def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
