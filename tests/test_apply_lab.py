@@ -159,8 +159,8 @@ def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluste
     changed.write_text(yaml.safe_dump(document))
     plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), spec=changed)
     assert plan.returncode == 0, plan.stderr
-    for host in cluster.hosts:
-        assert f"{host}: files 1 changed" in plan.stdout and "restart: kube-scheduler" in plan.stdout
+    for host in cluster.hosts:  # the scheduler's unit, and the configuration keeper's list of argvs
+        assert f"{host}: files 2 changed" in plan.stdout and "restart: kube-scheduler" in plan.stdout
     before = cluster.unit_state("h1")
     result = cluster.apply(changed)
     assert result.returncode == 0, result.stderr

@@ -132,27 +132,33 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     if python.stdout.strip() != bundle.python:
         found = python.stdout.strip() or "no python3"
         raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
-    files = await keep_renewed(transport, host, files, current)
+    kept = await keep_renewed(transport, host, files, current)
+    renewed = frozenset(mine.path for mine, theirs in zip(files, kept) if mine is not theirs)
+    files = kept
     previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
     existing = frozenset(users.stdout.split())
     changes = diff_host(host, files, current, previous, existing)
     runtime, unpack_leftovers = runtime_bundle.parse_inspection(installed.stdout)
     leftovers = tuple(temps) + unpack_leftovers
     changes = dataclasses.replace(changes, redo=redo(files, current, previous, changes, runtime == bundle.sha256,
-                                                     leftovers))
+                                                     leftovers, renewed))
     return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
 
 
 def redo(files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],
-         changes: HostChanges, runtime_ok: bool, leftovers: Sequence[str]) -> tuple[str, ...]:
+         changes: HostChanges, runtime_ok: bool, leftovers: Sequence[str],
+         renewed: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """What the host needs besides files, judged from content: a runtime that is missing or not
     this bundle, leftovers to remove, and (with every file in place) a previous apply that did
-    not reach its end: its manifest is not this one, so enabling and starting are done again."""
+    not reach its end: its manifest is not this one, so enabling and starting are done again.
+    A certificate the host's agent renewed since (`renewed`, kept by apply) differs from the
+    manifest by design, not because an apply stopped short."""
     wanted = [] if runtime_ok else ["runtime"]
     if leftovers:
         wanted.append("leftovers")
     in_place = not (changes.added or changes.changed or changes.removed)  # then the host's hashes are the desired
-    if in_place and previous != {f.path: current.get(f.path) for f in files}:  # (no second pass over 400 MB)
+    placed = {f.path: previous.get(f.path) if f.path in renewed else current.get(f.path) for f in files}
+    if in_place and previous != placed:  # (no second pass over 400 MB)
         wanted.append("unfinished")
     return tuple(wanted)
 
