@@ -234,3 +234,51 @@ def test_a_kubectl_loop_through_the_virtual_ip_fails_no_longer_than_its_failover
         cluster.lab.ssh(holder, "systemctl start kubernetes.target", timeout=300)
     poll(lambda: len(vip_holders(cluster, vip)) == 1, 60, f"one holder of {vip} again")
     poll(lambda: status(cluster)["exit"] == 0, 180, "the cluster to be healthy again")
+
+
+def test_a_personal_kubeconfig_reaches_the_ha_cluster_for_its_role_until_revoked(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """Issue 22, on three control-plane hosts: `kubesmith kubeconfig` mints alice's own credentials from the
+    state directory (run inside the lab's network namespace, as an operator on the lab's network would);
+    she is herself and her group, may do what her role allows, and is refused once revoked; the API
+    servers' audit logs name her."""
+    config = tmp_path / "alice.conf"
+    inside = ["nsenter", f"--net={cluster.lab.config.netns_path}"]
+
+    def kubesmith(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*inside, "kubesmith", *args, "--state-dir", str(cluster.state_dir)],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    def mint(role: str) -> None:
+        result = kubesmith("kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h", "--role", role,
+                           "--output", str(config))
+        assert result.returncode == 0, result.stderr
+        assert f"kubeconfig for alice ({role}, group kubesmith:user:alice)" in result.stderr
+
+    def as_alice(*args: str) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(config, *args)
+
+    mint("cluster-admin")
+    assert config.stat().st_mode & 0o777 == 0o600
+    who = json.loads(as_alice("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    assert who["username"] == "alice" and "kubesmith:user:alice" in who["groups"], who
+    assert "system:masters" not in who["groups"]
+    created = as_alice("create", "deployment", "alices-ha-app", "--image=kubesmith.local/pause:1")
+    assert created.returncode == 0, created.stderr
+    audit = "".join(cluster.lab.ssh(host, "cat /var/log/kubernetes/audit/audit.log").stdout for host in cluster.hosts)
+    assert any(json.loads(line)["user"]["username"] == "alice" and json.loads(line)["verb"] == "create"
+               for line in audit.splitlines() if '"alice"' in line)
+    try:
+        mint("view")
+        poll(lambda: as_alice("get", "deployment", "alices-ha-app").returncode == 0, 30, "view to allow reading")
+        refused = as_alice("delete", "deployment", "alices-ha-app")
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+        revoked = kubesmith("kubeconfig", "revoke", str(cluster.spec), "alice")
+        assert revoked.returncode == 0 and revoked.stdout.strip() == "alice: access revoked", revoked.stderr
+        gone = poll(lambda: (lambda r: r if r.returncode != 0 else None)(as_alice("get", "deployment",
+                                                                                    "alices-ha-app")),
+                    30, "the revoked kubeconfig to be refused")
+        assert "forbidden" in gone.stderr.lower(), gone.stderr
+    finally:
+        cluster.kubectl(cluster.admin_kubeconfig(tmp_path), "delete", "deployment", "alices-ha-app",
+                        "--ignore-not-found")
