@@ -78,7 +78,8 @@ def test_images_are_imported_and_a_pod_per_node_reaches_the_others_and_the_servi
     names = {node: pod["metadata"]["name"] for node, pod in by_node.items()}
     first, *others = sorted(by_node)
     for other in others:  # pod to pod between hosts, over the routes to each node's pod range
-        assert fetch(cluster, admin, names[first], by_node[other]["status"]["podIP"], 8080) == names[other]
+        poll(lambda: fetch(cluster, admin, names[first], by_node[other]["status"]["podIP"], 8080) == names[other],
+             30, f"a pod on {first} to reach the pod on {other}")
     service = cluster.kubectl(admin, "get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").stdout
     answers = {fetch(cluster, admin, names[others[0]], service, 80) for _ in range(15)}
     assert answers == set(names.values())  # the Service, from a pod on another host, reaches all three
