@@ -100,6 +100,22 @@ def test_unknown_and_locked_gates_are_located_errors(tmp_path: Path) -> None:
         "Kubernetes 1.36; remove it from the spec (gates.yaml:11:22)"]
 
 
+def test_a_release_without_gate_facts_says_its_gates_go_unchecked(tmp_path: Path) -> None:
+    """The registry read gates from the 1.36 binaries only: for another release it must not pretend."""
+    from conftest import kubesmith
+
+    text = ("apiVersion: kubesmith.io/v1alpha1\nkind: Cluster\nmetadata: {name: fg}\nspec:\n"
+            "  kubernetesVersion: '1.33.0'\n  featureGates: {NoSuchGate: true}\n"
+            "  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node]}\n")
+    (tmp_path / "old.yaml").write_text(text)
+    result = kubesmith("validate", "old.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert ("warning: spec.kubernetesVersion: kubesmith knows the feature gates of Kubernetes 1.36 only: the gates "
+            "in this file are passed on unchecked for 1.33") in result.stderr
+    (tmp_path / "plain.yaml").write_text(text.replace("  featureGates: {NoSuchGate: true}\n", ""))
+    assert "feature gates" not in kubesmith("validate", "plain.yaml", cwd=tmp_path).stderr
+
+
 def test_a_cluster_gate_reaches_only_the_components_that_know_it(tmp_path: Path) -> None:
     from pki_support import write_spec
     from plan_support import plan_of

@@ -186,11 +186,17 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
     takers = {module.key: module.binary for module in MODULES if module.binary and
               "feature_gates" in module.options.model_fields}
     findings: list[Finding] = []
+    components = cluster.spec.components
+    if cluster.minor not in registry.gate_minors and (cluster.spec.feature_gates or any(
+            getattr(components, key).feature_gates for key in takers)):
+        findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
+                         f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
+                         f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
     for name, value in cluster.spec.feature_gates.items():
         if problem := registry.check_gate(tuple(takers.values()), name, value, cluster.minor):
             findings.append((("spec", "featureGates", name), problem, "error"))
     for key, binary in takers.items():
-        own = getattr(cluster.spec.components, key).feature_gates or {}
+        own = getattr(components, key).feature_gates or {}
         for name, value in own.items():
             if problem := registry.check_gate((binary,), name, value, cluster.minor):
                 findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))

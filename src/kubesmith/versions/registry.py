@@ -134,6 +134,11 @@ class VersionRegistry:
         merged = {**table["gates"], **differences}
         return {name: GateFact.parse(text) for name, text in merged.items() if text != "unknown"}
 
+    @property
+    def gate_minors(self) -> tuple[str, ...]:
+        """The releases whose feature gates the registry knows (read from those releases' binaries)."""
+        return tuple(sorted(self._gate_tables, key=minor_key))
+
     def check_gate(self, binaries: tuple[str, ...], name: str, value: bool, minor: str) -> str | None:
         """None when every binary in `binaries` that knows the gate takes `value` and at least one knows
         it; otherwise why not, with a close name when the gate is unknown."""
