@@ -17,16 +17,19 @@ kube-bench fails (or the reverse). The rules follow kube-bench `check/test.go` a
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
 
+from kubesmith import layout
+from kubesmith.plan import credentials
 from kubesmith.plan.model import HostPlan, Plan, Service
 
 State = Literal["PASS", "FAIL", "WARN", "INFO"]
@@ -490,15 +493,153 @@ def evaluate_host(checks: Iterable[Check], host: HostPlan, files: Mapping[str, s
     return outcomes
 
 
-def evaluate_plan(checks: Sequence[Check], plan: Plan, state_dir: Path) -> list[HostCheck]:
-    """Every host of a plan, against the bytes `render` would write (issuing what the PKI lacks)."""
-    from kubesmith.backends.render import bundles  # the PKI stack is only needed here
+def evaluate_plan(checks: Sequence[Check], plan: Plan, state_dir: Path,
+                  file_checks: Sequence[FileCheck] = ()) -> list[HostCheck]:
+    """Every host of a plan, against the bytes `render` would write (issuing what the PKI lacks), and
+    `file_checks` against the owners and modes render and systemd leave on the host."""
+    from kubesmith.backends.render import Shipped, bundles  # the PKI stack is only needed here
 
-    rendered = bundles(plan, state_dir)
+    rendered = bundles(plan, state_dir, shipped=Shipped())  # files and units, as `render` writes them
     outcomes = []
     for host in plan.hosts:
         files = {file.path: file.data.decode("utf-8", "replace") for file in rendered[host.name]}
-        outcomes += evaluate_host(checks, host, files)
+        outcomes += evaluate_host(checks, host, with_credentials(host, files))
+        outcomes += evaluate_host_files(file_checks, host, host_entries(rendered[host.name]))
+    return outcomes
+
+
+def with_credentials(host: HostPlan, files: Mapping[str, str]) -> dict[str, str]:
+    """The host's files plus what systemd's LoadCredential= puts under /run/credentials at each start."""
+    view = dict(files)
+    for service in host.services:
+        for name, source in service.credentials:
+            view[layout.credential_path(service.name, name)] = files[source]
+    return view
+
+
+# ---- file-metadata checks (owners and modes), as `stat` would print them on the host
+
+@dataclass(frozen=True, slots=True)
+class FileCheck:
+    """A `file-permission`/`file-owner` check and the host files it audits (`file_target` in the data)."""
+
+    check: Check
+    roles: tuple[str, ...]
+    select: str  # self, tree, children, self_or_tree
+    name_glob: str | None
+    stat_format: str
+    owner_component: str
+    automated: bool  # the benchmark's "(Automated)"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileCheck:
+        target = data["file_target"]
+        return cls(Check.from_dict(data), tuple(target["roles"]), target["select"], target.get("name_glob"),
+                   target["stat_format"], target["owner_component"], bool(data.get("benchmark_automated")))
+
+
+def load_file_checks(path: Path) -> list[FileCheck]:
+    return [FileCheck.from_dict(item) for item in json.loads(Path(path).read_text(encoding="utf-8"))["checks"]
+            if item.get("evaluation") == "file-metadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str
+    mode: int
+    owner: str
+    group: str
+    directory: bool = False
+
+
+def host_entries(rendered: Iterable[Any]) -> dict[str, Entry]:
+    """Files as render lists them; directories as tmpfiles.d and StateDirectory= make them, and every
+    other parent as apply creates it (root, 0755)."""
+    entries = {f.path: Entry(f.path, f.mode, f.owner, f.group) for f in rendered}
+    texts = {f.path: f.data.decode("utf-8", "replace") for f in rendered}
+    directories: dict[str, Entry] = {}
+    for path, text in texts.items():
+        if path.startswith("/usr/lib/tmpfiles.d/"):
+            for line in text.splitlines():
+                fields = line.split()
+                if len(fields) >= 5 and fields[0] == "d":
+                    directories[fields[1]] = Entry(fields[1], int(fields[2], 8), fields[3], fields[4], True)
+        elif path.startswith(layout.UNIT_DIR + "/") and path.endswith(".service"):
+            settings = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith(" "))
+            if "StateDirectory" in settings:
+                state = f"{layout.LIB}/{settings['StateDirectory']}"
+                directories[state] = Entry(state, int(settings.get("StateDirectoryMode", "0755"), 8),
+                                           settings.get("User", "root"), settings.get("Group", "root"), True)
+    for path in list(entries):
+        for parent in PurePosixPath(path).parents:
+            directories.setdefault(str(parent), Entry(str(parent), 0o755, "root", "root", True))
+    return {**directories, **entries}
+
+
+FILE_COMPONENT_BINARIES = {**COMPONENT_BINARIES, "controller_manager": "kube-controller-manager"}
+
+
+def role_paths(role: str, host: HostPlan) -> list[str]:
+    """The host path a `file_target` role names, from the services' own flags and documents."""
+    services = {service.binary: service for service in host.services}
+    def flag(binary: str, name: str) -> list[str]:
+        service = services.get(binary)
+        value = argv_value(service, name) if service else None
+        return [credentials.disk_path(value, service)] if value and service else []
+    if role.endswith("_pod_spec_or_unit") or role == "kubelet_service_unit":
+        binary = FILE_COMPONENT_BINARIES[role.removesuffix("_pod_spec_or_unit").removesuffix("_service_unit")]
+        return [f"{layout.UNIT_DIR}/{binary}.service"] if binary in services else []
+    return {
+        "etcd_data_dir": lambda: flag("etcd", "--data-dir"),
+        "kubeconfig_admin": lambda: [layout.kubeconfig_path("admin")],
+        "kubeconfig_super_admin": lambda: [layout.kubeconfig_path("super-admin")],
+        "kubeconfig_scheduler": lambda: flag("kube-scheduler", "--authentication-kubeconfig"),
+        "kubeconfig_controller_manager": lambda: flag("kube-controller-manager", "--kubeconfig"),
+        "kubeconfig_kubelet": lambda: flag("kubelet", "--kubeconfig"),
+        "kubeconfig_proxy": lambda: [layout.kubeconfig_path("kube-proxy")],
+        "kubelet_config_file": lambda: flag("kubelet", "--config"),
+        "kubelet_client_ca_file": lambda: [layout.pki_path("ca.crt")],
+        "pki_dir": lambda: [layout.PKI],
+        "cni_conf_dir": lambda: ["/etc/cni/net.d"],
+    }[role]()
+
+
+def _selected(target: FileCheck, root: str, entries: Mapping[str, Entry]) -> list[Entry]:
+    if root not in entries:
+        return []  # the audits start with `test -e`: nothing printed
+    below = [entry for path, entry in sorted(entries.items()) if path.startswith(root.rstrip("/") + "/")]
+    chosen = {"self": [entries[root]], "tree": [entries[root], *below], "children": below,
+              "self_or_tree": [entries[root], *below]}[target.select]
+    if target.name_glob:
+        chosen = [entry for entry in chosen if fnmatch.fnmatch(PurePosixPath(entry.path).name, target.name_glob)]
+    return chosen
+
+
+def stat_line(entry: Entry, form: str) -> str:
+    """`stat -c FORM`: %a octal mode, %U owner, %G group, %n name."""
+    values = {"%a": f"{entry.mode:o}", "%U": entry.owner, "%G": entry.group, "%n": entry.path}
+    return re.sub(r"%[aUGn]", lambda match: values[match.group(0)], form)
+
+
+def file_check_hosts(target: FileCheck, host: HostPlan) -> bool:
+    """Control-plane checks (1.1) on hosts running the API server or etcd, node checks (4.1) on kubelet hosts."""
+    running = {service.binary for service in host.services}
+    binary = FILE_COMPONENT_BINARIES.get(target.owner_component.replace("-", "_"),
+                                         "kubelet" if target.check.id.startswith("4.") else "kube-apiserver")
+    return binary in running
+
+
+def evaluate_host_files(file_checks: Iterable[FileCheck], host: HostPlan, entries: Mapping[str, Entry]
+                        ) -> list[HostCheck]:
+    outcomes = []
+    for target in file_checks:
+        if not file_check_hosts(target, host):
+            continue
+        selected = [entry for role in target.roles for path in role_paths(role, host)
+                    for entry in _selected(target, path, entries)]
+        audit = "\n".join(stat_line(entry, target.stat_format) for entry in selected)
+        result = evaluate_check(target.check, audit)
+        outcomes.append(HostCheck(host.name, "file", target.owner_component, result))
     return outcomes
 
 

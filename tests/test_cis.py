@@ -1,9 +1,12 @@
-"""CIS Kubernetes Benchmark v1.12: kubesmith's rendered hosts pass every automatable flag and config check.
+"""CIS Kubernetes Benchmark v1.12: kubesmith's rendered hosts pass every automatable flag and config check,
+and every automated file check (owners and modes of units, kubeconfigs, the PKI tree, etcd's data).
 
 Three layers, each needed for the next to mean anything:
 (a) the evaluator (`tests/cis_eval.py`) gives kube-bench's verdict on kube-bench's own unit-test vectors;
 (b) every host of every example, at every supported Kubernetes minor, passes every automatable
-    `flag` and `config-file` check whose component runs on it (files as `render` writes them);
+    `flag` and `config-file` check whose component runs on it (files as `render` writes them), and
+    every "(Automated)" `file-permission`/`file-owner` check (metadata as render, tmpfiles.d and
+    StateDirectory= leave it);
 (c) the same path fails when the spec turns a protection off, so (b) is not vacuous.
 
 The benchmark data lives outside the repository (`../shared/reference/cis/`, next to the clone in CI,
@@ -32,8 +35,8 @@ REGISTRY = load_registry()
 CHECKS_FILE = "cis_checks.json"
 VECTORS_FILE = "kube_bench_vectors.json"
 
-# Checks deliberately not required to pass, with the reason. (Checks of other types - file
-# permissions/owners - are outside this test by design, not excluded.)
+# Checks deliberately not required to pass, with the reason. (The benchmark's manual file checks,
+# 1.1.9/1.1.10 CNI files, 1.1.20/1.1.21, 4.1.3/4.1.4/4.1.7/4.1.8, are not evaluated.)
 EXCLUDED: dict[str, str] = {
     "1.2.11": "Manual check. AlwaysPullImages would make every pod pull its image, and nodes without a registry "
               "run the images kubesmith imports (issue 17); the 1.36 kubelet checks the pull credentials of "
@@ -59,6 +62,11 @@ def _reference_file(name: str) -> Path:
 @pytest.fixture(scope="module")
 def checks() -> list[cis_eval.Check]:
     return cis_eval.load_checks(_reference_file(CHECKS_FILE))
+
+
+@pytest.fixture(scope="module")
+def file_checks() -> list[cis_eval.FileCheck]:
+    return cis_eval.load_file_checks(_reference_file(CHECKS_FILE))
 
 
 def _vectors(group: str) -> list[dict[str, Any]]:
@@ -150,10 +158,12 @@ def state_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("minor", REGISTRY.minors)
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
 def test_every_host_passes_the_automatable_checks(example: Path, minor: str, checks: list[cis_eval.Check],
+                                                  file_checks: list[cis_eval.FileCheck],
                                                   state_dirs: dict[str, Path]) -> None:
     plan = plan_of_text(_spec_text(example, minor), example.name)
     assert plan.kubernetes_version == f"{minor}.0"
-    outcomes = cis_eval.evaluate_plan(checks, plan, state_dirs[example.stem])
+    automated = [target for target in file_checks if target.automated]
+    outcomes = cis_eval.evaluate_plan(checks, plan, state_dirs[example.stem], automated)
     failures = [f"{o.host} {o.result.id} ({o.binary}): {o.result.state} {o.result.items}"
                 for o in outcomes if o.result.state != "PASS" and o.result.id not in EXCLUDED]
     assert not failures, "\n".join(failures)
@@ -161,6 +171,7 @@ def test_every_host_passes_the_automatable_checks(example: Path, minor: str, che
     for host in plan.hosts:
         running = {service.binary for service in host.services}
         expected = {check.id for check in cis_eval.applicable(checks) if cis_eval.COMPONENT_BINARIES[check.component] in running}
+        expected |= {target.check.id for target in automated if cis_eval.file_check_hosts(target, host)}
         assert {o.result.id for o in outcomes if o.host == host.name} == expected, host.name
         assert expected or not running & set(cis_eval.COMPONENT_BINARIES.values()), host.name
     assert any(o.component == "apiserver" for o in outcomes)
@@ -206,3 +217,35 @@ def test_a_weakened_spec_fails_the_guarding_check(components: str, check_id: str
     assert not_passing[check_id].state == state and not not_passing[check_id].passed
     collateral = {"1.2.27": {"1.2.28"}}.get(check_id, set())  # no encryption config: no provider either
     assert set(not_passing) == {check_id} | collateral, not_passing
+
+
+FILE_WEAKENINGS = [
+    # (path on the host, what changes in its metadata, the check that must then fail)
+    ("/etc/kubernetes/pki/apiserver.key", {"owner": "kube-apiserver"}, "1.1.19"),
+    ("/etc/kubernetes/pki", {"group": "kube-apiserver"}, "1.1.19"),
+    ("/etc/systemd/system/kube-apiserver.service", {"mode": 0o644}, "1.1.1"),
+    ("/etc/systemd/system/etcd.service", {"owner": "etcd"}, "1.1.8"),
+    ("/var/lib/etcd", {"mode": 0o750}, "1.1.11"),
+    ("/etc/kubernetes/scheduler.conf", {"owner": "kube-scheduler"}, "1.1.16"),
+    ("/etc/kubernetes/super-admin.conf", {"mode": 0o640}, "1.1.13"),
+    ("/etc/kubernetes/config/kubelet.yaml", {"mode": 0o644}, "4.1.9"),
+]
+
+
+@pytest.mark.parametrize(("path", "change", "check_id"), FILE_WEAKENINGS, ids=[f"{c[2]}:{c[0]}" for c in FILE_WEAKENINGS])
+def test_a_weakened_file_fails_the_check_that_guards_it(path: str, change: dict[str, Any], check_id: str,
+                                                       file_checks: list[cis_eval.FileCheck], tmp_path: Path) -> None:
+    """The file checks of (b) read what render and systemd leave on the host: changing one file's owner or
+    mode there fails exactly the check that guards it."""
+    from dataclasses import replace
+
+    from kubesmith.backends.render import Shipped, bundles
+
+    plan = plan_of_text(_spec_text(next(e for e in EXAMPLES if e.stem == "single-node")), "single.yaml")
+    host = plan.hosts[0]
+    entries = cis_eval.host_entries(bundles(plan, tmp_path, shipped=Shipped())[host.name])
+    before = {o.result.id: o.result.state for o in cis_eval.evaluate_host_files(file_checks, host, entries)}
+    assert before[check_id] == "PASS"
+    entries[path] = replace(entries[path], **change)
+    after = {o.result.id: o.result.state for o in cis_eval.evaluate_host_files(file_checks, host, entries)}
+    assert {check for check, state in after.items() if state != before[check]} == {check_id}

@@ -7,7 +7,7 @@ apply compares) never depend on which of them wrote it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import tomli_w
@@ -45,3 +45,26 @@ def _plain(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return [_plain(item) for item in data]
     return data
+
+
+def map_strings(document: Any, change: Callable[[str], str]) -> Any:
+    """`document` with every string value (not key) passed through `change`; lists for tuples."""
+    if isinstance(document, Mapping):
+        return {key: map_strings(value, change) for key, value in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [map_strings(item, change) for item in document]
+    if isinstance(document, str):
+        return change(document)
+    return document
+
+
+def strings_in(document: Any) -> Iterator[str]:
+    """Every string value of `document`, depth first."""
+    if isinstance(document, str):
+        yield document
+    elif isinstance(document, Mapping):
+        for value in document.values():
+            yield from strings_in(value)
+    elif isinstance(document, (list, tuple)):
+        for item in document:
+            yield from strings_in(item)

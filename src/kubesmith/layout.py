@@ -20,6 +20,7 @@ AGENT_STATE = f"{LIB}/kubesmith/agent"
 AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kubesmith status` shows
 CONFIG_CHECKPOINTS = f"{LIB}/kubesmith/config"  # per component: checkpoints and the assigned/active/LKG records
 COMPONENTS_FILE = f"{KUBESMITH_ETC}/components.json"  # what makes up each component's configuration (agent)
+CREDENTIALS = "/run/credentials"  # systemd's per-unit copies of root-only files (LoadCredential=)
 
 
 def pki_path(relative: str) -> str:
@@ -32,6 +33,11 @@ def kubeconfig_path(name: str) -> str:
 
 def config_path(name: str) -> str:
     return f"{CONFIG}/{name}"
+
+
+def credential_path(service: str, name: str) -> str:
+    """Where systemd puts credential `name` of unit `service`.service for the service's own user."""
+    return f"{CREDENTIALS}/{service}.service/{name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.agent.trial import Active, Record, Records
-from kubesmith.formats import json_bytes
+from kubesmith.formats import json_bytes, strings_in
 from kubesmith.plan.model import HostPlan, Service
 
 MANIFEST = "manifest.json"
@@ -77,23 +77,13 @@ def component_config(host: HostPlan, service: Service) -> ComponentConfig:
     wanted = {f"{layout.UNIT_DIR}/{service.name}.service"}
     wanted |= {path for path in (*service.needs_files, *service.watch_files) if path in by_path}
     wanted |= {path for path in by_path if any(path in argument for argument in service.argv)}
+    wanted |= {source for _, source in service.credentials if source in by_path}
     pending = [path for path in wanted if path in by_path]
     while pending:
-        named = set(_strings(by_path[pending.pop()].data)) & set(by_path)
+        named = set(strings_in(by_path[pending.pop()].data)) & set(by_path)
         pending += sorted(named - wanted)
         wanted |= named
     return ComponentConfig(service.name, service.argv, tuple(sorted(wanted)))
-
-
-def _strings(data: Any) -> Iterable[str]:
-    if isinstance(data, str):
-        yield data
-    elif isinstance(data, dict):
-        for value in data.values():
-            yield from _strings(value)
-    elif isinstance(data, (list, tuple)):
-        for value in data:
-            yield from _strings(value)
 
 
 # ---- snapshots: the configuration as it is on disk

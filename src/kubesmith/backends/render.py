@@ -23,7 +23,7 @@ from typing import Any
 from kubesmith import fsutil, layout
 from kubesmith.agent.checkpoints import component_config
 from kubesmith.agent.configloop import Component
-from kubesmith.backends.systemd import UnitOptions, executable, unit_files
+from kubesmith.backends.systemd import UnitOptions, executable, unit_file_mode, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
 from kubesmith.health.probespec import probe_argument
@@ -184,7 +184,7 @@ class _Extras:
     data: dict[str, bytes] = field(default_factory=dict)
 
     def for_host(self, plan: Plan, host: HostPlan) -> tuple[HostFile, ...]:
-        files = [HostFile(f"/{path}", 0o644, "root", "root", text.encode())
+        files = [HostFile(f"/{path}", unit_file_mode(path), "root", "root", text.encode())
                  for path, text in sorted(unit_files(host, self.shipped.units).items())]
         files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):

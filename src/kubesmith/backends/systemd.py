@@ -99,9 +99,15 @@ def unit_files(host: HostPlan, options: UnitOptions = UnitOptions()) -> dict[str
     return files
 
 
+def unit_file_mode(relative: str) -> int:
+    """Unit files root-only, as CIS 1.1.1-1.1.8 and 4.1.1 ask of a component's unit; snippets world-readable."""
+    return 0o600 if relative.startswith(UNIT_DIR + "/") else 0o644
+
+
 def write_units(root: Path, files: dict[str, str]) -> int:
     """Write `files` under `root` atomically (temp + fsync + rename); returns the count."""
-    return write_many(Pending(root / relative, text.encode(), 0o644) for relative, text in sorted(files.items()))
+    return write_many(Pending(root / relative, text.encode(), unit_file_mode(relative))
+                      for relative, text in sorted(files.items()))
 
 
 # -- rendering helpers -------------------------------------------------------------------------
@@ -190,6 +196,7 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
         ("Slice", SLICE),
         ("EnvironmentFile", f"-{ENV_DIR}/{service.name}.env"),
     ]
+    entries += [("LoadCredential", f"{name}:{source}") for name, source in service.credentials]
     entries += [("Environment", escape(f"{key}={value}")) for key, value in service.environment]
     for gate in service.gates:
         arguments = [probe_argument(probe, host) for probe in gate.any_of]
@@ -237,7 +244,8 @@ def writable_paths(service: Service) -> tuple[str, ...]:
     found: list[str] = []
     for argument in service.argv:
         value = argument.partition("=")[2]
-        if value.startswith(WRITABLE_PREFIXES) and value != service.state_directory:
+        if (value.startswith(WRITABLE_PREFIXES) and value != service.state_directory
+                and not value.startswith(layout.CREDENTIALS + "/")):
             directory = str(PurePosixPath(value).parent)
             if directory not in found:
                 found.append(directory)

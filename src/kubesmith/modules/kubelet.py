@@ -71,7 +71,7 @@ class KubeletModule(Module):
         config_path = layout.config_path("kubelet.yaml")
         ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
         config = ctx.shared(("kubelet-configuration", host.environment), lambda: File(
-            path=config_path, mode=0o644, data=kubelet_configuration(ctx, options), format="yaml"))
+            path=config_path, mode=0o600, data=kubelet_configuration(ctx, options), format="yaml"))  # CIS 4.1.9
         labels = ",".join(f"{key}={value}" for key, value in host.labels)
         flags = {
             "config": config_path,

@@ -11,6 +11,7 @@ from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.modules.kubeconfigs import api_address
 from kubesmith.modules.pod_network import pod_cidrs
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
+from kubesmith.plan import credentials
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
@@ -103,6 +104,7 @@ def _host_plan(ctx: HostContext) -> HostPlan:
     files = [file for part in parts for file in part.files]
     for request in requests:
         files += ctx.shared(("certificate-files", request.name), partial(_certificate_files, request))
+    services, files = credentials.hand_over((service for part in parts for service in part.services), files)
     return HostPlan(
         name=ctx.host.name,
         address=ctx.host.address,
@@ -110,7 +112,7 @@ def _host_plan(ctx: HostContext) -> HostPlan:
         labels=ctx.host.labels,
         users=tuple(sorted({user.name: user for part in parts for user in part.users}.values(),
                            key=lambda user: user.name)),
-        services=tuple(service for part in parts for service in part.services),
+        services=tuple(services),
         targets=tuple(target for part in parts for target in part.targets),
         files=_unique_files(files),
         certificates=requests,

@@ -1,0 +1,81 @@
+"""Secrets reach unprivileged components as credentials, so every key on disk stays root:root 0600.
+
+kubesmith runs etcd, the API server, the controller-manager and the scheduler as their own users,
+and the CIS benchmark (1.1.14-1.1.19) wants their keys and kubeconfigs owned by root. systemd's
+`LoadCredential=` gives both: at each start it copies a root-only file into
+`/run/credentials/<unit>/`, readable by the service's user alone, and the component is pointed
+there. `kubesmith run` makes the same copies under its root.
+
+Modules say who reads a secret by owning it (`File.owner` = the component's user, mode 0600); this
+pass, run once per host after the modules, turns that into root-owned files plus credentials, and
+rewrites the argv and the component's configuration documents to the credential paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from kubesmith import layout
+from kubesmith.formats import map_strings, strings_in
+from kubesmith.plan.model import File, Service
+
+ROOT = "root"
+
+
+def is_handed_over(file: File) -> bool:
+    """A secret (no access beyond its owner) that a component user owns."""
+    return file.owner != ROOT and file.mode & 0o077 == 0
+
+
+def credential_name(path: str) -> str:
+    """A unique file name for `path` in the unit's credential directory: pki/etcd/server.key -> pki_etcd_server.key."""
+    return path.removeprefix(layout.ETC + "/").lstrip("/").replace("/", "_")
+
+
+def hand_over(services: Iterable[Service], files: Iterable[File]) -> tuple[list[Service], list[File]]:
+    """Services reading their secrets as credentials; every secret a component user owned, owned by root."""
+    files = list(files)
+    secrets = {file.path: file for file in files if is_handed_over(file)}
+    rewritten: dict[str, File] = {}
+    services_out = []
+    for service in services:
+        own = {path: layout.credential_path(service.name, credential_name(path))
+               for path, file in secrets.items() if file.owner == service.user and _named_by(path, service, files)}
+        if not own:
+            services_out.append(service)
+            continue
+        services_out.append(replace(service, argv=tuple(_rewrite_argument(a, own) for a in service.argv),
+                                    credentials=tuple((credential_name(path), path) for path in sorted(own))))
+        for file in files:
+            if file.path in service.needs_files and file.data is not None and file.path not in secrets:
+                rewritten[file.path] = replace(rewritten.get(file.path, file),
+                                               data=map_strings(rewritten.get(file.path, file).data, lambda text: own.get(text, text)))
+    files_out = [replace(file, owner=ROOT, group=ROOT) if file.path in secrets else rewritten.get(file.path, file)
+                 for file in files]
+    return services_out, files_out
+
+
+def _named_by(path: str, service: Service, files: list[File]) -> bool:
+    """Whether the service's argv or one of the documents it needs names `path`."""
+    if any(path in _argument_paths(argument) for argument in service.argv):
+        return True
+    needed = set(service.needs_files)
+    return any(file.path in needed and path in set(strings_in(file.data)) for file in files if file.data is not None)
+
+
+def _argument_paths(argument: str) -> list[str]:
+    name, sep, value = argument.partition("=")
+    return value.split(",") if sep and name.startswith("-") else [argument]
+
+
+def _rewrite_argument(argument: str, moved: Mapping[str, str]) -> str:
+    name, sep, value = argument.partition("=")
+    if not (sep and name.startswith("-")):
+        return moved.get(argument, argument)
+    return f"{name}={','.join(moved.get(part, part) for part in value.split(','))}"
+
+
+def disk_path(path: str, service: Service) -> str:
+    """The file on disk behind a path the service's argv names (its credential's source, or itself)."""
+    by_credential = {layout.credential_path(service.name, name): source for name, source in service.credentials}
+    return by_credential.get(path, path)
