@@ -198,9 +198,13 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
     ]
     entries += [("LoadCredential", f"{name}:{source}") for name, source in service.credentials]
     entries += [("Environment", escape(f"{key}={value}")) for key, value in service.environment]
+    # a gate probes with the component's client certificate, whose key only root reads (plan/credentials.py):
+    # "+" runs kubesmith's check with full privileges, the component itself stays unprivileged
+    privileged = "+" if service.user != "root" else ""
     for gate in service.gates:
         arguments = [probe_argument(probe, host) for probe in gate.any_of]
-        entries.append(("ExecStartPre", command_line(wait_command(options, arguments, options.gate_deadline, True), head=7)))
+        entries.append(("ExecStartPre", privileged + command_line(
+            wait_command(options, arguments, options.gate_deadline, True), head=7)))
     entries += [
         ("ExecStart", command_line([executable(service, options), *service.argv])),
         *((("ExecStop", command_line([executable(service, options), *service.undo])),)
