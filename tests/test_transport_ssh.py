@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -49,6 +50,40 @@ def test_upload_is_atomic_with_mode_and_owner(local_sshd: LocalSshd, tmp_path: P
     assert hashes[str(target)] == hashlib.sha256(b"secret\n").hexdigest()
     assert hashes[str(tmp_path / "missing")] is None
     assert not [p for p in tmp_path.rglob("*") if ".kstmp-" in p.name]
+
+
+def test_cached_hashes_see_every_change_and_read_an_unchanged_file_once(local_sshd: LocalSshd, tmp_path: Path) -> None:
+    """The cache skips reading a file whose size, times and inode are those of its last hashing; a write
+    that keeps size and mtime still changes its ctime, and a replaced file has another inode."""
+    kept, edited, replaced = tmp_path / "kept", tmp_path / "edited", tmp_path / "replaced"
+    for path in (kept, edited, replaced):
+        path.write_bytes(b"first")
+    cache = tmp_path / "state" / "hashes.json"
+    paths = [str(kept), str(edited), str(replaced), str(tmp_path), str(tmp_path / "missing")]
+
+    async def hashes() -> dict[str, str | None]:
+        async with SshTransport(_options(local_sshd)) as transport:
+            return await transport.hashes("127.0.0.1", paths, str(cache))
+
+    first = asyncio.run(hashes())
+    assert first == {str(kept): hashlib.sha256(b"first").hexdigest(), str(edited): hashlib.sha256(b"first").hexdigest(),
+                     str(replaced): hashlib.sha256(b"first").hexdigest(), str(tmp_path): None,
+                     str(tmp_path / "missing"): None}
+    recorded = json.loads(cache.read_text())
+    assert set(recorded) == {str(kept), str(edited), str(replaced)}
+    # the cache is what answers for an unchanged file: a forged digest there comes back
+    recorded[str(kept)][5] = "cached"
+    cache.write_text(json.dumps(recorded))
+    times = edited.stat()
+    edited.write_bytes(b"other")  # same size; mtime put back: only the ctime tells
+    os.utime(edited, ns=(times.st_atime_ns, times.st_mtime_ns))
+    (tmp_path / "new").write_bytes(b"other")
+    os.replace(tmp_path / "new", replaced)
+    (cache.parent / f".hashes.json.kstmp-{2 ** 22 + 7}").write_text("{")  # a temp whose writer is gone
+    second = asyncio.run(hashes())
+    assert second[str(kept)] == "cached"
+    assert second[str(edited)] == second[str(replaced)] == hashlib.sha256(b"other").hexdigest()
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["hashes.json"]
 
 
 def test_wrong_host_key_is_refused(local_sshd: LocalSshd, tmp_path: Path) -> None:

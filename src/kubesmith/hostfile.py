@@ -13,7 +13,12 @@ class HostFile:
     owner: str
     group: str
     data: bytes = field(repr=False)  # a binary is 100+ MB: a repr (asyncio's task logging) would copy it
+    digest: str | None = field(default=None, init=False, repr=False, compare=False)  # memo of sha256; replace()
+    # makes a new instance without it, so a copy with other data is hashed afresh
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        """Computed once: apply compares, diffs and records each file, and a binary is 100+ MB."""
+        if self.digest is None:
+            object.__setattr__(self, "digest", hashlib.sha256(self.data).hexdigest())  # a memo of immutable data
+        return self.digest  # type: ignore[return-value]

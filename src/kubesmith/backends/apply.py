@@ -44,6 +44,7 @@ from kubesmith.transport.ssh import SshOptions, SshTransport
 from kubesmith.versions.registry import VersionRegistry
 
 APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
+HASH_CACHE = "/var/lib/kubesmith/hashes.json"  # inspect reads a file again only when its stat changed
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
                "node-online.target", "kubernetes.target")
 Progress = Callable[[str], None]
@@ -123,7 +124,7 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     names = " ".join(shlex.quote(user.name) for user in host.users)
     python, current, manifest, users, installed, temps = await asyncio.gather(  # independent: one round trip
         transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
-        transport.hashes(address, [f.path for f in files]),
+        transport.hashes(address, [f.path for f in files], HASH_CACHE),
         transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true"),
         transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
                       if names else "true"),

@@ -181,16 +181,17 @@ class _Extras:
     """Units, binaries and runtime of each host; a binary is read once however many hosts get it."""
 
     shipped: Shipped
-    data: dict[str, bytes] = field(default_factory=dict)
+    binaries: dict[str, HostFile] = field(default_factory=dict)
 
     def for_host(self, plan: Plan, host: HostPlan) -> tuple[HostFile, ...]:
         files = [HostFile(f"/{path}", unit_file_mode(path), "root", "root", text.encode())
                  for path, text in sorted(unit_files(host, self.shipped.units).items())]
         files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
-            if name not in self.data:
-                self.data[name] = self.shipped.binaries[name].read_bytes()
-            files.append(HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root", self.data[name]))
+            if name not in self.binaries:  # one instance for every host: its sha256 is computed once
+                self.binaries[name] = HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root",
+                                               self.shipped.binaries[name].read_bytes())
+            files.append(self.binaries[name])
         return (*files, *self.shipped.runtime)
 
 

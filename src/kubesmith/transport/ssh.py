@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import secrets
 import shlex
 import socket
@@ -211,16 +212,17 @@ class SshTransport:
             raise TransportError(f"{host}: reading files failed: {exc}") from None
         return found
 
-    async def hashes(self, host: str, paths: Sequence[str]) -> dict[str, str | None]:
-        """sha256 of each path on the host; None where the file does not exist."""
+    async def hashes(self, host: str, paths: Sequence[str], cache: str | None = None) -> dict[str, str | None]:
+        """sha256 of each regular file at `paths` on the host; None where there is none. With `cache` (a
+        file on the host), a file whose size, mtime, ctime and inode are those of its last hashing is not
+        read again, as git's index does: any write or rename changes its ctime, which no one can set."""
         if not paths:
             return {}
-        quoted = " ".join(shlex.quote(p) for p in paths)
-        result = await self.run(host, f"for f in {quoted}; do if [ -f \"$f\" ]; then sha256sum -- \"$f\"; fi; done")
-        found = {}
-        for line in result.stdout.splitlines():
-            digest, _, path = line.partition("  ")
-            found[path] = digest
+        argv = ["python3", "-c", HASH_SCRIPT, cache or "", *paths]
+        result = await self.run(host, shlex.join(argv))
+        if not result.ok:
+            raise TransportError(f"{host}: hashing files failed ({result.exit_status}): {result.stderr.strip()[-400:]}")
+        found = json.loads(result.stdout)
         return {path: found.get(path) for path in paths}
 
     async def _checked(self, host: str, command: str) -> CommandResult:
@@ -306,6 +308,61 @@ class SshTransport:
                 ours.close()
                 raise TransportError(f"{host}: ProxyCommand {command!r} did not start: {exc}") from None
         return ours
+
+
+HASH_SCRIPT = r"""
+import glob, hashlib, json, os, stat, sys
+cache_path, paths = sys.argv[1], sys.argv[2:]
+try:
+    with open(cache_path) as handle:
+        cache = json.load(handle)
+except (OSError, ValueError):
+    cache = {}
+found, fresh = {}, {}
+for path in paths:
+    try:
+        info = os.stat(path)
+    except OSError:
+        continue
+    if not stat.S_ISREG(info.st_mode):
+        continue
+    key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+    entry = cache.get(path) if isinstance(cache, dict) else None
+    if isinstance(entry, list) and entry[:5] == key and len(entry) == 6:
+        digest = entry[5]
+    else:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digest = digest.hexdigest()
+    found[path] = digest
+    fresh[path] = key + [digest]
+if cache_path:  # a temp a killed run left behind (its pid gone) goes
+    directory, name = os.path.split(cache_path)
+    for stale in glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".kstmp-*")):
+        try:
+            os.kill(int(stale.rsplit("-", 1)[1]), 0)
+        except (ValueError, ProcessLookupError):
+            try:
+                os.remove(stale)
+            except OSError:
+                pass
+        except OSError:
+            pass
+if cache_path and fresh != cache:
+    try:
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, "." + name + ".kstmp-%d" % os.getpid())
+        with open(temp, "w") as handle:
+            json.dump(fresh, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, cache_path)
+    except OSError:
+        pass
+print(json.dumps(found))
+"""
 
 
 def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseException) -> BaseException:
