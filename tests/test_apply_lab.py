@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -78,18 +79,24 @@ def _monotonic(cluster: Cluster, host: str, units: list[str]) -> dict[str, int]:
     return {block["Id"]: int(block["ActiveEnterTimestampMonotonic"]) for block in blocks}
 
 
+def on_every_host(cluster: Cluster, command: str, timeout: float = 120) -> None:
+    with ThreadPoolExecutor(len(cluster.hosts)) as pool:
+        list(pool.map(lambda host: cluster.lab.ssh(host, command, timeout=timeout), cluster.hosts))
+
+
 def test_start_of_kubernetes_target_follows_the_planned_order(cluster: Cluster) -> None:
     """From everything stopped, `systemctl start kubernetes.target` on every host at once: the
     gates and targets order the start-up across hosts, and no target is active before its probes."""
     units = [f"{name}{suffix}" for name in SERVICES for suffix in (".service", "-online.service")]
     units += ["etcd-online.target", "kube-apiserver-online.target", "kubernetes.target"]
-    for host in cluster.hosts:
-        cluster.lab.ssh(host, "systemctl stop kubernetes.target etcd-online.target kube-apiserver-online.target "
-                              + " ".join(f"{name}.service" for name in SERVICES))
-    for host in cluster.hosts:
-        cluster.lab.ssh(host, "systemctl start --no-block kubernetes.target")
-    for host in cluster.hosts:
-        cluster.lab.ssh(host, "systemctl start kubernetes.target", timeout=300)
+    # stopped as an operator would: every API server while etcd still has its quorum (an API server
+    # stopped after it waits out its stop timeout), then the rest; all hosts at once
+    api = "kube-apiserver-online.target kube-controller-manager.service kube-scheduler.service kube-apiserver.service"
+    rest = "kubernetes.target etcd-online.target " + " ".join(f"{name}.service" for name in SERVICES)
+    on_every_host(cluster, f"systemctl stop {api}")
+    on_every_host(cluster, f"systemctl stop {rest}")
+    on_every_host(cluster, "systemctl start --no-block kubernetes.target")
+    on_every_host(cluster, "systemctl start kubernetes.target", timeout=300)
     stamps = {host: _monotonic(cluster, host, units) for host in cluster.hosts}
     etcd_ready = max(stamps[h]["etcd-online.service"] for h in stamps)
     # etcd answers /health only with a leader, so a member is ready no earlier than the start of
