@@ -89,8 +89,8 @@ def test_start_of_kubernetes_target_follows_the_planned_order(cluster: Cluster) 
     gates and targets order the start-up across hosts, and no target is active before its probes."""
     units = [f"{name}{suffix}" for name in SERVICES for suffix in (".service", "-online.service")]
     units += ["etcd-online.target", "kube-apiserver-online.target", "kubernetes.target"]
-    # stopped as an operator would: every API server while etcd still has its quorum (an API server
-    # stopped after it waits out its stop timeout), then the rest; all hosts at once
+    # stopped as an operator would: every API server while etcd still has its quorum, then the rest, all
+    # hosts at once (host after host, with etcd members going first, this test took 127 s instead of 57 s)
     api = "kube-apiserver-online.target kube-controller-manager.service kube-scheduler.service kube-apiserver.service"
     rest = "kubernetes.target etcd-online.target " + " ".join(f"{name}.service" for name in SERVICES)
     on_every_host(cluster, f"systemctl stop {api}")
