@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+
 from kubesmith import layout
 from kubesmith.formats import map_strings, strings_in
 from kubesmith.plan.model import File, Service
@@ -46,10 +47,10 @@ def hand_over(services: Iterable[Service], files: Iterable[File]) -> tuple[list[
             continue
         services_out.append(replace(service, argv=tuple(_rewrite_argument(a, own) for a in service.argv),
                                     credentials=tuple((credential_name(path), path) for path in sorted(own))))
-        for file in files:
+        for file in files:  # its configuration documents point at the credentials too
             if file.path in service.needs_files and file.data is not None and file.path not in secrets:
-                rewritten[file.path] = replace(rewritten.get(file.path, file),
-                                               data=map_strings(rewritten.get(file.path, file).data, lambda text: own.get(text, text)))
+                current = rewritten.get(file.path, file)
+                rewritten[file.path] = replace(current, data=map_strings(current.data, lambda text: own.get(text, text)))
     files_out = [replace(file, owner=ROOT, group=ROOT) if file.path in secrets else rewritten.get(file.path, file)
                  for file in files]
     return services_out, files_out
