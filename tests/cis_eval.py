@@ -12,7 +12,9 @@ kube-bench fails (or the reverse). The rules follow kube-bench `check/test.go` a
 (`kube_bench_vectors.json`, tests/test_cis.py).
 
 `evaluate_host` applies every automatable `flag` and `config-file` check to one host of a plan;
-`evaluate_plan` does it for every host, with the files as `render` would write them.
+`evaluate_host_files` the `file-permission`/`file-owner` checks, on what `stat` would print for the
+files and directories render, tmpfiles.d and StateDirectory= leave on it; `evaluate_plan` does both
+for every host, with the files as `render` would write them.
 """
 
 from __future__ import annotations
