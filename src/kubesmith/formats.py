@@ -58,6 +58,18 @@ def map_strings(document: Any, change: Callable[[str], str]) -> Any:
     return document
 
 
+def argument_value(argument: str) -> str:
+    """The value of an argv word: that of `--flag=value`, else the whole word."""
+    name, sep, value = argument.partition("=")
+    return value if sep and name.startswith("-") else argument
+
+
+def map_argument(argument: str, change: Callable[[str], str]) -> str:
+    """An argv word with `change` applied to its value (see `argument_value`)."""
+    value = argument_value(argument)
+    return argument[:len(argument) - len(value)] + change(value)
+
+
 def strings_in(document: Any) -> Iterator[str]:
     """Every string value of `document`, depth first."""
     if isinstance(document, str):

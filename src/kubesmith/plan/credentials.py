@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 
 from kubesmith import layout
-from kubesmith.formats import map_strings, strings_in
+from kubesmith.formats import argument_value, map_argument, map_strings, strings_in
 from kubesmith.plan.model import File, Service
 
 ROOT = "root"
@@ -40,40 +41,29 @@ def hand_over(services: Iterable[Service], files: Iterable[File]) -> tuple[list[
     rewritten: dict[str, File] = {}
     services_out = []
     for service in services:
+        documents = [file for file in files if file.path in service.needs_files and file.data is not None]
+        named = {path for argument in service.argv for path in argument_value(argument).split(",")}
+        named |= {text for file in documents for text in strings_in(file.data)}
         own = {path: layout.credential_path(service.name, credential_name(path))
-               for path, file in secrets.items() if file.owner == service.user and _named_by(path, service, files)}
+               for path, file in secrets.items() if file.owner == service.user and path in named}
         if not own:
             services_out.append(service)
             continue
-        services_out.append(replace(service, argv=tuple(_rewrite_argument(a, own) for a in service.argv),
-                                    credentials=tuple((credential_name(path), path) for path in sorted(own))))
-        for file in files:  # its configuration documents point at the credentials too
-            if file.path in service.needs_files and file.data is not None and file.path not in secrets:
+        moved = partial(_moved, own)
+        services_out.append(replace(service, argv=tuple(
+            map_argument(argument, lambda value: ",".join(map(moved, value.split(",")))) for argument in service.argv),
+            credentials=tuple((credential_name(path), path) for path in sorted(own))))
+        for file in documents:  # its configuration documents point at the credentials too
+            if file.path not in secrets:
                 current = rewritten.get(file.path, file)
-                rewritten[file.path] = replace(current, data=map_strings(current.data, lambda text: own.get(text, text)))
+                rewritten[file.path] = replace(current, data=map_strings(current.data, moved))
     files_out = [replace(file, owner=ROOT, group=ROOT) if file.path in secrets else rewritten.get(file.path, file)
                  for file in files]
     return services_out, files_out
 
 
-def _named_by(path: str, service: Service, files: list[File]) -> bool:
-    """Whether the service's argv or one of the documents it needs names `path`."""
-    if any(path in _argument_paths(argument) for argument in service.argv):
-        return True
-    needed = set(service.needs_files)
-    return any(file.path in needed and path in set(strings_in(file.data)) for file in files if file.data is not None)
-
-
-def _argument_paths(argument: str) -> list[str]:
-    name, sep, value = argument.partition("=")
-    return value.split(",") if sep and name.startswith("-") else [argument]
-
-
-def _rewrite_argument(argument: str, moved: Mapping[str, str]) -> str:
-    name, sep, value = argument.partition("=")
-    if not (sep and name.startswith("-")):
-        return moved.get(argument, argument)
-    return f"{name}={','.join(moved.get(part, part) for part in value.split(','))}"
+def _moved(own: Mapping[str, str], text: str) -> str:
+    return own.get(text, text)
 
 
 def disk_path(path: str, service: Service) -> str:

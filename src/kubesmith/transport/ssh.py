@@ -338,29 +338,32 @@ for path in paths:
         digest = digest.hexdigest()
     found[path] = digest
     fresh[path] = key + [digest]
-if cache_path:  # a temp a killed run left behind (its pid gone) goes
-    directory, name = os.path.split(cache_path)
-    for stale in glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".kstmp-*")):
-        try:
-            os.kill(int(stale.rsplit("-", 1)[1]), 0)
-        except (ValueError, ProcessLookupError):
-            try:
-                os.remove(stale)
-            except OSError:
-                pass
-        except OSError:
-            pass
-if cache_path and fresh != cache:
+def gone(temp):  # a temp whose writer (the pid in its name) was killed before its rename
     try:
-        os.makedirs(directory, exist_ok=True)
-        temp = os.path.join(directory, "." + name + ".kstmp-%d" % os.getpid())
-        with open(temp, "w") as handle:
-            json.dump(fresh, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, cache_path)
+        os.kill(int(temp.rsplit("-", 1)[1]), 0)
+    except (ValueError, ProcessLookupError):
+        return True
     except OSError:
         pass
+    return False
+if cache_path:
+    directory, name = os.path.split(cache_path)
+    for stale in filter(gone, glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".kstmp-*"))):
+        try:
+            os.remove(stale)
+        except OSError:
+            pass
+    if fresh != cache:
+        temp = os.path.join(directory, "." + name + ".kstmp-%d" % os.getpid())
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(temp, "w") as handle:
+                json.dump(fresh, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, cache_path)
+        except OSError:
+            pass
 print(json.dumps(found))
 """
 
