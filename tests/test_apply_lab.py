@@ -1,4 +1,4 @@
-"""`kubesmith apply` over SSH to three lab hosts (real systemd, sshd, etcd; stand-ins for Kubernetes).
+"""`kubesmith apply` over SSH to three lab hosts (real systemd, sshd, etcd and Kubernetes v1.36 binaries).
 
 The tests run in order on one session-scoped lab: apply, no-op re-apply, a change, faults.
 """

@@ -34,7 +34,6 @@ def test_an_apply_that_stopped_before_its_manifest_is_finished_again() -> None:
     assert redo(FILES, {}, {}, changing, True, ()) == ()  # files change anyway: the whole change runs
 
 
-
 def test_a_certificate_the_agent_renewed_since_is_not_an_unfinished_apply() -> None:
     """The host's agent renewed /etc/b after the last apply recorded it: apply keeps the host's copy,
     and the recorded hash differs by design. Another file off the record still is unfinished."""
@@ -44,6 +43,7 @@ def test_a_certificate_the_agent_renewed_since_is_not_an_unfinished_apply() -> N
     assert redo(renewed, on_host, MANIFEST, NOTHING, True, ()) == ("unfinished",)
     assert redo(renewed, on_host, {"/etc/b": MANIFEST["/etc/b"]}, NOTHING, True, (), frozenset({"/etc/b"})) == \
         ("unfinished",)
+
 
 def test_a_failure_names_host_phase_and_cause_after_every_host_ended_its_phase() -> None:
     phases = Phases(("h1", "h2", "h3"))
