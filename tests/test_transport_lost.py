@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from sshd_fixture import LocalSshd
 
 NOISE = ("Unknown child process", "that handles pid", "Traceback", "Task exception", "Exception ignored")
@@ -61,8 +62,18 @@ def test_a_dropped_connection_is_named_lost_without_noise(local_sshd: LocalSshd,
     assert not [line for line in result.stderr.splitlines() if any(n in line for n in NOISE)], result.stderr
 
 
-def test_a_host_that_refuses_while_it_boots_is_retried(local_sshd: LocalSshd, tmp_path: Path) -> None:
-    """The first three connects fail as a booting host's do (nothing listens yet); the fourth gets through."""
+@pytest.mark.parametrize("retry_seconds", [30.0, 0.0])
+def test_a_host_that_refuses_while_it_boots_is_retried_within_its_window(
+        local_sshd: LocalSshd, tmp_path: Path, retry_seconds: float) -> None:
+    """The first three connects fail as a booting host's do (nothing listens yet); the fourth gets
+    through. With spec.ssh.connectRetrySeconds 0 the first refusal is the answer."""
+    from kubesmith.backends.ssh_settings import ssh_options
+    from kubesmith.spec.model import Cluster
+
+    spec = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "c"},
+            "spec": {"kubernetesVersion": "1.36.2", "hosts": [{"name": "h1", "address": "10.9.0.1", "roles": ["node"]}],
+                     "ssh": {"connectRetrySeconds": retry_seconds}}}
+    retry_for = ssh_options(Cluster.model_validate(spec))[0].connect_retry_for
     known = tmp_path / "known_hosts"
     known.write_text(f"[localhost]:{local_sshd.port} {local_sshd.host_key_pub.read_text()}")
     count = tmp_path / "attempts"
@@ -75,17 +86,25 @@ def test_a_host_that_refuses_while_it_boots_is_retried(local_sshd: LocalSshd, tm
     script = textwrap.dedent(f'''
         import asyncio
         from pathlib import Path
-        from kubesmith.transport.ssh import SshOptions, SshTransport
+        from kubesmith.transport.ssh import HostUnreachable, SshOptions, SshTransport
 
         async def main():
             options = SshOptions(port={local_sshd.port}, known_hosts=Path("{known}"), config_file=Path("{config}"),
-                                 identity_files=(Path("{local_sshd.identity}"),), connect_timeout=5.0)
+                                 identity_files=(Path("{local_sshd.identity}"),), connect_timeout=5.0,
+                                 connect_retry_for={retry_for})
             async with SshTransport(options) as transport:
-                print((await transport.run("localhost", "echo up")).stdout.strip())
+                try:
+                    print((await transport.run("localhost", "echo up")).stdout.strip())
+                except HostUnreachable as exc:
+                    print("unreachable:", exc)
 
         asyncio.run(main())
     ''')
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert result.stdout.strip() == "up", result.stdout + result.stderr
-    assert count.read_text().count("x") == 4
+    if retry_seconds:
+        assert result.stdout.strip() == "up", result.stdout + result.stderr
+        assert count.read_text().count("x") == 4
+    else:
+        assert result.stdout.startswith("unreachable: localhost: cannot connect"), result.stdout + result.stderr
+        assert count.read_text().count("x") == 1
     assert not [line for line in result.stderr.splitlines() if any(n in line for n in NOISE)], result.stderr

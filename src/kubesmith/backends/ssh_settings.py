@@ -27,6 +27,7 @@ def ssh_options(cluster: Cluster, config_file: str | None = None, known_hosts: s
         config_file=Path(config) if config else None,
         known_hosts=Path(known) if known else None,
         identity_files=(Path(key),) if key else (),
+        connect_retry_for=spec.connect_retry_seconds,
     )
     return options, source
 

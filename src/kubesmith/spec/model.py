@@ -73,6 +73,9 @@ class Ssh(StrictModel):
     known_hosts_file: str | None = Field(default=None, description="known_hosts with every host's key; "
                                          "default: ~/.ssh/known_hosts. Unknown keys are always refused.")
     identity_file: str | None = Field(default=None, description="Private key to log in with; default: ssh's usual.")
+    connect_retry_seconds: float = Field(
+        default=30, ge=0, le=3600, description="How long a host that refuses or does not answer is tried again "
+        "(a rebooting host refuses for a while) before it is named unreachable; 0 tries once.")
 
 
 class Security(StrictModel):

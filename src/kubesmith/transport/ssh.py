@@ -379,6 +379,7 @@ def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseExcep
         return HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}")
     return exc
 
+
 def _reap(proxy: subprocess.Popen[bytes]) -> None:
     """Wait for a ProxyCommand that saw its connection close; end it if it does not exit by itself."""
     try:
