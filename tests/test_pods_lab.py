@@ -70,7 +70,7 @@ def test_images_are_imported_and_a_pod_per_node_reaches_the_others_and_the_servi
         assert BUSYBOX_IMAGE in images and "kubesmith.local/pause:1" in images, (host, images)
 
     manifest = tmp_path / "spread.yaml"
-    manifest.write_text(web_manifest(APP, len(cluster.hosts), spread=True))
+    manifest.write_text(web_manifest(APP, len(cluster.hosts), spread_over=cluster.hosts))
     # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
     created = cluster.kubectl(admin, "create", "--validate=false", "-f", str(manifest))
     assert created.returncode == 0, created.stderr
@@ -85,11 +85,19 @@ def test_images_are_imported_and_a_pod_per_node_reaches_the_others_and_the_servi
     assert answers == set(names.values())  # the Service, from a pod on another host, reaches all three
 
 
-def test_a_rebooted_host_runs_its_pod_again_without_a_manual_step(cluster: Cluster, admin: Path) -> None:
+def test_a_rebooted_host_runs_its_components_and_its_pod_again_without_a_manual_step(
+        cluster: Cluster, admin: Path) -> None:
+    """h3 (control plane, etcd and node) rebooted from inside: a fresh boot (its /run is new), the
+    other hosts undisturbed, its control plane back in kubernetes.target, etcd whole, and its pod
+    running again."""
     before = poll(lambda: running_by_node(cluster, admin), 180, "one Running pod on every node")
-    host = sorted(before)[-1]
+    host = "h3"
     boot_id = cluster.kubectl(admin, "get", "node", host, "-o", "jsonpath={.status.nodeInfo.bootID}").stdout
+    cluster.lab.ssh(host, "touch /run/before-reboot")  # /run is a fresh tmpfs on every boot
     cluster.lab.reboot(host)
+    fresh = cluster.lab.ssh(host, "test ! -e /run/before-reboot && hostname", check=False).stdout.strip()
+    assert fresh == host
+    assert cluster.lab.ssh("h1", "hostname").stdout.strip() == "h1"  # the others were not disturbed
 
     def back() -> dict[str, Any] | None:
         rebooted = cluster.kubectl(admin, "get", "node", host, "-o", "jsonpath={.status.nodeInfo.bootID}").stdout
@@ -101,3 +109,7 @@ def test_a_rebooted_host_runs_its_pod_again_without_a_manual_step(cluster: Clust
 
     pod = poll(back, 180, f"{host} Ready again after its reboot, with its pod running again")
     assert fetch(cluster, admin, pod["metadata"]["name"], pod["status"]["podIP"], 8080) == pod["metadata"]["name"]
+    poll(lambda: cluster.lab.ssh(host, "systemctl is-active kubernetes.target", check=False).stdout.strip()
+         == "active", 180, f"{host}'s kubernetes.target active again")
+    assert cluster.etcd_health().count("is healthy") == 3
+    cluster.assert_healthy()
