@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import http.client
 import json
 import os
 import random
@@ -26,7 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
 from cryptography import x509
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
 
@@ -141,16 +141,11 @@ class LocalProbeRunner:
 
     async def request(self, spec: ProbeSpec, method: str, path: str, body: Any = None,
                       timeout: float = 5.0) -> Answer:
-        ssl_context: ssl.SSLContext | bool = tls_context(spec) if spec.scheme in ("https", "etcd") else False
-        base = spec.url[: -len(spec.http_path)] if spec.url.endswith(spec.http_path) else spec.url
+        context = tls_context(spec) if spec.scheme in ("https", "etcd") else None
         started = time.monotonic()
-        connector = aiohttp.TCPConnector(ssl=ssl_context, force_close=True)
-        async with aiohttp.ClientSession(connector=connector, trust_env=False,
-                                         timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            extra: dict[str, Any] = {"server_hostname": spec.server_name} if spec.server_name else {}
-            async with session.request(method, base + path, json=body, allow_redirects=False, **extra) as response:
-                text = await response.text(errors="replace")
-                return Answer(response.status, text, time.monotonic() - started)
+        # the socket's timeout bounds each step; no outer bound, which would also count a thread's wait
+        status, text = await asyncio.to_thread(_http_request, spec, context, method, path, body, timeout)
+        return Answer(status, text, time.monotonic() - started)
 
     async def certificate_expiry(self, spec: ProbeSpec, timeout: float) -> float | None:
         """When the certificate the server presents expires (epoch seconds); None for plain probes."""
@@ -171,6 +166,36 @@ class LocalProbeRunner:
             await writer.wait_closed()
         except OSError:
             pass
+
+
+class _ServerNameConnection(http.client.HTTPSConnection):
+    """HTTPS to an address, verifying the certificate for another name (a probe's `servername`)."""
+
+    def __init__(self, host: str, port: int, server_name: str, **options: Any) -> None:
+        super().__init__(host, port, **options)
+        self.server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.server_name)  # type: ignore[attr-defined]
+
+
+def _http_request(spec: ProbeSpec, context: ssl.SSLContext | None, method: str, path: str, body: Any,
+                  timeout: float) -> tuple[int, str]:
+    """One request on a fresh connection, blocking (run in a thread). The standard library's client:
+    a gate starts a Python process for a handful of GETs, and importing aiohttp cost more CPU than
+    the whole probe. No proxies from the environment, no redirects followed."""
+    connection = (http.client.HTTPConnection(spec.host, spec.port, timeout=timeout) if context is None else
+                  _ServerNameConnection(spec.host, spec.port, spec.server_name or spec.host, timeout=timeout,
+                                        context=context))
+    try:
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        connection.request(method, path, body=payload, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        connection.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,34 +303,25 @@ def describe_error(exc: BaseException) -> str:
     """One line that tells an operator what went wrong (no traceback)."""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timed out"
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return f"TLS: server certificate not trusted ({exc.certificate_error.verify_message or exc.certificate_error})"
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return f"TLS: {_ssl_text(exc)}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        if exc.os_error.errno == errno.ECONNREFUSED:
-            return REFUSED
-        return f"cannot connect: {exc.os_error.strerror or exc.os_error}"
     if isinstance(exc, ConnectionRefusedError):
         return REFUSED
     if isinstance(exc, FileNotFoundError):
         return f"credential file missing: {exc.filename}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS: server certificate not trusted ({exc.verify_message or exc.reason or exc})"
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if isinstance(exc, (http.client.RemoteDisconnected, http.client.IncompleteRead, EOFError)):
         return "server closed the connection (client certificate rejected?)"
-    if isinstance(exc, aiohttp.ClientOSError) and "reset" in str(exc).lower():
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
         return "connection reset (client certificate rejected?)"
+    if isinstance(exc, http.client.HTTPException):
+        return f"not an HTTP answer ({type(exc).__name__})"
     if isinstance(exc, OSError):
         return f"{exc.strerror or exc}"
     if isinstance(exc, RecordedProbeError):  # measured on the host: its text already says what went wrong
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
-
-
-def _ssl_text(exc: aiohttp.ClientSSLError) -> str:
-    inner = exc.os_error if hasattr(exc, "os_error") else exc
-    return str(getattr(inner, "reason", None) or inner)
 
 
 def all_refused(results: Sequence[ProbeResult]) -> bool:
