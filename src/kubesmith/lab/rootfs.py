@@ -8,6 +8,7 @@ per-host identity (hostname, machine-id, SSH host keys, authorized keys, apt mir
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -94,6 +95,7 @@ def build_rootfs(config: LabConfig, progress: Progress) -> None:
     started = time.monotonic()
     _run_mmdebstrap(suite, staging, log)
     _customize(staging)
+    os.sync()  # dpkg unpacked without fsync (force-unsafe-io): the image is on disk before it is used
     stamp_path(config).unlink(missing_ok=True)
     _retire(config.rootfs)
     staging.rename(config.rootfs)
@@ -122,6 +124,8 @@ def _run_mmdebstrap(suite: str, target: Path, log: Path) -> None:
             '--aptopt=Acquire::Check-Valid-Until "false"',
             "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
             "--dpkgopt=path-include=/usr/share/doc/*/copyright", "--dpkgopt=path-exclude=/usr/share/locale/*",
+            # no fsync per unpacked file: the image is synced once, before its stamp says it is whole
+            "--dpkgopt=force-unsafe-io",
             suite, str(target), *map(str, apt_sources())]
     with log.open("w") as out:
         try:
