@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -109,3 +112,37 @@ def test_an_image_archive_is_the_same_bytes_every_time_and_names_its_image(tmp_p
         assert {member.mtime for member in archive.getmembers()} == {0}
     with pytest.raises(ImageError, match="not an image archive"):
         archive_names(b"not a tarball")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> None:
+    """A node (its own network namespace) with the pods' bridge and two pods' veth pairs, each pod
+    in a namespace of its own: `kubesmith network down` leaves neither the bridge nor a veth behind,
+    while the pods' namespaces still exist (the kernel would drop a pair only with its namespace)."""
+    tag = f"ks-netdown-{os.getpid()}"
+    node, pods = tag, [f"{tag}-p{i}" for i in (1, 2)]
+    config = tmp_path / "network.json"
+    config.write_text(json.dumps({"routes": [], "bridge": "cni0"}))
+
+    def on_node(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ip", "netns", "exec", node, *argv], capture_output=True, text=True, check=False)
+
+    try:
+        for name in (node, *pods):
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        assert on_node("ip", "link", "add", "cni0", "type", "bridge").returncode == 0
+        for index, pod in enumerate(pods):
+            veth = f"veth{index}"
+            assert on_node("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod).returncode == 0
+            assert on_node("ip", "link", "set", veth, "master", "cni0").returncode == 0
+        down = on_node(sys.executable, "-c", "from kubesmith.cli import main; main()", "network", "down",
+                       "--config", str(config))
+        assert down.returncode == 0, down.stderr
+        links = on_node("ip", "-o", "link", "show").stdout
+        assert "cni0" not in links and "veth" not in links, links
+        assert all("eth0" not in subprocess.run(["ip", "netns", "exec", pod, "ip", "-o", "link", "show"],
+                                                 capture_output=True, text=True).stdout for pod in pods)
+    finally:
+        for name in (node, *pods):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    assert not any(Path(f"/run/netns/{name}").exists() for name in (node, *pods))

@@ -97,8 +97,18 @@ def bring_down(settings: NetworkSettings, say: Say) -> None:
         _iptables("-t", "nat", "-X", CHAIN)
         say("removed the masquerading rule")
     if settings.bridge and _run(["ip", "link", "show", settings.bridge], check=False).returncode == 0:
+        for link in _pod_links(settings.bridge):
+            _run(["ip", "link", "del", link], check=False)  # gone already with its pod: fine
         _run(["ip", "link", "del", settings.bridge])
         say(f"removed the bridge {settings.bridge}")
+
+
+def _pod_links(bridge: str) -> list[str]:
+    """The pods' ends of their veth pairs on the bridge. Deleted here, each pair is gone at once;
+    left to the kernel, a pair outlives its pod's network namespace for as long as the kernel's
+    cleanup of that namespace takes (seconds on a busy machine)."""
+    listed = _run(["ip", "-o", "link", "show", "master", bridge], check=False).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in listed.splitlines() if line.count(":") >= 2]
 
 
 def sysctls(settings: NetworkSettings, set_sysctls: bool, say: Say) -> None:
