@@ -107,8 +107,8 @@ def _pod_links(bridge: str) -> list[str]:
     """The pods' ends of their veth pairs on the bridge. Deleted here, each pair is gone at once;
     left to the kernel, a pair outlives its pod's network namespace for as long as the kernel's
     cleanup of that namespace takes (seconds on a busy machine)."""
-    listed = _run(["ip", "-o", "link", "show", "master", bridge], check=False).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in listed.splitlines() if line.count(":") >= 2]
+    listed = _run(["ip", "-json", "link", "show", "master", bridge], check=False).stdout
+    return [str(link["ifname"]) for link in json.loads(listed or "[]")]
 
 
 def sysctls(settings: NetworkSettings, set_sysctls: bool, say: Say) -> None:
