@@ -1,5 +1,6 @@
 """Day-2 operations on the lab cluster (three control-plane + etcd hosts, the real binaries):
-etcd snapshot and restore, and reset followed by a fresh apply with the same CAs.
+etcd snapshot and restore, and reset followed by a fresh apply with the same CAs: of h1 alone
+first, then grown to three hosts while a client writes to the API.
 
 The module leaves the cluster applied and healthy for the modules after it.
 """
@@ -7,6 +8,7 @@ The module leaves the cluster applied and healthy for the modules after it.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,9 @@ from polling import poll
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
+PKI = "/etc/kubernetes/pki/etcd"
+ETCDCTL = (f"/usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert={PKI}/ca.crt "
+           f"--cert={PKI}/healthcheck-client.crt --key={PKI}/healthcheck-client.key")
 OWNED = ("/var/lib/etcd", "/etc/kubernetes", "/var/lib/kubesmith", "/etc/kubesmith", "/usr/local/lib/kubesmith",
          "/var/lib/kubelet")
 
@@ -23,6 +28,39 @@ OWNED = ("/var/lib/etcd", "/etc/kubernetes", "/var/lib/kubesmith", "/etc/kubesmi
 @pytest.fixture(scope="module")
 def cluster(lab_cluster: Cluster) -> Cluster:
     return lab_cluster.applied()
+
+
+class WriteLoop:
+    """Writes to the API (a ConfigMap's value, every half second) from a thread while an apply runs:
+    each failed write is kept with kubectl's message."""
+
+    def __init__(self, cluster: Cluster, admin: Path, server: str) -> None:
+        self.cluster, self.admin, self.server = cluster, admin, server
+        self.done, self.failed = 0, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            patch = json.dumps({"data": {"value": str(self.done)}})
+            result = self.cluster.kubectl(self.admin, "patch", "configmap", "write-loop", "--type=merge", "-p",
+                                          patch, server=self.server, timeout=60)
+            if result.returncode == 0:
+                self.done += 1
+            else:
+                self.failed.append(result.stderr.strip())
+            self.stop.wait(0.5)
+
+    def __enter__(self) -> WriteLoop:
+        made = self.cluster.kubectl(self.admin, "create", "configmap", "write-loop", "--from-literal=value=0",
+                                    server=self.server)
+        assert made.returncode == 0 or "AlreadyExists" in made.stderr, made.stderr
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=120)
 
 
 def configmap(cluster: Cluster, admin: Path, name: str) -> str | None:
@@ -99,8 +137,75 @@ def test_reset_refuses_another_clusters_hosts_then_removes_everything_and_apply_
         empty = cluster.lab.ssh(host, "ls -A /var/lib/containerd").stdout  # a mount point here: emptied
         assert empty.strip() == "", (host, empty)
 
-    again = cluster.apply()
-    assert again.returncode == 0, again.stdout + again.stderr
+    # apply again, grown from one host: h1 alone first, then h2 and h3 join its etcd as learners
+    one = tmp_path / "one.yaml"
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"]["hosts"] = document["spec"]["hosts"][:1]
+    one.write_text(yaml.safe_dump(document))
+    first = cluster.apply(spec=one)
+    assert first.returncode == 0, first.stdout + first.stderr
     nodes = poll(lambda: cluster.kubectl(admin, "get", "namespaces", "-o", "name").stdout, 60,
                  "the old admin kubeconfig to work again")
     assert "namespace/kube-system" in nodes.split()
+    kept = ("etcd.service", "kube-apiserver.service")  # (a controller may lose its lease on two busy cores)
+    h1 = {unit: state for unit, state in cluster.unit_state("h1").items() if unit in kept}
+    with WriteLoop(cluster, admin, server=f"https://{cluster.lab.address('h1')}:6443") as writes:
+        grown = cluster.apply()
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    for joiner in ("h2", "h3"):
+        assert f"{joiner}: adding it to etcd as a learner" in grown.stdout + grown.stderr
+    assert writes.done >= 10 and writes.failed == [], (writes.done, writes.failed)
+    assert {u: v for u, v in cluster.unit_state("h1").items() if u in kept} == h1  # not restarted
+    members = json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)["members"]
+    assert sorted(m["name"] for m in members) == ["h1", "h2", "h3"]
+    assert not any(m.get("isLearner") for m in members)
+    cluster.assert_healthy()
+
+
+def spec_with(cluster: Cluster, directory: Path, count: int) -> Path:
+    """The cluster's spec with its first `count` hosts."""
+    path = directory / f"hosts-{count}.yaml"
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"]["hosts"] = document["spec"]["hosts"][:count]
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_host_removed_from_the_spec_is_drained_and_leaves_etcd_and_a_removal_below_quorum_is_refused(
+        cluster: Cluster, tmp_path: Path) -> None:
+    admin = cluster.admin_kubeconfig(tmp_path)
+    pod = tmp_path / "pod.yaml"  # drained away with h3
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: on-h3}\nspec:\n  nodeName: h3\n"
+                   "  containers: [{name: pause, image: kubesmith.local/pause:1, imagePullPolicy: Never}]\n")
+    assert cluster.kubectl(admin, "create", "--validate=false", "-f", str(pod)).returncode == 0
+    poll(lambda: cluster.kubectl(admin, "get", "pod", "on-h3", "-o", "jsonpath={.status.phase}").stdout
+         == "Running", 120, "a pod running on h3")
+    two = spec_with(cluster, tmp_path, 2)
+    planned = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), "--output", "json", spec=two)
+    assert planned.returncode == 0 and json.loads(planned.stdout)["removals"] == ["h3"], planned.stderr
+
+    removed = cluster.apply(spec=two)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert "h3: removed from the cluster" in removed.stdout
+    members = json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)["members"]
+    assert sorted(m["name"] for m in members) == ["h1", "h2"]
+    gone = cluster.kubectl(admin, "get", "node", "h3")
+    assert gone.returncode != 0 and "NotFound" in gone.stderr, gone.stdout + gone.stderr
+    evicted = cluster.kubectl(admin, "get", "pod", "on-h3")
+    assert evicted.returncode != 0 and "NotFound" in evicted.stderr
+    units = cluster.lab.ssh("h3", "systemctl list-unit-files --no-legend 'kube*' 'etcd*' 'kubernetes*'",
+                            check=False).stdout
+    assert units.strip() == ""
+    status = cluster.kubesmith("status", "--output", "json", spec=two, timeout=300)
+    assert status.returncode == 0, status.stdout + status.stderr
+
+    refused = cluster.apply(spec=spec_with(cluster, tmp_path, 1))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "would leave 1 of etcd's 2 members, fewer than its quorum (2)" in refused.stderr
+    members = json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)["members"]
+    assert len(members) == 2  # nothing changed
+
+    back = cluster.apply()  # h3 joins again, as a new member: the cluster of examples/lab.yaml
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "h3: adding it to etcd as a learner" in back.stderr
+    cluster.assert_healthy()

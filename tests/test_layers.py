@@ -4,7 +4,7 @@ Bottom to top (the README's "Where things live" says the same):
 
     base        layout, urls, fsutil, formats, ... ; versions (what each release accepts)
     transport   SSH, nothing else; lab (the test bed of nspawn hosts) stands beside it
-    vocabulary  the spec's value types and located errors; the plan's data, facts and host environment
+    vocabulary  the spec's value types and located errors; the plan's data, facts, host environment and etcd bootstraps
     pki         the certificate list, issuing, the PKI state directory
     modules     one file per component: its options and its contribution to a host's plan
     spec        the cluster file: its schema is the modules' options, plus hosts and network
@@ -34,7 +34,7 @@ LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kubesmith", "kubesmith.versions")),
     ("transport", ("kubesmith.transport", "kubesmith.lab")),
     ("vocabulary", ("kubesmith.spec.types", "kubesmith.spec.errors", "kubesmith.plan.model", "kubesmith.plan.facts",
-                    "kubesmith.plan.environment")),
+                    "kubesmith.plan.environment", "kubesmith.plan.membership")),
     ("pki", ("kubesmith.pki",)),
     ("modules", ("kubesmith.modules",)),
     ("spec", ("kubesmith.spec",)),

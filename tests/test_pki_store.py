@@ -38,7 +38,7 @@ def test_changing_one_address_reissues_exactly_the_certificates_naming_it(tmp_pa
     before = snapshot(tmp_path / "state")
     old = "10.1.0.2"
     expected = {(h.name, r.name) for h in plan.hosts for r in h.certificates if old in r.ip_addresses}
-    assert len(expected) >= 4  # cp2's etcd server/peer/serving certs and every apiserver cert
+    assert len(expected) >= 4  # cp2's etcd server/peer/serving certs and its own apiserver cert
     moved = [dict(h, address="10.1.0.22") if h["name"] == "cp2" else h for h in HOSTS]
     _, result = render_spec(write_spec(spec, "addr", moved, endpoint="10.1.0.100:6443"), tmp_path / "state",
                             tmp_path / "out")
@@ -46,7 +46,8 @@ def test_changing_one_address_reissues_exactly_the_certificates_naming_it(tmp_pa
     after = snapshot(tmp_path / "state")
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == {f"pki/hosts/{h}/{n}.crt" for h, n in expected}  # keys untouched
-    apiserver = cert_at(on_host(tmp_path / "out", "cp1", "/etc/kubernetes/pki/apiserver.crt"))
+    assert {host for host, _ in expected} == {"cp2"}  # no other host's certificate names cp2's address
+    apiserver = cert_at(on_host(tmp_path / "out", "cp2", "/etc/kubernetes/pki/apiserver.crt"))
     assert "10.1.0.22" in str(apiserver.extensions)
 
 

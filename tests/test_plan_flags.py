@@ -63,7 +63,7 @@ def test_ha_plan_has_every_service_with_full_argv() -> None:
     cp1 = kubernetes_services(plan["hosts"][0])
     apiserver = cp1["kube-apiserver"]["argv"]
     assert "--advertise-address=10.0.0.11" in apiserver
-    assert "--etcd-servers=https://10.0.0.11:2379,https://10.0.0.12:2379,https://10.0.0.13:2379" in apiserver
+    assert "--etcd-servers=https://10.0.0.11:2379" in apiserver  # stacked: its own member only
     assert "--audit-log-maxage=40" in apiserver  # auditLog.maxAge from the example wins over the default 30
     assert "--max-requests-inflight=800" in apiserver  # extraArgs adds a flag kubesmith does not set
     assert "--anonymous-auth=false" in apiserver and "--authorization-mode=Node,RBAC" in apiserver

@@ -15,6 +15,7 @@ BIN = "/usr/local/bin"
 UNIT_DIR = "/etc/systemd/system"
 CA_SERVICE_CONFIG = f"{KUBESMITH_ETC}/ca-service.json"
 CA_SERVICE_STATE = f"{LIB}/kubesmith/ca"  # the token store and replay memory
+APPLIED_MANIFEST = f"{LIB}/kubesmith/applied.json"  # what the last apply put on a host, and for which cluster
 AGENT_CONFIG = f"{KUBESMITH_ETC}/agent.json"
 AGENT_STATE = f"{LIB}/kubesmith/agent"
 AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kubesmith status` shows

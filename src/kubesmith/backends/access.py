@@ -164,8 +164,10 @@ class Credentials:
 
 
 async def api_request(credentials: Credentials, method: str, path: str, body: Any, timeout: float,
-                      accept: tuple[int, ...] = ()) -> tuple[int, dict[str, Any]]:
-    """(status, JSON body or {}) of one API call; a status >= 300 not in `accept` is an AccessError."""
+                      accept: tuple[int, ...] = (), content_type: str = "application/json"
+                      ) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body or {}) of one API call; a status >= 300 not in `accept` is an AccessError.
+    (`content_type`: a PATCH names its kind, application/merge-patch+json for one.)"""
     context = ssl.create_default_context(cadata=credentials.ca_pem.decode())
     with tempfile.TemporaryDirectory(prefix="kubesmith-access-") as scratch:
         cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
@@ -175,7 +177,9 @@ async def api_request(credentials: Credentials, method: str, path: str, body: An
     server = credentials.server
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.request(method, f"{server}{path}", json=body, ssl=context) as response:
+            data = None if body is None else json.dumps(body)
+            async with session.request(method, f"{server}{path}", data=data, ssl=context,
+                                       headers={"Content-Type": content_type}) as response:
                 text = await response.text()
                 if response.status < 300 or response.status in accept:
                     is_json = response.content_type == "application/json"

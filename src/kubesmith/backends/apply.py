@@ -25,12 +25,15 @@ import dataclasses
 import datetime as dt
 import json
 import shlex
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+
 from kubesmith import layout
-from kubesmith.backends import preflight, runtime_bundle
+from kubesmith.backends import etcd_members, preflight, removal, runtime_bundle
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
@@ -38,12 +41,12 @@ from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport
 from kubesmith.versions.registry import VersionRegistry
 
-APPLIED_MANIFEST = "/var/lib/kubesmith/applied.json"
 HASH_CACHE = "/var/lib/kubesmith/hashes.json"  # inspect reads a file again only when its stat changed
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
                "node-online.target", "kubernetes.target")
@@ -103,10 +106,11 @@ class HostState:
 class ApplyReport:
     changes: list[HostChanges] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)  # hosts taken out of the cluster (removal)
 
     @property
     def changed(self) -> bool:
-        return any(not c.empty for c in self.changes)
+        return bool(self.removed) or any(not c.empty for c in self.changes)
 
 
 def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runtime_bundle.RuntimeBundle,
@@ -125,7 +129,7 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     python, current, manifest, users, installed, temps = await asyncio.gather(  # independent: one round trip
         transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
         transport.hashes(address, [f.path for f in files], HASH_CACHE),
-        transport.run(address, f"cat {APPLIED_MANIFEST} 2>/dev/null || true"),
+        transport.run(address, f"cat {layout.APPLIED_MANIFEST} 2>/dev/null || true"),
         transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
                       if names else "true"),
         transport.run(address, runtime_bundle.inspect_command()),
@@ -270,34 +274,64 @@ async def _remove(transport: SshTransport, state: HostState) -> None:
 
 async def start_in_order(transport: SshTransport, states: Sequence[HostState], progress: Progress,
                          deadline: float, timings: dict[str, float], parallel: bool = True,
-                         phases: Phases | None = None) -> None:
+                         phases: Phases | None = None, membership: etcd_members.Membership | None = None) -> None:
     """Restart changed services, then bring targets up phase by phase across all hosts.
 
     Within a phase every host's start job is queued first (etcd members must start together
     to form a quorum), then each host's blocking `systemctl start` waits for that same job.
     A phase that fails on one host ends on the others, and the next target starts nowhere.
+    etcd members that join a running cluster (`membership`) come after the others, one at a time.
     """
     phases = phases or Phases(tuple(s.plan.name for s in states))
-    clock = asyncio.get_running_loop().time
     await settled(phases, states, lambda state: phases.run(state.plan.name, "restart",
                                                            _restart_changed(transport, state)), parallel)
     for target in START_ORDER:
         hosts = [s for s in states if target == "kubernetes.target" or
                  any(t.name == target.removesuffix(".target") for t in s.plan.targets)]
-        if not hosts:
+        if target == "etcd-online.target" and membership is not None:
+            joining = [s for s in hosts if membership.joins(s.plan)]
+            hosts = [s for s in hosts if s not in joining]
+            await _start_target_everywhere(transport, hosts, target, progress, deadline, timings, parallel, phases)
+            membership.keep([s.plan for s in hosts])
+            for state in joining:  # one at a time: each changes the quorum the next one joins
+                await settled(phases, [state], lambda state: phases.run(
+                    state.plan.name, "join-etcd", _join_etcd(transport, state, membership, progress, deadline)))
             continue
-        short = target.removesuffix(".target")
-        progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
-        mark = clock()
-        await settled(phases, hosts, lambda state: phases.run(
-            state.plan.name, f"start-{short}", _must(transport, state, f"systemctl start --no-block {target}")),
-                      parallel)
-        timings["start"] = timings.get("start", 0.0) + clock() - mark
-        mark = clock()
-        await settled(phases, hosts, lambda state: phases.run(
-            state.plan.name, f"wait-{short}", _start_target(transport, state, target, deadline)), parallel)
-        timings["wait"] = timings.get("wait", 0.0) + clock() - mark
-        progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
+        await _start_target_everywhere(transport, hosts, target, progress, deadline, timings, parallel, phases)
+
+
+async def _join_etcd(transport: SshTransport, state: HostState, membership: etcd_members.Membership,
+                     progress: Progress, deadline: float) -> None:
+    async def start() -> None:
+        await _must(transport, state, "systemctl start --no-block etcd-online.target")
+        await _start_target(transport, state, "etcd-online.target", deadline)
+
+    try:
+        await etcd_members.join(transport, membership.via(), state.plan, start, progress)
+    except etcd_members.MembershipError as exc:
+        raise ApplyError(str(exc)) from exc
+    membership.keep([state.plan])
+    progress(f"{state.plan.name}: a voting etcd member")
+
+
+async def _start_target_everywhere(transport: SshTransport, hosts: Sequence[HostState], target: str,
+                                   progress: Progress, deadline: float, timings: dict[str, float], parallel: bool,
+                                   phases: Phases) -> None:
+    if not hosts:
+        return
+    clock = asyncio.get_running_loop().time
+    short = target.removesuffix(".target")
+    progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
+    mark = clock()
+    await settled(phases, hosts, lambda state: phases.run(
+        state.plan.name, f"start-{short}", _must(transport, state, f"systemctl start --no-block {target}")),
+                  parallel)
+    timings["start"] = timings.get("start", 0.0) + clock() - mark
+    mark = clock()
+    await settled(phases, hosts, lambda state: phases.run(
+        state.plan.name, f"wait-{short}", _start_target(transport, state, target, deadline)), parallel)
+    timings["wait"] = timings.get("wait", 0.0) + clock() - mark
+    progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
 
 
 async def _restart_changed(transport: SshTransport, state: HostState) -> None:
@@ -307,7 +341,15 @@ async def _restart_changed(transport: SshTransport, state: HostState) -> None:
 
 
 async def _start_target(transport: SshTransport, state: HostState, target: str, deadline: float) -> None:
-    result = await transport.run(state.plan.address, f"systemctl start {target}", timeout=deadline)
+    """Blocks until the target is active. A job another one replaced ("Job for ... canceled": a unit
+    restarting at that moment, a component that exited and comes back) is queued again, not failed."""
+    async for attempt in AsyncRetrying(stop=stop_after_delay(deadline), wait=wait_fixed(1),
+                                       retry=retry_if_result(lambda result: "canceled" in result.stderr),
+                                       retry_error_callback=lambda _: None):  # ends the loop: the last result
+        with attempt:
+            result = await transport.run(state.plan.address, f"systemctl start {target}", timeout=deadline)
+        if not attempt.retry_state.outcome.failed:  # type: ignore[union-attr]
+            attempt.retry_state.set_result(result)
     if not result.ok:
         raise ApplyError(f"{state.plan.name}: {target} did not start: {result.stderr.strip()}\n"
                          + await failed_units_report(transport, state.plan))
@@ -330,7 +372,7 @@ async def record(transport: SshTransport, state: HostState, cluster: str) -> Non
     """The manifest of what this apply put on the host, and for which cluster (reset checks it)."""
     manifest = {"cluster": cluster, "files": {f.path: f.sha256 for f in state.files}}
     data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
-    await transport.upload(state.plan.address, [HostFile(APPLIED_MANIFEST, 0o600, "root", "root", data)])
+    await transport.upload(state.plan.address, [HostFile(layout.APPLIED_MANIFEST, 0o600, "root", "root", data)])
 
 
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
@@ -345,7 +387,8 @@ async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list
 
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
-                     parallel: bool = True, pause: PausePoint | None = None) -> ApplyReport:
+                     parallel: bool = True, pause: PausePoint | None = None,
+                     membership: etcd_members.Membership | None = None) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
     with every host's state (`pause`: a test's pause point, see `phases.PausePoint`)."""
     report = ApplyReport()
@@ -361,7 +404,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
         progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
     await settled(phases, changing, lambda state: change_host(transport, state, bundle, phases), parallel)
     report.timings["upload"] = clock() - mark
-    await start_in_order(transport, states, progress, deadline, report.timings, parallel, phases)
+    await start_in_order(transport, states, progress, deadline, report.timings, parallel, phases, membership)
     await settled(phases, changing, lambda state: phases.run(state.plan.name, "record",
                                                              record(transport, state, plan.cluster)), parallel)
     phases.done.update(phases.hosts)
@@ -388,25 +431,47 @@ class ApplySession:
         bundle = runtime_bundle.build_bundle(self.state_dir / "cache")
         return desired_files(plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
 
-    async def inspect(self) -> list[HostState]:
-        """What an apply would change on each host, changing nothing."""
+    def leaving(self, record: Mapping[str, Bootstrap]) -> removal.Removal:
+        """Hosts the last applied spec had and this one has not (RemovalRefused: too many at once)."""
+        return removal.removal(removal.load_applied(self.state_dir), self.cluster, self.registry, record)
+
+    async def inspect(self) -> tuple[list[HostState], removal.Removal]:
+        """What an apply would change on each host, and which hosts it would remove; changing nothing."""
+        record = etcd_members.load_record(self.state_dir)
+        gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
-            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
             files, bundle = self.desired(plan)
-            return await inspect_all(transport, plan, files, bundle)
+            return await inspect_all(transport, plan, files, bundle), gone
 
     async def apply(self, progress: Progress, deadline: float) -> ApplyReport:
+        """Remove the hosts that left the spec (after preflight), converge the others, then record
+        the spec as applied: the next apply compares with it."""
+        record = etcd_members.load_record(self.state_dir)
+        gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
-            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
-            return await apply_plan(transport, plan, files, bundle, progress, deadline,
-                                    pause=PausePoint.from_env())  # test-only: see phases.PausePoint
+            started = time.monotonic()
+            await removal.remove_hosts(transport, plan, gone, self.state_dir, progress)
+            removing = time.monotonic() - started
+            report = await apply_plan(transport, plan, files, bundle, progress, deadline,
+                                      pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
+                                      membership=etcd_members.Membership(self.state_dir,
+                                                                         etcd_members.load_record(self.state_dir),
+                                                                         plan))
+        report.removed = gone.names
+        if gone.hosts:
+            report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}
+        removal.save_applied(self.state_dir, self.cluster)
+        return report
 
 
 async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,
-                        hosts: Sequence[str]) -> Plan:
-    """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`)."""
+                        hosts: Sequence[str], etcd_record: Mapping[str, Bootstrap] | None = None) -> Plan:
+    """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`);
+    with `etcd_record`, how the running etcd members first started (`plan.membership`)."""
     addresses = {host.name: host.address for host in cluster.spec.hosts if host.name in hosts}
 
     async def observe(name: str) -> tuple[str, HostEnvironment]:
@@ -416,7 +481,8 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
                              f"{result.stderr.strip()[-300:]}")
         return name, parse_observation(result.stdout)
 
-    return evaluate(cluster, registry, dict(await asyncio.gather(*(observe(name) for name in addresses))))
+    return evaluate(cluster, registry, dict(await asyncio.gather(*(observe(name) for name in addresses))),
+                    etcd_record)
 
 
 async def _must(transport: SshTransport, state: HostState, command: str) -> None:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubesmith import fsutil, layout
-from kubesmith.backends.apply import APPLIED_MANIFEST
+from kubesmith.backends.etcd_members import MembershipError, etcdctl, members_of, remove
 from kubesmith.backends.runtime_bundle import REMOTE_ROOT
 from kubesmith.backends.systemd import UnitOptions
 from kubesmith.hostfile import HostFile
-from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.transport.ssh import SshTransport
 
 Progress = Callable[[str], None]
@@ -46,24 +46,6 @@ class Snapshot:
     sha256: str
 
 
-def etcd_members(plan: Plan) -> list[HostPlan]:
-    return [host for host in plan.hosts if any(s.name == "etcd" for s in host.services)]
-
-
-def _flags(service: Service) -> dict[str, str]:
-    return dict(argument[2:].split("=", 1) for argument in service.argv if "=" in argument)
-
-
-def _etcdctl(host: HostPlan, bin_dir: str = UnitOptions().bin_dir) -> str:
-    """etcdctl on the member itself, against its loopback listener, with its health-check client."""
-    flags = _flags(host.service("etcd"))
-    port = flags["advertise-client-urls"].rsplit(":", 1)[1]
-    client = host.certificate("etcd-healthcheck-client")
-    return shlex.join([f"{bin_dir}/etcdctl", f"--endpoints=https://127.0.0.1:{port}",
-                       f"--cacert={layout.pki_path('etcd/ca.crt')}", f"--cert={client.cert_path}",
-                       f"--key={client.key_path}", "--command-timeout=60s"])
-
-
 async def _run(transport: SshTransport, host: HostPlan, step: str, command: str, timeout: float = 300) -> str:
     result = await transport.run(host.address, command, timeout=timeout)
     if not result.ok:
@@ -82,8 +64,8 @@ async def snapshot(transport: SshTransport, plan: Plan, output: Path, progress: 
                    bin_dir: str = UnitOptions().bin_dir) -> Snapshot:
     """A consistent snapshot from the first healthy member, verified, written locally 0600 and atomically."""
     errors = []
-    for host in etcd_members(plan):
-        health = await transport.run(host.address, f"{_etcdctl(host, bin_dir)} endpoint health", timeout=30)
+    for host in members_of(plan):
+        health = await transport.run(host.address, f"{etcdctl(host, bin_dir)} endpoint health", timeout=30)
         if health.ok:
             break
         errors.append(f"{host.name}: {(health.stderr or health.stdout).strip()[-200:]}")
@@ -93,7 +75,7 @@ async def snapshot(transport: SshTransport, plan: Plan, output: Path, progress: 
     progress(f"{host.name}: saving a snapshot through the etcd API")
     await _run(transport, host, "preparing", f"install -d -m 0700 {REMOTE_WORK}")
     try:
-        await _run(transport, host, "etcdctl snapshot save", f"{_etcdctl(host, bin_dir)} snapshot save {remote}")
+        await _run(transport, host, "etcdctl snapshot save", f"{etcdctl(host, bin_dir)} snapshot save {remote}")
         status = await _status(transport, host, remote, bin_dir)
         data = (await transport.read(host.address, [remote]))[remote]
     finally:
@@ -124,7 +106,7 @@ async def restore(transport: SshTransport, plan: Plan, source: Path, progress: P
     problem = integrity_problem(data)
     if problem:
         raise Day2Error(f"{source} {problem}; nothing was changed")
-    members = etcd_members(plan)
+    members = members_of(plan)
     control_planes = [host for host in plan.hosts if any(s.name == "kube-apiserver" for s in host.services)]
     remote = f"{REMOTE_WORK}/restore.db"
     stamp = time.strftime("%Y%m%d%H%M%S")
@@ -136,7 +118,8 @@ async def restore(transport: SshTransport, plan: Plan, source: Path, progress: P
     await asyncio.gather(*(_run(transport, h, "stopping kube-apiserver", "systemctl stop kube-apiserver.service")
                            for h in control_planes))
     await asyncio.gather(*(_run(transport, h, "stopping etcd", "systemctl stop etcd.service") for h in members))
-    aside = await asyncio.gather(*(_restore_member(transport, h, remote, stamp, bin_dir) for h in members))
+    everyone = ",".join(f"{h.name}={h.service('etcd').flags['initial-advertise-peer-urls']}" for h in members)
+    aside = await asyncio.gather(*(_restore_member(transport, h, remote, stamp, everyone, bin_dir) for h in members))
     progress("starting etcd on every member")
     await asyncio.gather(*(_run(transport, h, "starting etcd", "systemctl start --no-block etcd-online.target")
                            for h in members))
@@ -150,16 +133,18 @@ async def restore(transport: SshTransport, plan: Plan, source: Path, progress: P
     return [f"{h.name}:{old}" for h, old in zip(members, aside)]
 
 
-async def _restore_member(transport: SshTransport, host: HostPlan, remote: str, stamp: str, bin_dir: str) -> str:
-    """Move the member's data aside and restore the snapshot into its data directory as a new cluster."""
+async def _restore_member(transport: SshTransport, host: HostPlan, remote: str, stamp: str, everyone: str,
+                          bin_dir: str) -> str:
+    """Move the member's data aside and restore the snapshot into its data directory as a new cluster
+    of every member (`everyone`: a member that joined later started with fewer in its flags)."""
     service = host.service("etcd")
-    flags = _flags(service)
+    flags = service.flags
     data_dir = flags["data-dir"]
     old = f"{data_dir}.before-restore-{stamp}"
     command = " && ".join([
         f"if [ -e {shlex.quote(data_dir)} ]; then mv {shlex.quote(data_dir)} {shlex.quote(old)}; fi",
         shlex.join([f"{bin_dir}/etcdutl", "snapshot", "restore", remote, f"--name={flags['name']}",
-                    f"--initial-cluster={flags['initial-cluster']}",
+                    f"--initial-cluster={everyone}",
                     f"--initial-cluster-token={flags['initial-cluster-token']}",
                     f"--initial-advertise-peer-urls={flags['initial-advertise-peer-urls']}",
                     f"--data-dir={data_dir}"]),
@@ -203,7 +188,7 @@ async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str
         progress(f"{host.name}: stopping pods")
         await _run(transport, host, "stopping pods", STOP_PODS)
     progress(f"{host.name}: removing {len(files)} files and {len(kubesmith_paths(host))} directories")
-    await _run(transport, host, "removing files", "rm -rf -- " + " ".join(map(shlex.quote, [*files, APPLIED_MANIFEST])))
+    await _run(transport, host, "removing files", "rm -rf -- " + " ".join(map(shlex.quote, [*files, layout.APPLIED_MANIFEST])))
     directories = " ".join(map(shlex.quote, kubesmith_paths(host)))  # a mount point is emptied, not removed
     await _run(transport, host, "removing directories", f"for d in {directories}; do if mountpoint -q \"$d\"; "
                "then find \"$d\" -mindepth 1 -delete; else rm -rf -- \"$d\"; fi; done")
@@ -211,16 +196,25 @@ async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str
 
 
 async def reset(transport: SshTransport, plan: Plan, hosts: Sequence[str], progress: Progress) -> None:
-    """Check every host belongs to the cluster before resetting any, then reset them together."""
+    """Check every host belongs to the cluster before resetting any, then reset them together. An
+    etcd member of a cluster that keeps running (some members are not reset) leaves etcd first:
+    its data is about to go, and a member that comes back empty under its old identity is unsafe."""
     selected = [plan.host(name) for name in hosts]
-    manifests = await asyncio.gather(*(_manifest_of(transport, host, plan.cluster) for host in selected))
+    manifests = await asyncio.gather(*(manifest_of(transport, host, plan.cluster) for host in selected))
+    staying = [host for host in members_of(plan) if host.name not in hosts]
+    for host in (host for host in members_of(plan) if host.name in hosts and staying):
+        progress(f"{host.name}: removing its etcd member (through {staying[0].name})")
+        try:
+            await remove(transport, staying[0], host)
+        except MembershipError as exc:
+            raise Day2Error(f"{host.name}: removing its etcd member failed: {exc}; no host was reset") from None
     await asyncio.gather(*(reset_host(transport, host, manifest, progress)
                            for host, manifest in zip(selected, manifests)))
 
 
-async def _manifest_of(transport: SshTransport, host: HostPlan, cluster: str) -> dict[str, object]:
+async def manifest_of(transport: SshTransport, host: HostPlan, cluster: str) -> dict[str, object]:
     """The host's apply manifest, when it names `cluster`; otherwise the host is not ours to reset."""
-    text = await _run(transport, host, "reading the manifest", f"cat {APPLIED_MANIFEST} 2>/dev/null || true")
+    text = await _run(transport, host, "reading the manifest", f"cat {layout.APPLIED_MANIFEST} 2>/dev/null || true")
     manifest = json.loads(text) if text.strip() else {}
     owner = manifest.get("cluster")
     if owner != cluster:

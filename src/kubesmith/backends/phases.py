@@ -31,7 +31,8 @@ PAUSE_POLL = 0.05
 DOING = {"inspect": "inspecting the host", "users": "creating users", "upload": "uploading files",
          "unpack": "unpacking the runtime", "cleanup": "removing leftovers of an interrupted apply",
          "enable": "reloading systemd and enabling units", "restart": "restarting changed services",
-         "record": "recording the applied manifest"}
+         "record": "recording the applied manifest", "join-etcd": "joining the running etcd cluster",
+         "remove": "removing the host from the cluster"}
 
 
 def doing(phase: str) -> str:

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ca": ("kubesmith.cli.ca_commands", "ca_group"),
     "agent": ("kubesmith.cli.agent_commands", "agent_command"),
     "network": ("kubesmith.cli.node_commands", "network_group"),
+    "node": ("kubesmith.cli.node_commands", "node_group"),
     "wait": ("kubesmith.cli.wait_commands", "wait_command"),
     "probe": ("kubesmith.cli.wait_commands", "probe_command"),
     "bootstrap-admins": ("kubesmith.cli.bootstrap_commands", "bootstrap_admins"),

@@ -112,7 +112,7 @@ def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: fl
 @hosts_option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--purge", is_flag=True, help="Also delete the cluster's state directory (its CAs and keys).")
-@click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (for --purge).")
+@click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (it forgets the reset hosts' etcd membership).")
 @ssh_flags()
 def reset_command(spec_file: str, hosts: tuple[str, ...], yes: bool, purge: bool, state_dir: str | None,
                   ssh_config: str | None, known_hosts: str | None, identity: str | None) -> None:
@@ -120,9 +120,13 @@ def reset_command(spec_file: str, hosts: tuple[str, ...], yes: bool, purge: bool
 
     Refuses a host whose manifest names another cluster (or none) before touching any. The
     state directory stays, unless --purge: a later `apply` builds the cluster again with the
-    same CAs, so old kubeconfigs work again.
+    same CAs, so old kubeconfigs work again. An etcd member of a cluster that keeps running
+    (other members are not reset) leaves etcd first; the state directory forgets the reset
+    hosts, so the next apply founds the cluster anew (every host reset) or has them join it.
     """
     from kubesmith.backends.day2 import reset
+    from kubesmith.backends.etcd_members import forget
+    from kubesmith.backends.removal import forget_hosts
 
     _, plan = load_plan_or_fail(spec_file)
     selected = list(hosts) or [host.name for host in plan.hosts]
@@ -130,8 +134,11 @@ def reset_command(spec_file: str, hosts: tuple[str, ...], yes: bool, purge: bool
     _confirm(yes, f"Remove cluster {plan.cluster!r} from {', '.join(selected)} (units, files, etcd data)?")
     _on_hosts(spec_file, ssh_config, known_hosts, identity,
               lambda transport, plan: reset(transport, plan, selected, _progress))
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    if state.is_dir():  # their etcd data is gone: the next apply founds or joins them anew
+        forget(state, selected)
+        forget_hosts(state, selected)
     click.echo(f"reset {', '.join(selected)}")
     if purge:
-        state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
         shutil.rmtree(state, ignore_errors=True)
         click.echo(f"removed the state directory {state}")

@@ -12,7 +12,7 @@ import click
 
 from kubesmith.backends import apply as applying
 from kubesmith.backends.phases import ApplyFailed
-from kubesmith.backends import preflight
+from kubesmith.backends import preflight, removal
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
@@ -85,6 +85,13 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     together, then API servers, then the rest, and waits for `kubernetes.target` on every
     host. A re-apply with no change changes nothing. On failure it names the host, the unit
     and the last lines of its journal (exit 5).
+
+    \b
+    Growing and shrinking: an etcd member added to a running cluster joins it as a learner and
+    is promoted once in sync; other members and API servers are not restarted. A host removed
+    from FILE (since the last apply) is drained, removed from etcd and reset, one at a time;
+    a removal that would leave etcd below its quorum, or no control-plane host, is refused
+    before anything changes (exit 2).
     """
     session = _session(spec_file, state_dir, ",".join(only_hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, ignore_preflight)
@@ -92,10 +99,12 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     report = _on_hosts(lambda: session.apply(_progress, deadline))
     if output == "json":
         emit_json({"changed": report.changed, "changes": [c.as_dict() for c in report.changes],
-                   "timings": report.timings})
+                   "removed": report.removed, "timings": report.timings})
         return
     for changes in report.changes:
         click.echo(_describe(changes))
+    for name in report.removed:
+        click.echo(f"{name}: removed from the cluster (drained, out of etcd, reset)")
     summary = "changed" if report.changed else "no changes: nothing uploaded, nothing restarted"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in report.timings.items())
     click.echo(f"applied in {time.monotonic() - started:.1f}s ({summary}; {timings})")
@@ -105,12 +114,16 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
     session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
-    states = _on_hosts(session.inspect)
+    states, gone = _on_hosts(session.inspect)
     if output == "json":
-        emit_json({"changes": [state.changes.as_dict() for state in states]})
+        emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names})
         return
     for state in states:
         click.echo(_describe(state.changes, verbose=True))
+    for host in gone.hosts:
+        steps = [step for step, role in (("drain its node", "node"), ("remove its etcd member", "etcd"))
+                 if role in host.roles]
+        click.echo(f"{host.name}: leaves the cluster: {', '.join([*steps, 'reset it'])}")
 
 
 def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
@@ -159,7 +172,9 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:
         fail(str(exc), ExitCode.FAILED)
-    except (TransportError, applying.ApplyError, ApplyFailed) as exc:  # ApplyFailed: the host, phase, cause
+    except removal.RemovalRefused as exc:
+        fail(str(exc), ExitCode.USAGE)
+    except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError) as exc:  # the host, phase, cause
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:
         fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)

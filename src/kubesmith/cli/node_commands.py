@@ -1,7 +1,9 @@
-"""`kubesmith network up` and `kubesmith images load|import`: a node's pod network and its images.
+"""`kubesmith network up`, `images load|import` and `node drain|delete`: a node's pod network, its
+images, and its leaving.
 
 `network up` and `images load` run on nodes (their units: kubesmith-network, kubesmith-images);
-`images import` runs where kubesmith runs and puts archives onto the nodes over SSH.
+`images import` runs where kubesmith runs and puts archives onto the nodes over SSH; `node drain`
+and `node delete` run on a control-plane host when `apply` removes a node.
 """
 
 from __future__ import annotations
@@ -117,3 +119,63 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
         asyncio.run(run())
     except ImageImportError as exc:
         fail(str(exc), ExitCode.FAILED)
+
+
+@click.group("node")
+def node_group() -> None:
+    """A node leaving the cluster, through the API (run by `apply` on a control-plane host)."""
+
+
+def _kubeconfig_option(function):  # type: ignore[no-untyped-def]
+    function = click.option("--server", default=None, metavar="URL",
+                            help="The API server to ask instead of the kubeconfig's (apply: this host's own, "
+                                 "which answers while a virtual IP moves).")(function)
+    return click.option("--kubeconfig", "kubeconfig", required=True, metavar="FILE",
+                        type=click.Path(dir_okay=False, path_type=Path),
+                        help="A kubeconfig with embedded credentials that may evict pods and delete nodes "
+                             "(apply uses the host's super-admin.conf).")(function)
+
+
+def _credentials(kubeconfig: Path, server: str | None):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from kubesmith.backends.access import AccessError, Credentials
+
+    try:
+        credentials = Credentials.of_kubeconfig(kubeconfig)
+    except AccessError as exc:
+        fail(str(exc), ExitCode.IO_ERROR)
+    return dataclasses.replace(credentials, server=server) if server else credentials
+
+
+@node_group.command("drain")
+@click.argument("node")
+@_kubeconfig_option
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds to wait for every pod to leave; evictions a PodDisruptionBudget refuses are asked "
+                   "again until then.")
+def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) -> None:
+    """Cordon NODE and evict its pods (not DaemonSet or static pods), honouring PodDisruptionBudgets."""
+    from kubesmith.backends.access import AccessError
+    from kubesmith.backends.drain import DrainError, drain
+
+    try:
+        evicted = asyncio.run(drain(_credentials(kubeconfig, server), node, timeout, _say))
+    except (AccessError, DrainError) as exc:
+        fail(str(exc), ExitCode.FAILED)
+    _say(f"{node}: drained ({evicted} pod{'s' if evicted != 1 else ''} evicted)")
+
+
+@node_group.command("delete")
+@click.argument("node")
+@_kubeconfig_option
+def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
+    """Delete NODE's Node object (stop its kubelet first, or it registers again)."""
+    from kubesmith.backends.access import AccessError
+    from kubesmith.backends.drain import delete_node
+
+    try:
+        deleted = asyncio.run(delete_node(_credentials(kubeconfig, server), node))
+    except AccessError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    _say(f"{node}: Node deleted" if deleted else f"{node}: no such Node")

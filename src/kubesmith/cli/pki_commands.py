@@ -64,7 +64,7 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     plan, state = _plan_and_state(spec_file, state_dir)
     if observe:
         plan = _observed_plan(spec_file, list(hosts) or [host.name for host in plan.hosts],
-                              (ssh_config, known_hosts, identity))
+                              (ssh_config, known_hosts, identity), state)
     shipped = Shipped()
     if binaries_dir is not None or with_runtime:
         from kubesmith.backends.runtime_bundle import build_bundle, host_files
@@ -144,9 +144,11 @@ def renew(spec_file: str, name: str, hosts: tuple[str, ...], state_dir: str | No
                "to write them out")
 
 
-def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str | None, str | None]) -> Plan:
+def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str | None, str | None],
+                   state: Path) -> Plan:
     """The plan for the hosts as they are (apply's `observed_plan`); a host it cannot reach is an error."""
     from kubesmith.backends.apply import ApplyError, observed_plan
+    from kubesmith.backends.etcd_members import load_record
     from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.transport.ssh import SshTransport, TransportError
     from kubesmith.versions.registry import load_registry
@@ -156,7 +158,7 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
 
     async def observe() -> Plan:
         async with SshTransport(options) as transport:
-            return await observed_plan(transport, loaded.cluster, load_registry(), hosts)
+            return await observed_plan(transport, loaded.cluster, load_registry(), hosts, load_record(state))
 
     try:
         return asyncio.run(observe())
@@ -165,9 +167,14 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
 
 
 def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
-    loaded, plan = load_plan_or_fail(spec_file)
+    """The plan as apply makes it from the state directory (how etcd's members first started)."""
+    from kubesmith.backends.etcd_members import load_record
+
+    loaded = load_spec_or_fail(spec_file)
     report_problems(loaded.warnings)
-    return plan, default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    state = default_state_dir(Path(spec_file), loaded.cluster.metadata.name, state_dir)
+    _, plan = load_plan_or_fail(spec_file, etcd_record=load_record(state))
+    return plan, state
 
 
 @contextmanager

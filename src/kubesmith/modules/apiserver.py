@@ -106,7 +106,7 @@ class ApiserverModule(Module):
             "tls-private-key-file": pki["apiserver"].key_path,
             "tls-cipher-suites": options.tls_cipher_suites,
             "tls-min-version": "VersionTLS12",
-            "etcd-servers": ",".join(cluster.etcd_client_urls),
+            "etcd-servers": ",".join(map(cluster.etcd_client_url, cluster.etcd_servers_for(host))),
             "etcd-cafile": etcd_ca,
             "etcd-certfile": pki["apiserver-etcd-client"].cert_path,
             "etcd-keyfile": pki["apiserver-etcd-client"].key_path,
@@ -165,7 +165,7 @@ class ApiserverModule(Module):
             gates=(Gate("etcd reachable", tuple(
                 Probe(kind="etcd", host=member.address, port=cluster.etcd_client_port, path="/health",
                       ca="etcd-ca", client_certificate="apiserver-etcd-client")
-                for member in cluster.etcd_members)),),
+                for member in cluster.etcd_servers_for(host))),),
             readiness=https_probe(host.address, options.secure_port, "/readyz", "kubernetes-ca",
                                   "kube-healthcheck-client"),
             needs_files=(ca_file, etcd_ca, proxy_ca, sa_pub, sa_key, *tls_files),

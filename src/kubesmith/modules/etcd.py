@@ -45,8 +45,7 @@ class EtcdModule(Module):
         ca_file = layout.pki_path(authority("etcd-ca").cert_file)
         client_url = f"https://{url_host(host.address)}:{options.client_port}"
         peer_url = f"https://{url_host(host.address)}:{options.peer_port}"
-        initial_cluster = ",".join(
-            f"{member.name}=https://{url_host(member.address)}:{options.peer_port}" for member in cluster.etcd_members)
+        bootstrap = cluster.bootstrap_of(host.name)  # read by etcd only on its first start
         flags = {
             "name": host.name,
             "data-dir": options.data_dir,
@@ -54,8 +53,8 @@ class EtcdModule(Module):
             "advertise-client-urls": client_url,
             "listen-peer-urls": peer_url,
             "initial-advertise-peer-urls": peer_url,
-            "initial-cluster": initial_cluster,
-            "initial-cluster-state": "new",
+            "initial-cluster": bootstrap.initial_cluster,
+            "initial-cluster-state": bootstrap.state,
             "initial-cluster-token": f"{cluster.name}-etcd",
             "listen-metrics-urls": f"http://127.0.0.1:{options.metrics_port}",
             "client-cert-auth": True,

@@ -186,9 +186,11 @@ def san_lists(policy: Sans, cluster: ClusterFacts, host: HostFacts) -> tuple[tup
         names = [host.name]
         ips = [host.address]
     else:
+        # this host's own name and address, not its peers': a host added later changes no other
+        # host's certificate (and restarts no other API server), as kubeadm does
         names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 f"kubernetes.default.svc.{cluster.dns_domain}", *(cp.name for cp in cluster.control_plane)]
-        ips = ["127.0.0.1", cluster.api_service_ip, *(cp.address for cp in cluster.control_plane)]
+                 f"kubernetes.default.svc.{cluster.dns_domain}", host.name]
+        ips = ["127.0.0.1", cluster.api_service_ip, host.address]
         for extra in (cluster.api_endpoint_host, *cluster.apiserver_extra_sans):
             (ips if is_ip(extra) else names).append(extra)
     return tuple(sorted(set(names))), tuple(sorted(set(ips), key=_ip_sort_key))

@@ -14,8 +14,10 @@ from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan import credentials
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
+from kubesmith.plan.membership import Bootstrap, bootstraps
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
+from kubesmith.urls import url_host
 from kubesmith.versions.registry import VersionRegistry
 
 
@@ -23,10 +25,15 @@ class PlanError(Exception):
     """A module produced something the registry forbids: a bug in kubesmith, not in the spec."""
 
 
-def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) -> ClusterFacts:
+def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None,
+                  etcd_record: Mapping[str, Bootstrap] | None = None) -> ClusterFacts:
+    """`etcd_record`: how the running members first started (plan.membership); none: a new cluster."""
     spec = cluster.spec
     components = spec.components
     hosts = hosts or host_facts(cluster)
+    etcd_members = tuple(h for h in hosts if "etcd" in h.roles)
+    addresses = {h.name: h.address for h in etcd_members}
+    peer_port = components.etcd.peer_port
     control_plane = tuple(h for h in hosts if "control-plane" in h.roles)
     api_port = components.apiserver.secure_port
     if spec.control_plane_endpoint:
@@ -49,10 +56,13 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None) 
         service_cidr=spec.network.service_cidr,
         feature_gates=tuple(sorted(spec.feature_gates.items())),
         control_plane=control_plane,
-        etcd_members=tuple(h for h in hosts if "etcd" in h.roles),
+        etcd_members=etcd_members,
         nodes=tuple(h for h in hosts if "node" in h.roles),
         etcd_client_port=components.etcd.client_port,
         apiserver_extra_sans=tuple(components.apiserver.extra_sans),
+        etcd_bootstrap=tuple(bootstraps([h.name for h in etcd_members],
+                                        lambda name: f"https://{url_host(addresses[name])}:{peer_port}",
+                                        etcd_record or {}).items()),
     )
 
 
@@ -68,10 +78,12 @@ def host_facts(cluster: Cluster, environments: Mapping[str, HostEnvironment] | N
 
 
 def evaluate(cluster: Cluster, registry: VersionRegistry,
-             environments: Mapping[str, HostEnvironment] | None = None) -> Plan:
-    """The plan; `environments` holds what was observed of hosts (by name), the rest is assumed."""
+             environments: Mapping[str, HostEnvironment] | None = None,
+             etcd_record: Mapping[str, Bootstrap] | None = None) -> Plan:
+    """The plan; `environments` holds what was observed of hosts (by name), the rest is assumed;
+    `etcd_record`, how the cluster's etcd members first started (none: the cluster is new)."""
     hosts_facts = host_facts(cluster, environments)
-    facts = cluster_facts(cluster, hosts_facts)
+    facts = cluster_facts(cluster, hosts_facts, etcd_record)
     memo: dict[object, object] = {}
     with gc_paused():
         hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry, memo)) for host in hosts_facts)

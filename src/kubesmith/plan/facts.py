@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
+from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import File, Service, Target, User
 from kubesmith.urls import url_host
 
@@ -52,6 +53,10 @@ class ClusterFacts:
     nodes: tuple[HostFacts, ...]
     etcd_client_port: int
     apiserver_extra_sans: tuple[str, ...]
+    etcd_bootstrap: tuple[tuple[str, Bootstrap], ...] = ()  # each member's first start (plan.membership)
+
+    def bootstrap_of(self, member: str) -> Bootstrap:
+        return dict(self.etcd_bootstrap)[member]
 
     @property
     def api_endpoint(self) -> str:
@@ -61,9 +66,13 @@ class ClusterFacts:
     def api_url(self) -> str:
         return f"https://{self.api_endpoint}"
 
-    @property
-    def etcd_client_urls(self) -> tuple[str, ...]:
-        return tuple(f"https://{url_host(member.address)}:{self.etcd_client_port}" for member in self.etcd_members)
+    def etcd_client_url(self, member: HostFacts) -> str:
+        return f"https://{url_host(member.address)}:{self.etcd_client_port}"
+
+    def etcd_servers_for(self, host: HostFacts) -> tuple[HostFacts, ...]:
+        """The etcd members a host's API server talks to: its own member when it has one (kubeadm's
+        stacked model: a member added or removed changes no other API server's flags), else all."""
+        return (host,) if "etcd" in host.roles else self.etcd_members
 
 
 @dataclass(frozen=True, slots=True)

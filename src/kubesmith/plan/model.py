@@ -85,6 +85,11 @@ class Service:
     credentials: tuple[tuple[str, str], ...] = ()  # (name, root-only file): handed over at each start
     # (systemd's LoadCredential=); its argv names them under layout.credential_path (plan/credentials.py)
 
+    @property
+    def flags(self) -> dict[str, str]:
+        """`--name=value` arguments by name (a flag without a value is left out)."""
+        return dict(argument[2:].split("=", 1) for argument in self.argv if argument.startswith("--") and "=" in argument)
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
