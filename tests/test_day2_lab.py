@@ -171,7 +171,7 @@ def spec_with(cluster: Cluster, directory: Path, count: int) -> Path:
     return path
 
 
-def test_a_host_removed_from_the_spec_is_drained_and_leaves_etcd_and_a_removal_below_quorum_is_refused(
+def test_a_removed_host_is_drained_and_leaves_etcd_a_removal_below_quorum_is_refused_a_wiped_member_replaced(
         cluster: Cluster, tmp_path: Path) -> None:
     admin = cluster.admin_kubeconfig(tmp_path)
     pod = tmp_path / "pod.yaml"  # drained away with h3
@@ -208,4 +208,15 @@ def test_a_host_removed_from_the_spec_is_drained_and_leaves_etcd_and_a_removal_b
     back = cluster.apply()  # h3 joins again, as a new member: the cluster of examples/lab.yaml
     assert back.returncode == 0, back.stdout + back.stderr
     assert "h3: adding it to etcd as a learner" in back.stderr
+    ids = {m["name"]: m["ID"] for m in json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)[
+        "members"]}
+
+    cluster.lab.ssh("h2", "systemctl stop etcd.service && rm -rf /var/lib/etcd/member")  # a wiped disk
+    replaced = cluster.apply()
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    assert "h2: its etcd data is gone; it joins etcd again as a new member" in replaced.stderr
+    assert "h2: its old member (started once, its data now gone) leaves etcd first" in replaced.stderr
+    members = json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)["members"]
+    assert sorted(m["name"] for m in members) == ["h1", "h2", "h3"] and not any(m.get("isLearner") for m in members)
+    assert {m["name"]: m["ID"] for m in members}["h2"] != ids["h2"]  # a new member, not the old identity
     cluster.assert_healthy()

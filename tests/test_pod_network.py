@@ -146,3 +146,43 @@ def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> 
         for name in (node, *pods):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
     assert not any(Path(f"/run/netns/{name}").exists() for name in (node, *pods))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_network_up_again_follows_a_node_that_left_and_keeps_the_pods_bridge(tmp_path: Path) -> None:
+    """The unit's reload is `network up` with the new settings: a node that left loses its route, a
+    route outside the cluster's pod range stays, and the pods' bridge and veth stay (a restart's
+    `network down` would take them)."""
+    node = f"ks-netup-{os.getpid()}"
+    config = tmp_path / "network.json"
+
+    def on_node(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ip", "netns", "exec", node, *argv], capture_output=True, text=True, check=False)
+
+    def network_up(routes: list[dict[str, str]]) -> subprocess.CompletedProcess[str]:
+        config.write_text(json.dumps({"routes": routes, "bridge": "cni0", "clusterCidr": "10.200.0.0/16"}))
+        return on_node(sys.executable, "-c", "from kubesmith.cli import main; main()", "network", "up",
+                       "--config", str(config))
+
+    two = [{"to": "10.200.1.0/24", "via": "192.0.2.2"}, {"to": "10.200.2.0/24", "via": "192.0.2.3"}]
+    try:
+        subprocess.run(["ip", "netns", "add", node], check=True)
+        for argv in (["ip", "link", "add", "host0", "type", "veth", "peer", "name", "peer0"],  # (no dummy module)
+                     ["ip", "addr", "add", "192.0.2.1/24", "dev", "host0"], ["ip", "link", "set", "peer0", "up"],
+                     ["ip", "link", "set", "host0", "up"], ["ip", "link", "add", "cni0", "type", "bridge"],
+                     ["ip", "link", "add", "veth0", "type", "veth", "peer", "name", "eth0"],
+                     ["ip", "link", "set", "veth0", "master", "cni0"],
+                     ["ip", "route", "add", "198.51.100.0/24", "via", "192.0.2.9"]):
+            assert on_node(*argv).returncode == 0, argv
+        first = network_up(two)
+        assert first.returncode == 0, first.stderr
+        again = network_up(two[:1])
+        assert again.returncode == 0, again.stderr
+        assert "removed the route to 10.200.2.0/24" in again.stderr
+        routes = on_node("ip", "route", "show").stdout
+        assert "10.200.1.0/24 via 192.0.2.2" in routes and "10.200.2.0/24" not in routes, routes
+        assert "198.51.100.0/24 via 192.0.2.9" in routes, routes  # not the cluster's: not kubesmith's
+        assert "veth0" in on_node("ip", "-o", "link", "show", "master", "cni0").stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", node], capture_output=True, check=False)
+    assert not Path(f"/run/netns/{node}").exists()

@@ -81,8 +81,15 @@ def test_images_are_imported_and_a_pod_per_node_reaches_the_others_and_the_servi
         poll(lambda: fetch(cluster, admin, names[first], by_node[other]["status"]["podIP"], 8080) == names[other],
              30, f"a pod on {first} to reach the pod on {other}")
     service = cluster.kubectl(admin, "get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").stdout
-    answers = {fetch(cluster, admin, names[others[0]], service, 80) for _ in range(15)}
-    assert answers == set(names.values())  # the Service, from a pod on another host, reaches all three
+    answers: set[str] = set()  # the Service, from a pod on another host, reaches all three: kube-proxy
+    # there may program the last pod's endpoint a little after the pod is Running (seen once in CI)
+
+    def every_pod_answered() -> bool:
+        answers.add(fetch(cluster, admin, names[others[0]], service, 80))
+        return answers >= set(names.values())
+
+    poll(every_pod_answered, 60, "the Service to reach the pod on every node", interval=0.2)
+    assert answers - set(names.values()) <= {""}, answers  # no other answer than the three pods
 
 
 def test_a_rebooted_host_runs_its_components_and_its_pod_again_without_a_manual_step(

@@ -337,7 +337,8 @@ async def _start_target_everywhere(transport: SshTransport, hosts: Sequence[Host
 async def _restart_changed(transport: SshTransport, state: HostState) -> None:
     running = [f"{name}.service" for name in state.changes.restart]
     if running:
-        await _must(transport, state, "systemctl try-restart --no-block " + " ".join(running))
+        # reload where a unit has ExecReload= (kubesmith-network: stopping it would take the pods' network)
+        await _must(transport, state, "systemctl try-reload-or-restart --no-block " + " ".join(running))
 
 
 async def _start_target(transport: SshTransport, state: HostState, target: str, deadline: float) -> None:
@@ -440,9 +441,16 @@ class ApplySession:
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
+            await self.forget_wiped(transport, record, lambda _: None)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
             files, bundle = self.desired(plan)
             return await inspect_all(transport, plan, files, bundle), gone
+
+    async def forget_wiped(self, transport: SshTransport, record: dict[str, Bootstrap], progress: Progress) -> None:
+        """Members whose etcd data is gone are planned as joining again (`etcd_members.wiped`)."""
+        for name in await etcd_members.wiped(transport, self.cluster, record):
+            progress(f"{name}: its etcd data is gone; it joins etcd again as a new member")
+            del record[name]
 
     async def apply(self, progress: Progress, deadline: float) -> ApplyReport:
         """Remove the hosts that left the spec (after preflight), converge the others, then record
@@ -450,17 +458,17 @@ class ApplySession:
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
+            await self.forget_wiped(transport, record, progress)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
             started = time.monotonic()
             await removal.remove_hosts(transport, plan, gone, self.state_dir, progress)
             removing = time.monotonic() - started
+            record = {name: entry for name, entry in record.items() if name not in gone.names}
             report = await apply_plan(transport, plan, files, bundle, progress, deadline,
                                       pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
-                                      membership=etcd_members.Membership(self.state_dir,
-                                                                         etcd_members.load_record(self.state_dir),
-                                                                         plan))
+                                      membership=etcd_members.Membership(self.state_dir, record, plan))
         report.removed = gone.names
         if gone.hosts:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}

@@ -9,6 +9,7 @@ member list first, so an apply interrupted anywhere in it simply does the rest n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from kubesmith import fsutil, layout
 from kubesmith.backends.systemd import UnitOptions
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshTransport
 
 RECORD_FILE = "etcd-members.json"  # in the cluster's state directory, beside the PKI
@@ -103,11 +105,33 @@ async def _change(transport: SshTransport, via: HostPlan, step: str, arguments: 
             await _etcdctl(transport, via, step, arguments)
 
 
+async def has_data(transport: SshTransport, address: str, data_dir: str) -> bool:
+    """Whether a member's data directory holds a member (etcd writes `member/` on its first start)."""
+    return (await transport.run(address, f"test -d {shlex.quote(data_dir.rstrip('/') + '/member')}")).ok
+
+
+async def wiped(transport: SshTransport, cluster: Cluster, record: Mapping[str, Bootstrap]) -> list[str]:
+    """Recorded members of the spec whose data is gone (a disk replaced or wiped) while others keep
+    theirs: each leaves etcd and joins again as a new member (its old identity is not safe to reuse)."""
+    data_dir = cluster.spec.components.etcd.data_dir
+    members = [host for host in cluster.etcd_hosts if host.name in record]
+    present = await asyncio.gather(*(has_data(transport, host.address, data_dir) for host in members))
+    if not any(present):
+        return []  # no member has data: not for a membership change to decide
+    return [host.name for host, here in zip(members, present) if not here]
+
+
 async def join(transport: SshTransport, via: HostPlan, joiner: HostPlan, start: Callable[[], Any],
                progress: Progress) -> None:
     """Add `joiner` as a learner through `via`, start it (`start`), promote it once in sync."""
     peer_url = joiner.service("etcd").flags["initial-advertise-peer-urls"]
-    if _find(await member_list(transport, via), peer_url) is None:
+    found = _find(await member_list(transport, via), peer_url)
+    if found is not None and found.get("name") and not await has_data(transport, joiner.address,
+                                                                       joiner.service("etcd").flags["data-dir"]):
+        progress(f"{joiner.name}: its old member (started once, its data now gone) leaves etcd first")
+        await _change(transport, via, f"etcdctl member remove {joiner.name}", f"member remove {found['ID']:x}")
+        found = None
+    if found is None:
         progress(f"{joiner.name}: adding it to etcd as a learner (through {via.name})")
         await _change(transport, via, f"etcdctl member add {joiner.name}",
                       f"member add {shlex.quote(joiner.name)} --peer-urls={shlex.quote(peer_url)} --learner")

@@ -209,6 +209,8 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
         ("ExecStart", command_line([executable(service, options), *service.argv])),
         *((("ExecStop", command_line([executable(service, options), *service.undo])),)
           if service.undo and service.oneshot else ()),
+        *((("ExecReload", command_line([executable(service, options), *service.reload])),)
+          if service.reload else ()),
         ("Restart", service.restart.policy),
         ("RestartSec", seconds(service.restart.delay_seconds)),
         ("TimeoutStartSec", seconds(options.gate_deadline * max(1, len(service.gates)) + 60)),

@@ -74,6 +74,8 @@ class PodNetworkModule(Module):
             binary="kubesmith",
             argv=("network", "up", "--config", NETWORK_CONFIG, *(("--set-sysctls",) if on_hosts else ())),
             undo=("network", "down", "--config", NETWORK_CONFIG),
+            reload=("network", "up", "--config", NETWORK_CONFIG),  # a host added or removed: routes follow,
+            # the pods keep their bridge
             user="root",
             group="root",
             wanted_by="node-online.target",
@@ -120,7 +122,7 @@ def network_settings(ctx: HostContext, options: PodNetworkOptions) -> dict[str, 
               if node.name != host.name and node.pod_cidr]
     masquerade = {"from": host.pod_cidr, "except": ctx.cluster.cluster_cidr} if options.masquerade else None
     return {"routes": routes, "masquerade": masquerade, "bridge": options.bridge, "sysctls": SYSCTLS,
-            "modules": list(KERNEL_MODULES)}
+            "modules": list(KERNEL_MODULES), "clusterCidr": ctx.cluster.cluster_cidr}
 
 
 def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:

@@ -9,6 +9,7 @@ nothing about the machine is changed behind its owner's back.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ class NetworkSettings:
     sysctls: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
     bridge: str | None = None  # the pods' bridge (the CNI plugin makes it; `down` removes it)
+    cluster_cidr: str | None = None  # routes into it that `routes` lacks are another node's, gone: removed
 
     @staticmethod
     def load(path: Path) -> NetworkSettings:
@@ -65,7 +67,8 @@ class NetworkSettings:
             masquerade=Masquerade(str(masquerade["from"]), str(masquerade["except"])) if masquerade else None,
             sysctls=tuple((str(k), str(v)) for k, v in sorted(document.get("sysctls", {}).items())),
             modules=tuple(str(m) for m in document.get("modules", ())),
-            bridge=str(document["bridge"]) if document.get("bridge") else None)
+            bridge=str(document["bridge"]) if document.get("bridge") else None,
+            cluster_cidr=str(document["clusterCidr"]) if document.get("clusterCidr") else None)
 
 
 def bring_up(settings: NetworkSettings, set_sysctls: bool, say: Say, route_patience: float = 60.0) -> None:
@@ -73,9 +76,33 @@ def bring_up(settings: NetworkSettings, set_sysctls: bool, say: Say, route_patie
     for route in settings.routes:
         add_route(route, route_patience)
         say(f"route to {route.to} via {route.via}")
+    for route in stale_routes(settings):
+        _run(["ip", "route", "del", route.to, "via", route.via], check=False)  # gone already: fine
+        say(f"removed the route to {route.to} (no such node any more)")
     if settings.masquerade is not None:
         masquerade(settings.masquerade)
         say(f"masquerading {settings.masquerade.source} except towards {settings.masquerade.except_to}")
+
+
+def stale_routes(settings: NetworkSettings) -> list[Route]:
+    """Routes via a gateway into the cluster's pod range that the settings no longer have: to the
+    pods of a node that left (`up` is also the unit's reload, after a host was added or removed)."""
+    if settings.cluster_cidr is None:
+        return []
+    cluster = ipaddress.ip_network(settings.cluster_cidr)
+    family = "-6" if cluster.version == 6 else "-4"
+    listed = json.loads(_run(["ip", "-json", family, "route", "show"], check=False).stdout or "[]")
+    found = [Route(str(route["dst"]), str(route["gateway"])) for route in listed
+             if route.get("gateway") and _within(str(route.get("dst", "")), cluster)]
+    return [route for route in found if route not in settings.routes]
+
+
+def _within(destination: str, cluster: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        network = ipaddress.ip_network(destination)
+    except ValueError:  # "default" and the like
+        return False
+    return network.version == cluster.version and network.subnet_of(cluster)  # type: ignore[arg-type]
 
 
 def add_route(route: Route, patience: float) -> None:

@@ -82,6 +82,8 @@ class Service:
     oneshot: bool = False  # a step that runs to completion (ready once it exited 0), not a daemon
     undo: tuple[str, ...] = ()  # the binary's arguments that undo its work: systemd runs them when a oneshot
     # stops (ExecStop=); `kubesmith run` after stopping any service, to leave the machine as it found it
+    reload: tuple[str, ...] = ()  # the binary's arguments that bring a running oneshot to changed files
+    # without undoing its work first (ExecReload=; apply reloads rather than restarts what has one)
     credentials: tuple[tuple[str, str], ...] = ()  # (name, root-only file): handed over at each start
     # (systemd's LoadCredential=); its argv names them under layout.credential_path (plan/credentials.py)
 
