@@ -245,5 +245,40 @@ def test_pods_run_on_the_node_and_a_service_reaches_them_from_a_pod_and_from_the
     assert code == 0 and node["ready"] and node["pods_running"] >= 2 and node["pods"] >= node["pods_running"]
 
 
+def test_a_drain_honours_a_pod_disruption_budget_then_evicts_the_pods(cluster: Run) -> None:
+    """`kubesmith node drain`, which apply runs when a node leaves the spec, against the real API
+    server and controllers: while a PodDisruptionBudget allows no disruption the eviction is refused
+    and the drain names it when its time is up, the pods untouched; without it they are evicted.
+    (After the pods test: its two pods run here.)"""
+    def hello() -> set[str]:
+        pods = json.loads(cluster.kubectl("admin", "get", "pods", "-l", "app=hello", "-o", "json").stdout or "{}")
+        return {p["metadata"]["name"] for p in pods.get("items", []) if p["status"].get("phase") == "Running"}
+
+    def drain(timeout: int) -> subprocess.CompletedProcess[str]:
+        return cluster.netns.run(*CLI, "node", "drain", NODE, "--kubeconfig", str(cluster.kubeconfig("admin")),
+                                 "--timeout", str(timeout), timeout=timeout + 60)
+
+    before = hello()
+    assert len(before) == 2
+    budget = cluster.state / "pdb.yaml"
+    budget.write_text("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: hello}\n"
+                      "spec:\n  minAvailable: 2\n  selector: {matchLabels: {app: hello}}\n")
+    assert cluster.kubectl("admin", "create", "--validate=false", "-f", str(budget)).returncode == 0
+    try:
+        refused = drain(6)
+        assert refused.returncode == 5 and "eviction refused" in refused.stderr, refused.stderr
+        assert "not drained in 6s" in refused.stderr and "Traceback" not in refused.stderr
+        assert hello() == before
+        assert cluster.kubectl("admin", "delete", "pdb", "hello").returncode == 0
+        drained = drain(120)
+        assert drained.returncode == 0 and "drained (" in drained.stderr, drained.stderr
+        assert not hello() & before  # evicted; their replacements wait for a schedulable node
+        unschedulable = cluster.kubectl("admin", "get", "node", NODE, "-o", "jsonpath={.spec.unschedulable}")
+        assert unschedulable.stdout == "true"
+    finally:
+        cluster.kubectl("admin", "delete", "pdb", "hello", "--ignore-not-found")
+        cluster.kubectl("admin", "uncordon", NODE)
+
+
 def _ready(node: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
