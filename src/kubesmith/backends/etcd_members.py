@@ -129,7 +129,7 @@ async def join(transport: SshTransport, via: HostPlan, joiner: HostPlan, start: 
     if found is not None and found.get("name") and not await has_data(transport, joiner.address,
                                                                        joiner.service("etcd").flags["data-dir"]):
         progress(f"{joiner.name}: its old member (started once, its data now gone) leaves etcd first")
-        await _change(transport, via, f"etcdctl member remove {joiner.name}", f"member remove {found['ID']:x}")
+        await _remove_member(transport, via, joiner.name, found)
         found = None
     if found is None:
         progress(f"{joiner.name}: adding it to etcd as a learner (through {via.name})")
@@ -150,7 +150,11 @@ async def remove(transport: SshTransport, via: HostPlan, leaving: HostPlan) -> N
     peer_url = leaving.service("etcd").flags["initial-advertise-peer-urls"]
     member = _find(await member_list(transport, via), peer_url)
     if member is not None:
-        await _change(transport, via, f"etcdctl member remove {leaving.name}", f"member remove {member['ID']:x}")
+        await _remove_member(transport, via, leaving.name, member)
+
+
+async def _remove_member(transport: SshTransport, via: HostPlan, name: str, member: dict[str, Any]) -> None:
+    await _change(transport, via, f"etcdctl member remove {name}", f"member remove {member['ID']:x}")
 
 
 class Membership:
