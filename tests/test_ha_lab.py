@@ -234,9 +234,9 @@ def test_a_kubectl_loop_through_the_virtual_ip_fails_no_longer_than_its_failover
     finally:
         if offline is not None:
             cluster.lab.exec(offline, f"ip link set {interface} up", check=False)
-            # the kernel dropped the routes to the other nodes' pod ranges with the link: kubesmith-network
-            # adds them at its start only (a link that flaps on a real node loses them the same way)
-            cluster.lab.exec(offline, "systemctl restart kubesmith-network.service", check=False)
+            # the kernel dropped the routes to the other nodes' pod ranges with the link: kubesmith-routes
+            # puts them back at its next look (within a minute); a restart makes that look now
+            cluster.lab.exec(offline, "systemctl restart kubesmith-routes.service", check=False)
         cluster.lab.ssh(holder, "systemctl start kubernetes.target", timeout=300)
     poll(lambda: len(vip_holders(cluster, vip)) == 1, 60, f"one holder of {vip} again")
     poll(lambda: status(cluster)["exit"] == 0, 180, "the cluster to be healthy again")

@@ -222,6 +222,27 @@ def test_a_fourth_host_joins_as_a_node_with_a_token(cluster: Cluster, ca_file: P
     assert not node_keys & local_public_keys(cluster.state_dir)
 
 
+def test_the_other_hosts_route_to_the_new_node_s_pods_and_its_spec_changes_none_of_them(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """Issue 21: h4 announces its pod range on its Node; h1..h3 route to it with no apply (their
+    `kubesmith-routes` follows the Nodes), and the cluster file with h4 added plans no change on them."""
+    lab = cluster.lab
+    if not active(cluster, NODE, "kubelet.service"):
+        pytest.skip("h4 did not join (see the join test)")
+    own = json.loads(lab.ssh(NODE, "cat /etc/kubesmith/network.json").stdout)
+    assert "routes" not in own and own["node"] == NODE
+    wanted = f"{own['podCidr']} via {lab.address(NODE)}"
+    for host in cluster.hosts:
+        poll(lambda host=host: wanted in lab.ssh(host, "ip route show").stdout, 90, f"{host}'s route to h4's pods")
+    with_node = tmp_path / "with-h4.yaml"
+    with_node.write_text(node_spec(cluster))
+    plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), "--output", "json", spec=with_node,
+                             timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    changed = {c["host"] for c in json.loads(plan.stdout)["changes"] if any(c[k] for k in c if k != "host")}
+    assert not changed & set(cluster.hosts), plan.stdout
+
+
 def test_renewal_through_the_ca_service_restarts_the_node_components_with_the_new_certificate(
         cluster: Cluster, ca_file: Path) -> None:
     """h4 holds no CA key: its agent renews over mutual TLS with the CA service; the `.path`

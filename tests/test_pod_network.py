@@ -37,14 +37,24 @@ def network_of(plan, host: str) -> dict:
     return next(f.data for f in plan.host(host).files if f.path == "/etc/kubesmith/network.json")
 
 
-def test_pinned_ranges_are_kept_the_others_fill_in_host_order_and_every_node_routes_to_the_rest() -> None:
+def test_pinned_ranges_are_kept_the_others_fill_in_host_order_and_no_node_s_file_names_another() -> None:
     plan = plan_of_text(SPEC)
     cni = {name: next(f.data for f in plan.host(name).files if f.path.endswith("10-kubesmith.conflist"))
            for name in ("w1", "w2", "w3")}
     subnets = {name: doc["plugins"][0]["ipam"]["ranges"][0][0]["subnet"] for name, doc in cni.items()}
     assert subnets == {"w1": "10.244.1.0/24", "w2": "10.244.0.0/24", "w3": "10.244.2.0/24"}
-    assert network_of(plan, "w1")["routes"] == [{"to": "10.244.0.0/24", "via": "10.0.0.12"},
-                                                {"to": "10.244.2.0/24", "via": "10.0.0.13"}]
+    w1 = network_of(plan, "w1")
+    assert (w1["node"], w1["podCidr"], w1["clusterCidr"]) == ("w1", "10.244.1.0/24", "10.244.0.0/22")
+    assert "routes" not in w1 and not any(h in json.dumps(w1) for h in ("w2", "w3", "10.0.0.12", "10.0.0.13"))
+    assert w1["nodesKubeconfig"] == "/etc/kubernetes/kube-proxy.conf"  # may read every Node; the kubelet's may not
+    follower = next(s for s in plan.host("w1").services if s.name == "kubesmith-routes")
+    assert follower.argv == ("network", "follow", "--config", "/etc/kubesmith/network.json")
+    assert follower.wanted_by == "node-online.target" and not follower.oneshot
+    grown = plan_of_text(SPEC.replace("    - {name: w3,", "    - {name: w4, address: 10.0.0.14, roles: [node]}\n"
+                                                       "    - {name: w3,"))
+    for host in ("cp", "w1", "w2"):  # a node added: the other nodes' files stay as they were
+        assert {f.path: f.data for f in grown.host(host).files if f.data is not None and "ca-service" not in f.path} \
+            == {f.path: f.data for f in plan.host(host).files if f.data is not None and "ca-service" not in f.path}
     assert network_of(plan, "w3")["masquerade"] == {"from": "10.244.2.0/24", "except": "10.244.0.0/22"}
     assert not any(f.path == "/etc/kubesmith/network.json" for f in plan.host("cp").files)  # not a node
     manager = next(s for s in plan.host("cp").services if s.name == "kube-controller-manager")
@@ -122,7 +132,7 @@ def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> 
     tag = f"ks-netdown-{os.getpid()}"
     node, pods = tag, [f"{tag}-p{i}" for i in (1, 2)]
     config = tmp_path / "network.json"
-    config.write_text(json.dumps({"routes": [], "bridge": "cni0"}))
+    config.write_text(json.dumps({"bridge": "cni0"}))
 
     def on_node(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ip", "netns", "exec", node, *argv], capture_output=True, text=True, check=False)
@@ -149,18 +159,21 @@ def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
-def test_network_up_again_follows_a_node_that_left_and_keeps_the_pods_bridge(tmp_path: Path) -> None:
-    """The unit's reload is `network up` with the new settings: a node that left loses its route, a
-    route outside the cluster's pod range stays, and the pods' bridge and veth stay (a restart's
-    `network down` would take them)."""
+def test_network_up_again_follows_the_learned_routes_and_keeps_the_pods_bridge(tmp_path: Path) -> None:
+    """`network up` brings back the routes last learned (`network follow` saves them): a node that left
+    loses its route, a route outside the cluster's pod range stays, and the pods' bridge and veth stay
+    (a restart's `network down` would take them)."""
     node = f"ks-netup-{os.getpid()}"
     config = tmp_path / "network.json"
 
     def on_node(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ip", "netns", "exec", node, *argv], capture_output=True, text=True, check=False)
 
+    learned = tmp_path / "routes.json"
+
     def network_up(routes: list[dict[str, str]]) -> subprocess.CompletedProcess[str]:
-        config.write_text(json.dumps({"routes": routes, "bridge": "cni0", "clusterCidr": "10.200.0.0/16"}))
+        learned.write_text(json.dumps({"routes": routes}))
+        config.write_text(json.dumps({"bridge": "cni0", "clusterCidr": "10.200.0.0/16", "routesFile": str(learned)}))
         return on_node(sys.executable, "-c", "from kubesmith.cli import main; main()", "network", "up",
                        "--config", str(config))
 
@@ -178,11 +191,16 @@ def test_network_up_again_follows_a_node_that_left_and_keeps_the_pods_bridge(tmp
         assert first.returncode == 0, first.stderr
         again = network_up(two[:1])
         assert again.returncode == 0, again.stderr
-        assert "removed the route to 10.200.2.0/24" in again.stderr
+        assert "removed the route to 10.200.2.0/24 via 192.0.2.3" in again.stderr
         routes = on_node("ip", "route", "show").stdout
         assert "10.200.1.0/24 via 192.0.2.2" in routes and "10.200.2.0/24" not in routes, routes
         assert "198.51.100.0/24 via 192.0.2.9" in routes, routes  # not the cluster's: not kubesmith's
         assert "veth0" in on_node("ip", "-o", "link", "show", "master", "cni0").stdout
+        down = on_node(sys.executable, "-c", "from kubesmith.cli import main; main()", "network", "down",
+                       "--config", str(config))
+        assert down.returncode == 0, down.stderr
+        routes = on_node("ip", "route", "show").stdout
+        assert "10.200.1.0/24" not in routes and "198.51.100.0/24 via 192.0.2.9" in routes, routes
     finally:
         subprocess.run(["ip", "netns", "del", node], capture_output=True, check=False)
     assert not Path(f"/run/netns/{node}").exists()

@@ -11,21 +11,17 @@ written to disk) from the cluster's CA in the state directory, which holds every
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime as dt
-import json
-import ssl
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith import fsutil
+from kubesmith.apiclient import ApiError, Credentials, api_request
 from kubesmith.pki import documents, keys
 from kubesmith.pki.certlist import CLUSTER_ADMINS
 from kubesmith.pki.issue import new_leaf
@@ -39,7 +35,7 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
 MANAGER_VALIDITY = dt.timedelta(minutes=5)
 
 
-class AccessError(Exception):
+class AccessError(ApiError):
     """Access cannot be granted or revoked; the message says why and what to do."""
 
 
@@ -138,55 +134,6 @@ class ClusterAccess:
         _, _, ca_pem = self._authority()
         return await api_request(Credentials(server, ca_pem, cert_pem, key_pem), method, path, body, self.timeout,
                                  (404,) if allow_missing else ())
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """Where the API is and who asks: a server, the CA to trust, a client certificate and key."""
-
-    server: str
-    ca_pem: bytes
-    cert_pem: bytes
-    key_pem: bytes
-
-    @classmethod
-    def of_kubeconfig(cls, path: Path) -> Credentials:
-        """The first cluster and user of a self-contained kubeconfig (as kubesmith writes them)."""
-        try:
-            document = yaml.safe_load(path.read_text())
-            cluster, user = document["clusters"][0]["cluster"], document["users"][0]["user"]
-            return cls(cluster["server"], base64.b64decode(cluster["certificate-authority-data"]),
-                       base64.b64decode(user["client-certificate-data"]), base64.b64decode(user["client-key-data"]))
-        except OSError as exc:
-            raise AccessError(f"{path}: {exc.strerror or exc}") from None
-        except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise AccessError(f"{path}: not a kubeconfig with embedded credentials ({exc})") from None
-
-
-async def api_request(credentials: Credentials, method: str, path: str, body: Any, timeout: float,
-                      accept: tuple[int, ...] = (), content_type: str = "application/json"
-                      ) -> tuple[int, dict[str, Any]]:
-    """(status, JSON body or {}) of one API call; a status >= 300 not in `accept` is an AccessError.
-    (`content_type`: a PATCH names its kind, application/merge-patch+json for one.)"""
-    context = ssl.create_default_context(cadata=credentials.ca_pem.decode())
-    with tempfile.TemporaryDirectory(prefix="kubesmith-access-") as scratch:
-        cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
-        fsutil.atomic_write(cert_file, credentials.cert_pem, 0o600)
-        fsutil.atomic_write(key_file, credentials.key_pem, 0o600)
-        context.load_cert_chain(cert_file, key_file)  # takes paths only; gone with the scratch directory
-    server = credentials.server
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            data = None if body is None else json.dumps(body)
-            async with session.request(method, f"{server}{path}", data=data, ssl=context,
-                                       headers={"Content-Type": content_type}) as response:
-                text = await response.text()
-                if response.status < 300 or response.status in accept:
-                    is_json = response.content_type == "application/json"
-                    return response.status, (json.loads(text) if is_json and text else {})
-                raise AccessError(f"{method} {server}{path}: HTTP {response.status}: {text.strip()[:300]}")
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise AccessError(f"cannot reach the API at {server}: {exc or type(exc).__name__}") from None
 
 
 def cluster_admins_binding() -> dict[str, Any]:

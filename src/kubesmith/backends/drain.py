@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from kubesmith.backends.access import Credentials, api_request
+from kubesmith.apiclient import Credentials, api_request
 
 MIRROR = "kubernetes.io/config.mirror"
 Progress = Callable[[str], None]

@@ -92,14 +92,15 @@ def kubeconfig() -> None:
 def create(spec_file: str, user: str | None, role: str, ttl: float, output_file: str | None, merge: bool,
            server: str | None, state_dir: str | None) -> None:
     """Mint a kubeconfig for one person, bound to a role until revoked or expired."""
-    from kubesmith.backends.access import AccessError, merge_into, write_kubeconfig
+    from kubesmith.apiclient import ApiError
+    from kubesmith.backends.access import merge_into, write_kubeconfig
 
     if output_file and merge:
         fail("--output and --merge exclude each other", ExitCode.USAGE)
     name = _user_name(user)
     try:
         grant = _access(spec_file, state_dir, server).grant(name, role, dt.timedelta(seconds=ttl))
-    except AccessError as exc:
+    except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     expires = grant.not_after.strftime("%Y-%m-%d %H:%M UTC")
     if merge:
@@ -124,12 +125,12 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, output_file:
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text")
 def revoke(spec_file: str, name: str, state_dir: str | None, server: str | None, output: str) -> None:
     """Take a person's access back: delete their binding (their certificate then opens nothing)."""
-    from kubesmith.backends.access import AccessError
+    from kubesmith.apiclient import ApiError
 
     user = _user_name(name)
     try:
         existed = _access(spec_file, state_dir, server).revoke(user)
-    except AccessError as exc:
+    except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     if output == "json":
         emit_json({"user": user, "revoked": existed})

@@ -21,12 +21,13 @@ def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     Run by the `kubesmith-admins` unit on control-plane hosts; deleting the binding takes admin.conf's
     rights back (until this step runs again), which no change can do for super-admin.conf.
     """
-    from kubesmith.backends.access import AccessError, bind_cluster_admins
+    from kubesmith.apiclient import ApiError
+    from kubesmith.backends.access import bind_cluster_admins
 
     if not kubeconfig.is_file():
         fail(f"{kubeconfig}: no such file", ExitCode.IO_ERROR)
     try:
         created = bind_cluster_admins(kubeconfig, timeout)
-    except AccessError as exc:
+    except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     click.echo("created the cluster-admins binding" if created else "the cluster-admins binding exists", err=True)

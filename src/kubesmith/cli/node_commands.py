@@ -23,7 +23,7 @@ def _say(line: str) -> None:
 
 @click.group("network")
 def network_group() -> None:
-    """A node's pod network (its unit, kubesmith-network, runs `network up`)."""
+    """A node's pod network (its units: kubesmith-network runs `network up`, kubesmith-routes `network follow`)."""
 
 
 @network_group.command("up")
@@ -39,6 +39,21 @@ def network_up(config_file: str, set_sysctls: bool) -> None:
         network.bring_up(network.NetworkSettings.load(Path(config_file)), set_sysctls, _say)
     except network.NetworkError as exc:
         fail(str(exc), ExitCode.FAILED)
+
+
+@network_group.command("follow")
+@click.option("--config", "config_file", required=True, metavar="FILE", help="The node's network settings.")
+def network_follow(config_file: str) -> None:
+    """Keep a route to every other node's pods, as the cluster's Nodes announce them, and announce this
+    node's own range on its Node (its unit, kubesmith-routes, runs it until stopped)."""
+    from kubesmith.node import network
+    from kubesmith.node.routes import Follower
+
+    try:
+        follower = Follower(network.NetworkSettings.load(Path(config_file)), _say)
+    except network.NetworkError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    asyncio.run(follower.run())
 
 
 @network_group.command("down")
@@ -139,11 +154,11 @@ def _kubeconfig_option(function):  # type: ignore[no-untyped-def]
 def _credentials(kubeconfig: Path, server: str | None):  # type: ignore[no-untyped-def]
     import dataclasses
 
-    from kubesmith.backends.access import AccessError, Credentials
+    from kubesmith.apiclient import ApiError, Credentials
 
     try:
         credentials = Credentials.of_kubeconfig(kubeconfig)
-    except AccessError as exc:
+    except ApiError as exc:
         fail(str(exc), ExitCode.IO_ERROR)
     return dataclasses.replace(credentials, server=server) if server else credentials
 
@@ -156,12 +171,12 @@ def _credentials(kubeconfig: Path, server: str | None):  # type: ignore[no-untyp
                    "again until then.")
 def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) -> None:
     """Cordon NODE and evict its pods (not DaemonSet or static pods), honouring PodDisruptionBudgets."""
-    from kubesmith.backends.access import AccessError
+    from kubesmith.apiclient import ApiError
     from kubesmith.backends.drain import DrainError, drain
 
     try:
         evicted = asyncio.run(drain(_credentials(kubeconfig, server), node, timeout, _say))
-    except (AccessError, DrainError) as exc:
+    except (ApiError, DrainError) as exc:
         fail(str(exc), ExitCode.FAILED)
     _say(f"{node}: drained ({evicted} pod{'s' if evicted != 1 else ''} evicted)")
 
@@ -171,11 +186,11 @@ def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) 
 @_kubeconfig_option
 def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
     """Delete NODE's Node object (stop its kubelet first, or it registers again)."""
-    from kubesmith.backends.access import AccessError
+    from kubesmith.apiclient import ApiError
     from kubesmith.backends.drain import delete_node
 
     try:
         deleted = asyncio.run(delete_node(_credentials(kubeconfig, server), node))
-    except AccessError as exc:
+    except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     _say(f"{node}: Node deleted" if deleted else f"{node}: no such Node")

@@ -1,16 +1,18 @@
 """The pod network: a bridge per node and plain routes between nodes, no overlay.
 
 Each node gets a pod range (`podCidr`: its own, else the lowest free range of
-`spec.network.clusterCidr` in host order), known to the plan up front, so every host's routes to
-the other nodes' pods are known up front too. On each node:
+`spec.network.clusterCidr` in host order), known to the plan up front. On each node:
 
 * the CNI configuration (`/etc/cni/net.d/10-kubesmith.conflist`): bridge with host-local
   addresses from the node's range and the bridge as the pods' gateway, then portmap (hostPort);
   containerd runs the loopback plugin itself. Debian's containernetworking-plugins provide them.
-* `kubesmith network up` (a oneshot unit, `kubesmith-network`): a route to each other node's
-  pod range via that node's address (the nodes must share a link, as hosts on one subnet do),
-  and masquerading of pod traffic that leaves the cluster range; stopping the unit runs
+* `kubesmith network up` (a oneshot unit, `kubesmith-network`): the sysctls, masquerading of pod
+  traffic that leaves the cluster range, and the routes last learned; stopping the unit runs
   `network down`, which takes them away again with the pods' bridge.
+* `kubesmith network follow` (`kubesmith-routes`, long-running): announces the node's range on its
+  Node object and keeps a route to each other Node's announced range via its address (the nodes
+  must share a link, as hosts on one subnet do). The routes come from the cluster rather than the
+  plan, so adding or removing a node changes no file on the other hosts (`node/routes.py`).
 * the sysctls the bridge and kube-proxy need (`net.ipv4.ip_forward`,
   `net.bridge.bridge-nf-call-iptables`, with the `br_netfilter` module): in sysctl.d and
   modules-load.d on hosts, set at once by `network up`; `kubesmith run` only checks them.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 CNI_CONFIG = "/etc/cni/net.d/10-kubesmith.conflist"
 NETWORK_CONFIG = f"{layout.KUBESMITH_ETC}/network.json"
+ROUTES_STATE = f"{layout.LIB}/kubesmith/network"  # the routes last learned from the cluster, for the next boot
 SYSCTL_FILE = "/etc/sysctl.d/90-kubesmith.conf"
 MODULES_FILE = "/etc/modules-load.d/kubesmith.conf"
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1"}
@@ -74,8 +77,7 @@ class PodNetworkModule(Module):
             binary="kubesmith",
             argv=("network", "up", "--config", NETWORK_CONFIG, *(("--set-sysctls",) if on_hosts else ())),
             undo=("network", "down", "--config", NETWORK_CONFIG),
-            reload=("network", "up", "--config", NETWORK_CONFIG),  # a host added or removed: routes follow,
-            # the pods keep their bridge
+            reload=("network", "up", "--config", NETWORK_CONFIG),  # changed settings: the pods keep their bridge
             user="root",
             group="root",
             wanted_by="node-online.target",
@@ -85,13 +87,28 @@ class PodNetworkModule(Module):
             hardening=False,
             oneshot=True,
         )
+        follower = Service(
+            name="kubesmith-routes",
+            component=self.key,
+            description="kubesmith: routes to other nodes' pods, as their Node objects announce them",
+            binary="kubesmith",
+            argv=("network", "follow", "--config", NETWORK_CONFIG),
+            user="root",
+            group="root",
+            wanted_by="node-online.target",
+            after=("network-online.target", "kubesmith-network.service"),
+            restart=RestartPolicy(delay_seconds=5),
+            needs_files=(NETWORK_CONFIG,),
+            state_directory=ROUTES_STATE,
+            hardening=False,  # changes the host's routing table
+        )
         files = [
             File(CNI_CONFIG, 0o644, data=cni_configuration(options, host.pod_cidr), format="json"),
             File(NETWORK_CONFIG, 0o644, data=network_settings(ctx, options), format="json"),
             File(SYSCTL_FILE, 0o644, content="".join(f"{name} = {value}\n" for name, value in SYSCTLS.items())),
             File(MODULES_FILE, 0o644, content="".join(f"{name}\n" for name in KERNEL_MODULES)),
         ]
-        return Contribution(services=[service], files=files)
+        return Contribution(services=[service, follower], files=files)
 
     def check(self, spec: Cluster, options: PodNetworkOptions, registry: VersionRegistry) -> list[OptionProblem]:
         if not options.enabled:
@@ -116,13 +133,14 @@ def cni_configuration(options: PodNetworkOptions, pod_cidr: str) -> dict[str, An
 
 
 def network_settings(ctx: HostContext, options: PodNetworkOptions) -> dict[str, Any]:
-    """What `kubesmith network up` makes true on this node."""
+    """What `kubesmith network up` and `network follow` make true on this node: nothing in it names
+    another host, so a host added or removed changes no other host's file."""
     host = ctx.host
-    routes = [{"to": node.pod_cidr, "via": node.address} for node in ctx.cluster.nodes
-              if node.name != host.name and node.pod_cidr]
     masquerade = {"from": host.pod_cidr, "except": ctx.cluster.cluster_cidr} if options.masquerade else None
-    return {"routes": routes, "masquerade": masquerade, "bridge": options.bridge, "sysctls": SYSCTLS,
-            "modules": list(KERNEL_MODULES), "clusterCidr": ctx.cluster.cluster_cidr}
+    return {"node": host.name, "podCidr": host.pod_cidr, "clusterCidr": ctx.cluster.cluster_cidr,
+            "masquerade": masquerade, "bridge": options.bridge, "sysctls": SYSCTLS, "modules": list(KERNEL_MODULES),
+            "kubeconfig": layout.kubeconfig_path("kubelet"), "nodesKubeconfig": layout.kubeconfig_path("kube-proxy"),
+            "routesFile": f"{ROUTES_STATE}/routes.json"}
 
 
 def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:

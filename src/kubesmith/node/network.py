@@ -1,6 +1,7 @@
 """`kubesmith network up`: what a node's pod network needs besides the CNI plugins (see
-`modules/pod_network.py`): the sysctls, a route to every other node's pods, masquerading of
-pod traffic that leaves the cluster. Idempotent: it runs at every start of its unit.
+`modules/pod_network.py`): the sysctls, the routes to the other nodes' pods last learned from the
+cluster (`node/routes.py` keeps them current; at boot they are back before the API answers), and
+masquerading of pod traffic that leaves the cluster. Idempotent: it runs at every start of its unit.
 
 Sysctls are set only with `--set-sysctls` (hosts, where sysctl.d holds them anyway); without it
 (`kubesmith run` on someone's machine) a wrong value is reported with the way to set it, and
@@ -19,6 +20,8 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from kubesmith import fsutil
+
 CHAIN = "KUBESMITH-POSTROUTING"
 PROC_SYS = Path("/proc/sys")
 Say = Callable[[str], None]
@@ -28,7 +31,7 @@ class NetworkError(Exception):
     """The node's network cannot be brought up; the message says what to do."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Route:
     to: str
     via: str
@@ -42,12 +45,16 @@ class Masquerade:
 
 @dataclass(frozen=True, slots=True)
 class NetworkSettings:
-    routes: tuple[Route, ...]
     masquerade: Masquerade | None
     sysctls: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
     bridge: str | None = None  # the pods' bridge (the CNI plugin makes it; `down` removes it)
-    cluster_cidr: str | None = None  # routes into it that `routes` lacks are another node's, gone: removed
+    cluster_cidr: str | None = None  # kubesmith's routes are those into it via a gateway
+    node: str | None = None  # this node's name (its Node object)
+    pod_cidr: str | None = None  # this node's pod range, which it announces on its Node
+    kubeconfig: Path | None = None  # the kubelet's: a node may change its own Node only
+    nodes_kubeconfig: Path | None = None  # kube-proxy's: it may read every Node (the kubelet's may not)
+    routes_file: Path | None = None  # the routes last learned from the cluster
 
     @staticmethod
     def load(path: Path) -> NetworkSettings:
@@ -63,38 +70,67 @@ class NetworkSettings:
         """The settings of the plan's network file (`modules/pod_network.network_settings`)."""
         masquerade = document.get("masquerade")
         return NetworkSettings(
-            routes=tuple(Route(str(r["to"]), str(r["via"])) for r in document.get("routes", ())),
             masquerade=Masquerade(str(masquerade["from"]), str(masquerade["except"])) if masquerade else None,
             sysctls=tuple((str(k), str(v)) for k, v in sorted(document.get("sysctls", {}).items())),
             modules=tuple(str(m) for m in document.get("modules", ())),
             bridge=str(document["bridge"]) if document.get("bridge") else None,
-            cluster_cidr=str(document["clusterCidr"]) if document.get("clusterCidr") else None)
+            cluster_cidr=str(document["clusterCidr"]) if document.get("clusterCidr") else None,
+            node=str(document["node"]) if document.get("node") else None,
+            pod_cidr=str(document["podCidr"]) if document.get("podCidr") else None,
+            kubeconfig=_path(document, "kubeconfig"), nodes_kubeconfig=_path(document, "nodesKubeconfig"),
+            routes_file=_path(document, "routesFile"))
+
+
+def _path(document: dict[str, Any], key: str) -> Path | None:
+    return Path(str(document[key])) if document.get(key) else None
 
 
 def bring_up(settings: NetworkSettings, set_sysctls: bool, say: Say, route_patience: float = 60.0) -> None:
     sysctls(settings, set_sysctls, say)
-    for route in settings.routes:
-        add_route(route, route_patience)
-        say(f"route to {route.to} via {route.via}")
-    for route in stale_routes(settings):
-        _run(["ip", "route", "del", route.to, "via", route.via], check=False)  # gone already: fine
-        say(f"removed the route to {route.to} (no such node any more)")
+    learned = learned_routes(settings.routes_file)
+    sync_routes(learned, settings.cluster_cidr, say, route_patience)
+    if learned:
+        say(f"routes to {len(learned)} other node{'s' if len(learned) != 1 else ''}' pods, as last learned")
     if settings.masquerade is not None:
         masquerade(settings.masquerade)
         say(f"masquerading {settings.masquerade.source} except towards {settings.masquerade.except_to}")
 
 
-def stale_routes(settings: NetworkSettings) -> list[Route]:
-    """Routes via a gateway into the cluster's pod range that the settings no longer have: to the
-    pods of a node that left (`up` is also the unit's reload, after a host was added or removed)."""
-    if settings.cluster_cidr is None:
+def learned_routes(path: Path | None) -> tuple[Route, ...]:
+    """The routes the follower saved; none before it first reached the cluster (or when unreadable:
+    the follower writes them again within seconds of reaching the API)."""
+    try:
+        document = json.loads(path.read_bytes()) if path is not None else {}
+        return tuple(Route(str(r["to"]), str(r["via"])) for r in document.get("routes", ()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+def save_routes(path: Path, routes: tuple[Route, ...]) -> None:
+    document = {"routes": [{"to": route.to, "via": route.via} for route in routes]}
+    fsutil.atomic_write(path, (json.dumps(document, indent=2) + "\n").encode(), 0o644)
+
+
+def sync_routes(wanted: tuple[Route, ...], cluster_cidr: str | None, say: Say, patience: float) -> None:
+    """Exactly `wanted` among the routes via a gateway into the cluster's pod range: the others lead
+    to a node that left (or changed its address). Routes outside that range are not kubesmith's."""
+    for route in wanted:
+        add_route(route, patience)
+    for route in present_routes(cluster_cidr):
+        if route not in wanted:
+            _run(["ip", "route", "del", route.to, "via", route.via], check=False)  # gone already: fine
+            say(f"removed the route to {route.to} via {route.via}")
+
+
+def present_routes(cluster_cidr: str | None) -> list[Route]:
+    """The routes via a gateway into the cluster's pod range: kubesmith's."""
+    if cluster_cidr is None:
         return []
-    cluster = ipaddress.ip_network(settings.cluster_cidr)
+    cluster = ipaddress.ip_network(cluster_cidr)
     family = "-6" if cluster.version == 6 else "-4"
     listed = json.loads(_run(["ip", "-json", family, "route", "show"], check=False).stdout or "[]")
-    found = [Route(str(route["dst"]), str(route["gateway"])) for route in listed
-             if route.get("gateway") and _within(str(route.get("dst", "")), cluster)]
-    return [route for route in found if route not in settings.routes]
+    return [Route(str(route["dst"]), str(route["gateway"])) for route in listed
+            if route.get("gateway") and _within(str(route.get("dst", "")), cluster)]
 
 
 def _within(destination: str, cluster: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
@@ -114,9 +150,7 @@ def add_route(route: Route, patience: float) -> None:
 
 def bring_down(settings: NetworkSettings, say: Say) -> None:
     """Undo `bring_up` and remove the pods' bridge; what is gone already is fine. Sysctls stay."""
-    for route in settings.routes:
-        if _run(["ip", "route", "del", route.to, "via", route.via], check=False).returncode == 0:
-            say(f"removed the route to {route.to}")
+    sync_routes((), settings.cluster_cidr, say, 0)
     if _iptables("-t", "nat", "-C", "POSTROUTING", "-j", CHAIN, check=False).returncode == 0:
         _iptables("-t", "nat", "-D", "POSTROUTING", "-j", CHAIN)
     if _iptables("-t", "nat", "-L", CHAIN, "-n", check=False).returncode == 0:
