@@ -191,9 +191,10 @@ def test_agent_renews_through_the_ca_service_and_survives_its_outage(tmp_path):
         # 2. the CA goes away: the agent retries, the old certificates stay in place and valid
         port = int(server.url.rsplit(":", 1)[1])
         server.stop()
-        state = wait_until(lambda: _state_error(state_file), 90, "the agent to report the CA unreachable")
+        # the failed pass records its error, then the retry its time (two writes: wait for both)
+        state = wait_until(lambda: (found := _state_error(state_file)) and found["next_attempt"] and found, 90,
+                           "the agent to report the CA unreachable and its next attempt")
         assert "CA" in state["last_error"] or "Connect" in state["last_error"] or "refused" in state["last_error"]
-        assert state["next_attempt"] is not None
         time.sleep(3)  # a few more retries while down
         assert serials(pki, NAMES) == second
 
@@ -450,7 +451,8 @@ spec:
     assert "kube-ca-online" in {t.name for t in cp1.targets}
     assert "kubesmith-ca" not in {s.name for s in w1.services}
     settings = next(f.data for f in cp1.files if f.path == "/etc/kubesmith/ca-service.json")
-    assert settings["default_token_ttl"] == 7200 and settings["reserved_nodes"] == ["cp1", "cp2", "w1"]
+    assert settings["default_token_ttl"] == 7200 and settings["reserved_nodes"] == ["cp1", "cp2"]  # w1 is reserved through its Node
+    assert settings["nodes_kubeconfig"] == "/etc/kubernetes/scheduler.conf"
     # the API server's names and addresses, less the hosts' own (w1's address is an extra SAN here)
     assert settings["service_sans"] == ["10.32.0.1", "127.0.0.1", "192.0.2.10", "api", "kubernetes",
                                         "kubernetes.default", "kubernetes.default.svc",

@@ -522,6 +522,8 @@ def test_authcheck_refuses_a_join_for_two_nodes_and_binds_nothing(ca, server):
     assert refused.value.status == 403
     with pytest.raises(CaClientError, match="invalid token"):
         asyncio.run(check([for_a], bytes(32)))
+    with pytest.raises(CaClientError, match="'cp1' already belongs to the cluster"):  # refused before any signing
+        asyncio.run(check([sign_request("system:node:cp1", ("system:nodes",), "kubelet-client")], key))
     assert asyncio.run(check([for_b], key)) is True
     status, _ = raw_authsign(server.url, key, for_b)  # the checks bound nothing: w23 is still free to take
     assert status == 200
@@ -587,6 +589,41 @@ def test_agent_renews_only_its_own_host_over_mtls(tmp_path, ca, server):
                                         ca_client.client_context(ca.ca_pem()))
     with pytest.raises(CaClientError, match="401"):
         asyncio.run(anonymous())
+
+
+def test_a_removed_host_s_keys_renew_nothing_and_new_keys_under_its_name_do(tmp_path, ca):
+    """Apply lists the keys of the hosts it removed (`--removed-key`, the module's removed_keys): a
+    renewal by such a key is refused, whether the agent's or the certificate's, while a host added
+    again under the same name, with new keys, renews as any other."""
+    old_agent_key = keys.generate("ecdsa-p256")
+    old_node_key = keys.generate("ecdsa-p256")
+    removed = [f"{keys.spki_hash(key.public_key())}=w9" for key in (old_agent_key, old_node_key)]
+    running = start_ca_service(ca, *(argument for pair in removed for argument in ("--removed-key", pair)))
+    try:
+        ca_cert, ca_key = load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca")
+        now = dt.datetime.now(dt.timezone.utc)
+
+        def leaf(key, common_name: str, organizations: tuple[str, ...]) -> x509.Certificate:
+            return issue.new_leaf(plan_request("x", common_name, organizations, ("digital signature", "client auth")),
+                                  key.public_key(), ca_cert, ca_key, 1, now)
+
+        def agent(key) -> tuple:
+            return key, leaf(key, "kubesmith:agent:w9", ("kubesmith:agents",))
+
+        new_agent_key, new_node_key = keys.generate("ecdsa-p256"), keys.generate("ecdsa-p256")
+        old_client = leaf(old_node_key, "system:node:w9", ("system:nodes",))
+        new_client = leaf(new_node_key, "system:node:w9", ("system:nodes",))
+        with pytest.raises(CaClientError, match="belonged to host 'w9', which was removed from the cluster"):
+            renew_as(running, ca, agent(old_agent_key), new_node_key, new_client, tmp_path)  # the agent's key
+        with pytest.raises(CaClientError, match="belonged to host 'w9', which was removed from the cluster"):
+            renew_as(running, ca, agent(new_agent_key), old_node_key, old_client, tmp_path)  # the certificate's
+        renewed = load_cert(renew_as(running, ca, agent(new_agent_key), new_node_key, new_client, tmp_path))
+        assert keys.same_public_key(renewed.public_key(), new_node_key.public_key())
+        assert "which was removed" in running.log_text()
+    finally:
+        running.stop()
+    bad = kubesmith("ca", "serve", *ca_args(ca), "--removed-key", "w9")
+    assert bad.returncode == 2 and "expected sha256:<hex>=HOST" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # ---- join ----------------------------------------------------------------------------------

@@ -11,9 +11,13 @@ import yaml
 
 from kubesmith.backends import etcd_members
 from kubesmith.backends.drain import evictable
-from kubesmith.backends.removal import (RemovalRefused, forget_hosts, load_applied, refusals, removal,
-                                        save_applied)
+from kubesmith.backends.removal import (RemovalRefused, forget_host_keys, forget_hosts, history_of,
+                                        load_applied, load_removed_keys, refusals, removal, save_applied)
+from kubesmith.backends.render import render
+from kubesmith.pki import keys
+from kubesmith.pki.store import store_root
 from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap, bootstraps
 from kubesmith.spec.load import load_spec_text
 from kubesmith.versions.registry import load_registry
@@ -72,7 +76,7 @@ def test_growing_from_one_host_changes_nothing_h1s_etcd_and_api_server_read() ->
     registry = load_registry()
     one = evaluate(lab_spec(1), registry)
     record = {"h1": etcd_members.bootstrap_of(one.host("h1"))}
-    three = evaluate(lab_spec(3), registry, None, record)
+    three = evaluate(lab_spec(3), registry, None, History(record))
     for service in ("etcd", "kube-apiserver"):
         assert one.host("h1").service(service).argv == three.host("h1").service(service).argv, service
     assert one.host("h1").certificate("apiserver") == three.host("h1").certificate("apiserver")
@@ -125,6 +129,31 @@ def test_a_removal_is_planned_from_the_last_applied_spec(tmp_path: Path) -> None
     assert removal(load_applied(tmp_path), lab_spec(2), registry, record).names == ["n0"]
     forget_hosts(tmp_path, ["h1", "h2", "n0"])
     assert load_applied(tmp_path) is None
+
+
+def test_a_removed_host_s_keys_are_remembered_its_leaves_forgotten_and_every_ca_service_told(tmp_path: Path) -> None:
+    """Removal keeps the hashes of the host's public keys (before it takes its leaves out of the PKI
+    state), the plan gives them to each control-plane host's CA service, and the host added again
+    gets new keys."""
+    registry = load_registry()
+    state = tmp_path / "state"
+    render(evaluate(lab_spec(3), registry), state, tmp_path / "out", shipped=None, notify=lambda _: None)
+    leaves = store_root(state) / "hosts" / "h3"
+    public = {keys.spki_hash(keys.load(path.read_bytes(), str(path)).public_key()) for path in leaves.glob("*.key")}
+    assert len(public) >= 5  # kubelet, kube-proxy, agent, etcd, API server... each its own key
+    gone = removal(lab_spec(3), lab_spec(2), registry, {})
+    during = history_of(state, {}, gone)  # while h3 is being removed: its keys count as removed already
+    assert set(during.removed_keys) == public and set(during.removed_keys.values()) == {"h3"}
+    forget_host_keys(state, "h3")
+    assert not leaves.exists() and set(load_removed_keys(state)) == public
+    assert (state / "removed-keys.json").stat().st_mode & 0o777 == 0o600
+    plan = evaluate(lab_spec(2), registry, None, history_of(state, {}))
+    for host in ("h1", "h2"):
+        settings = next(f.data for f in plan.host(host).files if f.path == "/etc/kubesmith/ca-service.json")
+        assert settings["removed_keys"] == dict.fromkeys(sorted(public), "h3")
+    render(evaluate(lab_spec(3), registry), state, tmp_path / "again", shipped=None, notify=lambda _: None)
+    again = {keys.spki_hash(keys.load(path.read_bytes(), str(path)).public_key()) for path in leaves.glob("*.key")}
+    assert again and not again & public  # h3 added again: new keys, which its CA services renew
 
 
 @pytest.mark.parametrize(("pod", "evicted"), [

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 from polling import poll
 from images_support import busybox_archive, http_get, web_manifest
 from run_support import ADDRESS, CLI, NODE, Netns, Run, init_spec, leftovers, start_run
@@ -282,3 +283,38 @@ def test_a_drain_honours_a_pod_disruption_budget_then_evicts_the_pods(cluster: R
 
 def _ready(node: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+
+
+def test_an_unbound_token_may_not_take_the_name_of_a_registered_node(cluster: Run, tmp_path: Path) -> None:
+    """The CA service asks the API (with the scheduler's credential, which may read Nodes) whether a
+    Node holds the name an unbound token asks for. No file lists `ghost` (ca-service.json reserves
+    only control-plane and etcd hosts, so adding a node host changes it nowhere), yet once a Node of
+    that name is registered the name is refused; a free one is issued."""
+    settings = cluster.root / "etc/kubesmith/ca-service.json"
+    document = json.loads(settings.read_text())
+    assert "ghost" not in document["reserved_nodes"] and document["nodes_kubeconfig"].endswith("scheduler.conf")
+    ghost = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ghost"}}
+    (tmp_path / "ghost.json").write_text(json.dumps(ghost))
+    registered = cluster.kubectl("admin", "create", "--validate=false", "-f", str(tmp_path / "ghost.json"))
+    assert registered.returncode == 0, registered.stderr
+    try:
+        created = cluster.netns.run(*CLI, "token", "create", "--config", str(settings), "--ttl", "10m", "--address",
+                                    ADDRESS, "-o", "json", check=True)
+        token = json.loads(created.stdout)
+
+        def join(name: str) -> subprocess.CompletedProcess[str]:
+            return cluster.netns.run(*CLI, "join", "--server", f"https://{ADDRESS}:{document['port']}", "--token",
+                                     token["token"], "--ca-hash", token["ca_hash"], "--node", name, "--address",
+                                     ADDRESS, "--root", str(tmp_path / name), "--no-wait", timeout=120)
+
+        taken = join("ghost")
+        assert taken.returncode != 0, taken.stdout
+        assert "node name 'ghost' already belongs to the cluster (a Node of that name is registered)" in \
+            taken.stderr, taken.stderr
+        assert "Traceback" not in taken.stderr
+        free = join("newcomer")
+        assert free.returncode == 0, free.stderr
+        issued = x509.load_pem_x509_certificate((tmp_path / "newcomer/etc/kubernetes/pki/kubelet-client.crt").read_bytes())
+        assert issued.subject.rfc4514_string() == "CN=system:node:newcomer,O=system:nodes"
+    finally:
+        cluster.kubectl("admin", "delete", "node", "ghost", "--wait=false")

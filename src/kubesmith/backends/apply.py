@@ -41,6 +41,7 @@ from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
@@ -442,7 +443,8 @@ class ApplySession:
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
             await self.forget_wiped(transport, record, lambda _: None)
-            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
+                                       removal.history_of(self.state_dir, record, gone))
             files, bundle = self.desired(plan)
             return await inspect_all(transport, plan, files, bundle), gone
 
@@ -459,7 +461,8 @@ class ApplySession:
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
             await self.forget_wiped(transport, record, progress)
-            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts, record)
+            plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
+                                       removal.history_of(self.state_dir, record, gone))
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
             started = time.monotonic()
@@ -477,9 +480,9 @@ class ApplySession:
 
 
 async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,
-                        hosts: Sequence[str], etcd_record: Mapping[str, Bootstrap] | None = None) -> Plan:
+                        hosts: Sequence[str], history: History | None = None) -> Plan:
     """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`);
-    with `etcd_record`, how the running etcd members first started (`plan.membership`)."""
+    with `history`, what the state directory remembers (`plan.history`)."""
     addresses = {host.name: host.address for host in cluster.spec.hosts if host.name in hosts}
 
     async def observe(name: str) -> tuple[str, HostEnvironment]:
@@ -490,7 +493,7 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
         return name, parse_observation(result.stdout)
 
     return evaluate(cluster, registry, dict(await asyncio.gather(*(observe(name) for name in addresses))),
-                    etcd_record)
+                    history)
 
 
 async def _must(transport: SshTransport, state: HostState, command: str) -> None:

@@ -6,21 +6,32 @@ no control-plane host, or etcd with fewer members than a quorum of those it has,
 anything changes. Otherwise, one host at a time: a node is cordoned and drained through the API
 (evictions honour PodDisruptionBudgets), an etcd member is removed from the cluster while it still
 runs, then the host is reset (its units, files and data, as `kubesmith reset`) and its Node deleted.
+
+A removed host's keys are remembered (`removed-keys.json`, by public-key hash) and its leaves leave
+the PKI state directory: the CA services refuse to renew any certificate of those keys (renewal
+keeps the key, so that covers what they renewed online too), and a host added again under the same
+name gets new keys, which they renew as any other.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography import x509
 
 from kubesmith import fsutil, layout
 from kubesmith.backends import etcd_members
 from kubesmith.backends.day2 import Day2Error, manifest_of, reset_host
 from kubesmith.backends.runtime_bundle import WRAPPER_PATH
+from kubesmith.pki import keys
+from kubesmith.pki.store import store_root
 from kubesmith.plan.evaluate import evaluate
+from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
@@ -28,6 +39,7 @@ from kubesmith.transport.ssh import SshTransport
 from kubesmith.versions.registry import VersionRegistry
 
 APPLIED_SPEC = "applied-spec.json"
+REMOVED_KEYS = "removed-keys.json"
 DRAIN_TIMEOUT = 120.0
 Progress = Callable[[str], None]
 
@@ -64,6 +76,40 @@ def forget_hosts(state_dir: Path, names: list[str]) -> None:
         save_applied(state_dir, applied.model_copy(update={"spec": applied.spec.model_copy(update={"hosts": hosts})}))
 
 
+def load_removed_keys(state_dir: Path) -> dict[str, str]:
+    """`sha256:<hex>` of each removed host's keys -> that host."""
+    try:
+        return dict(json.loads((state_dir / REMOVED_KEYS).read_text())["keys"])
+    except FileNotFoundError:
+        return {}
+
+
+def keys_of(state_dir: Path, hosts: list[str]) -> dict[str, str]:
+    """The public keys of the hosts' leaves in the PKI state directory, by hash."""
+    found: dict[str, str] = {}
+    for host in hosts:
+        for path in sorted((store_root(state_dir) / "hosts" / host).glob("*.crt")):
+            certificate = x509.load_pem_x509_certificate(path.read_bytes())
+            found[keys.spki_hash(certificate.public_key())] = host
+    return found
+
+
+def forget_host_keys(state_dir: Path, host: str) -> None:
+    """Remember a removed host's keys (first, durably), then take its leaves out of the PKI state."""
+    removed = {**load_removed_keys(state_dir), **keys_of(state_dir, [host])}
+    document = {"keys": dict(sorted(removed.items()))}
+    fsutil.atomic_write(state_dir / REMOVED_KEYS, (json.dumps(document, indent=1) + "\n").encode(), 0o600)
+    shutil.rmtree(store_root(state_dir) / "hosts" / host, ignore_errors=True)
+
+
+def history_of(state_dir: Path, etcd: Mapping[str, Bootstrap], gone: Removal | None = None) -> History:
+    """What the plan needs of the state directory; the keys of hosts being removed count as removed."""
+    removed = load_removed_keys(state_dir)
+    if gone is not None:
+        removed.update(keys_of(state_dir, gone.names))
+    return History(etcd, removed)
+
+
 @dataclass(frozen=True, slots=True)
 class Removal:
     """The hosts leaving, planned as they were applied."""
@@ -87,7 +133,7 @@ def removal(previous: Cluster | None, current: Cluster, registry: VersionRegistr
     problems = refusals(previous, current, record)
     if problems:
         raise RemovalRefused("; ".join(problems) + "; nothing was changed")
-    plan = evaluate(previous, registry, None, record)
+    plan = evaluate(previous, registry, None, History(record))
     return Removal(tuple(plan.host(name) for name in leaving))
 
 
@@ -130,6 +176,7 @@ async def remove_hosts(transport: SshTransport, plan: Plan, gone: Removal, state
             await _step(host, "removing its etcd member", etcd_members.remove(transport, members[0], host))
             etcd_members.forget(state_dir, [host.name])
         await _step(host, "resetting it", reset_host(transport, host, manifest, progress))
+        forget_host_keys(state_dir, host.name)
         if "node" in host.roles and control_plane is not None:
             await _on(transport, control_plane, f"deleting the Node {host.name}",
                       f"node delete {shlex.quote(host.name)}")

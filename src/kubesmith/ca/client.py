@@ -17,7 +17,6 @@ our public key, with the subject we asked for. A CA that answers with something 
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
 import logging
@@ -29,12 +28,13 @@ from urllib.parse import urlsplit
 import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay
 
 from kubesmith.ca.tokens import request_mac
 from kubesmith.pki.issue import issued_by, signature_problem, subject_alt_names
+from kubesmith.pki import keys
 from kubesmith.pki.keys import PrivateKey, same_public_key
 
 LOG = logging.getLogger("kubesmith.ca_client")
@@ -79,8 +79,7 @@ class Subject:
 
 def spki_hash(cert: x509.Certificate) -> str:
     """`sha256:<hex>` of the certificate's SubjectPublicKeyInfo (kubeadm's CA cert hash)."""
-    der = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
-    return "sha256:" + hashlib.sha256(der).hexdigest()
+    return keys.spki_hash(cert.public_key())
 
 
 def parse_pin(pin: str) -> str:

@@ -58,11 +58,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from kubesmith.apiclient import ApiError, Credentials, api_request
 from kubesmith.ca import policy, tokens
 from kubesmith.ca.policy import Grant, PolicyError, SignRequest
 from kubesmith.durations import format_duration
@@ -91,6 +93,8 @@ class CaServiceConfig:
     failed_auth_delay: float = 0.5
     max_failed_auth_delay: float = 10.0
     reserved_nodes: tuple[str, ...] = ()  # names a token bound at first use may not take
+    nodes_kubeconfig: Path | None = None  # one that may read Nodes: a registered Node's name is taken too
+    removed_keys: tuple[tuple[str, str], ...] = ()  # (`sha256:<hex>` of a key, host): a removed host's, not renewed
     service_sans: tuple[str, ...] = ()  # the API server's names and addresses, which no node may carry
     default_token_ttl: float = 3600.0  # `token create` without --ttl
     cert_reload_interval: float = 10.0
@@ -327,6 +331,13 @@ async def authcheck(request: web.Request) -> web.Response:
             raise PolicyError("authcheck needs a non-empty list of requests", 400)
         raws = [policy.decode_b64(item, "request") for item in encoded]
         grants = policy.check_join(auth.record.node, auth.record.addresses, raws, service_sans=service.service_sans)
+        node = next((grant.node for grant in grants if grant.node), None)
+        if auth.record.node is None and node is not None:  # the name the token would bind: free?
+            if node in service.config.reserved_nodes:
+                raise PolicyError(f"node name {node!r} already belongs to the cluster; create a token with --node "
+                                  "for it")
+            if service.config.nodes_kubeconfig is not None:
+                await _unregistered(service.config.nodes_kubeconfig, node)
     except (ValueError, RecursionError):
         return envelope(status=400, message="authcheck request is not JSON")
     except PolicyError as exc:
@@ -350,6 +361,8 @@ def sign_for_token(service: CaService, record: tokens.TokenRecord, raw: bytes, g
 
 async def _bind(service: CaService, record: tokens.TokenRecord, node: str) -> None:
     """An unbound token is bound to the first node name it signs for (under the store's lock)."""
+    if service.config.nodes_kubeconfig is not None:
+        await _unregistered(service.config.nodes_kubeconfig, node)
     try:
         bound = await asyncio.to_thread(service.tokens.bind, record.id, node, frozenset(service.config.reserved_nodes))
     except tokens.NodeTaken as exc:
@@ -360,6 +373,22 @@ async def _bind(service: CaService, record: tokens.TokenRecord, node: str) -> No
         raise PolicyError("invalid token", 400)
     if bound.node != node:
         raise PolicyError(f"this token is for node {bound.node!r}, not {node!r}")
+
+
+async def _unregistered(kubeconfig: Path, node: str) -> None:
+    """Refuse a name that a registered Node holds: the cluster's hosts register theirs as they come
+    (a node added to the spec changes no file here), and a token must not take one over. The API is
+    asked at each bind; while it does not answer, no unbound token binds (the join needs it anyway)."""
+    try:
+        status, _ = await api_request(Credentials.of_kubeconfig(kubeconfig), "GET", f"/api/v1/nodes/{quote(node)}",
+                                      None, 10, accept=(404,))
+    except ApiError as exc:
+        LOG.warning("cannot tell whether node name %r is free: %s", node, exc)
+        raise PolicyError(f"cannot tell whether node name {node!r} is free (the API does not answer); "
+                          "try again", 503) from None
+    if status != 404:
+        raise PolicyError(f"node name {node!r} already belongs to the cluster (a Node of that name is registered); "
+                          "create a token with --node for it")
 
 
 async def _refuse_token(service: CaService, client: str) -> web.Response:
@@ -412,6 +441,7 @@ async def renew(request: web.Request) -> web.Response:
         raw = await request.read()
         current = x509.load_pem_x509_certificate(str(json.loads(raw)["current"]).encode())
         sign_request = policy.parse_sign_request(raw)  # the renewal body is a sign request plus "current"
+        _not_removed(service.config, current, _peer_certificate(request))
         grant = policy.renewal_grant(host, current, sign_request, service.ca_cert, utc_now(),
                                      service_sans=service.service_sans)
     except PolicyError as exc:
@@ -422,13 +452,28 @@ async def renew(request: web.Request) -> web.Response:
     return envelope({"certificate": service.issue(grant, sign_request, f"agent:{host}", client)})
 
 
-def _agent_host(request: web.Request) -> str | None:
-    """The host name in a verified agent client certificate, if the client presented one."""
+def _not_removed(config: CaServiceConfig, *certificates: x509.Certificate | None) -> None:
+    """A key of a host removed from the cluster renews nothing, whichever certificate carries it."""
+    removed = dict(config.removed_keys)
+    for certificate in certificates:
+        host = removed.get(keys.spki_hash(certificate.public_key())) if certificate is not None else None
+        if host is not None:
+            raise PolicyError(f"this key belonged to host {host!r}, which was removed from the cluster; its "
+                              "certificates are not renewed (a host added again gets new keys from apply)")
+
+
+def _peer_certificate(request: web.Request) -> x509.Certificate | None:
+    """The client certificate the TLS handshake verified, if the client presented one."""
     ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-    if not der:
+    return x509.load_der_x509_certificate(der) if der else None
+
+
+def _agent_host(request: web.Request) -> str | None:
+    """The host name in a verified agent client certificate, if the client presented one."""
+    peer = _peer_certificate(request)
+    if peer is None:
         return None
-    peer = x509.load_der_x509_certificate(der)
     try:
         common_name, organizations = policy.subject_of(peer.subject)
     except PolicyError:
@@ -563,9 +608,13 @@ def config_from_document(document: dict[str, Any], **overrides: Any) -> CaServic
         if field not in merged:
             raise ValueError(f"CA service configuration lacks {field}")
         merged[field] = Path(merged[field])
+    if merged.get("nodes_kubeconfig") is not None:
+        merged["nodes_kubeconfig"] = Path(merged["nodes_kubeconfig"])
     for field in ("reserved_nodes", "service_sans"):
         if field in merged:
             merged[field] = tuple(merged[field])
+    if "removed_keys" in merged:
+        merged["removed_keys"] = tuple(sorted(dict(merged["removed_keys"]).items()))
     known = set(CaServiceConfig.__dataclass_fields__)
     unknown = sorted(set(merged) - known)
     if unknown:

@@ -32,6 +32,17 @@ def ca_config(config_file: str | None, **overrides: Any) -> ca_service.CaService
         fail(f"{config_file or layout.CA_SERVICE_CONFIG}: {exc}", ExitCode.USAGE)
 
 
+def _removed_keys(pairs: tuple[str, ...]) -> dict[str, str] | None:
+    """`--removed-key sha256:HEX=HOST` flags as the settings file's mapping."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        digest, separator, host = pair.partition("=")
+        if not separator or not digest.startswith("sha256:") or not host:
+            fail(f"--removed-key {pair!r}: expected sha256:<hex>=HOST", ExitCode.USAGE)
+        found[digest] = host
+    return found or None
+
+
 # ---- ca serve ------------------------------------------------------------------------------
 
 @click.group("ca")
@@ -57,13 +68,20 @@ def ca_group() -> None:
                    "(beyond it: HTTP 429) (seconds).")
 @click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
               help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
+@click.option("--nodes-kubeconfig", default=None, metavar="FILE",
+              help="A kubeconfig that may read Nodes: an unbound token may not take a registered Node's name "
+                   "(the module gives the scheduler's).")
+@click.option("--removed-key", "removed_keys", multiple=True, metavar="SHA256=HOST",
+              help="The hash (sha256:<hex>) of a removed host's public key, whose certificates are never renewed "
+                   "(repeatable; the module lists the keys of the hosts apply removed).")
 @click.option("--service-san", "service_sans", multiple=True, metavar="NAME|IP",
               help="A name or address of the API server that no node certificate may carry (repeatable; the "
                    "module lists what the API server's certificate carries besides the hosts).")
 def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_cert: str | None,
              ca_key: str | None, tls_cert: str | None, tls_key: str | None, state_dir: str | None,
              validity: float | None, failed_auth_delay: float | None, max_failed_auth_delay: float | None,
-             reserved: tuple[str, ...], service_sans: tuple[str, ...]) -> None:
+             reserved: tuple[str, ...], nodes_kubeconfig: str | None, removed_keys: tuple[str, ...],
+             service_sans: tuple[str, ...]) -> None:
     """Serve cfssl's /api/v1/cfssl/authsign and /info, agent renewal and /healthz over HTTPS.
 
     One process (systemd or `kubesmith run` restarts it). Logs one line per issuance and per
@@ -72,7 +90,9 @@ def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_c
     config = ca_config(config_file, listen=listen, port=port, ca_cert=ca_cert, ca_key=ca_key, tls_cert=tls_cert,
                        tls_key=tls_key, state_dir=state_dir, validity_seconds=validity,
                        failed_auth_delay=failed_auth_delay, max_failed_auth_delay=max_failed_auth_delay,
-                       reserved_nodes=reserved or None, service_sans=service_sans or None)
+                       reserved_nodes=reserved or None, nodes_kubeconfig=nodes_kubeconfig,
+                       removed_keys=_removed_keys(removed_keys),
+                       service_sans=service_sans or None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca[%(process)d]: %(message)s")
     with user_errors():
         try:

@@ -17,7 +17,7 @@ from kubesmith.spec.errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from kubesmith.plan.environment import HostEnvironment
-    from kubesmith.plan.membership import Bootstrap
+    from kubesmith.plan.history import History
     from kubesmith.plan.model import Plan
     from kubesmith.spec.load import LoadedSpec
 
@@ -122,14 +122,14 @@ def ssh_flags(when: str = "") -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 def load_plan_or_fail(path: str, environments: Mapping[str, HostEnvironment] | None = None,
-                      etcd_record: Mapping[str, Bootstrap] | None = None) -> tuple[LoadedSpec, Plan]:
+                      history: History | None = None) -> tuple[LoadedSpec, Plan]:
     """The spec and its plan (with what was observed of hosts, and how etcd's members first
     started): where every command that acts on hosts starts."""
     from kubesmith.plan.evaluate import evaluate
     from kubesmith.versions.registry import load_registry
 
     loaded = load_spec_or_fail(path)
-    return loaded, evaluate(loaded.cluster, load_registry(), environments, etcd_record)
+    return loaded, evaluate(loaded.cluster, load_registry(), environments, history)
 
 
 def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:

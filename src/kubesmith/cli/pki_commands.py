@@ -149,6 +149,7 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
     """The plan for the hosts as they are (apply's `observed_plan`); a host it cannot reach is an error."""
     from kubesmith.backends.apply import ApplyError, observed_plan
     from kubesmith.backends.etcd_members import load_record
+    from kubesmith.backends.removal import history_of
     from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.transport.ssh import SshTransport, TransportError
     from kubesmith.versions.registry import load_registry
@@ -158,7 +159,8 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
 
     async def observe() -> Plan:
         async with SshTransport(options) as transport:
-            return await observed_plan(transport, loaded.cluster, load_registry(), hosts, load_record(state))
+            return await observed_plan(transport, loaded.cluster, load_registry(), hosts,
+                                       history_of(state, load_record(state)))
 
     try:
         return asyncio.run(observe())
@@ -167,13 +169,14 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
 
 
 def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
-    """The plan as apply makes it from the state directory (how etcd's members first started)."""
+    """The plan as apply makes it from the state directory (`plan.history`)."""
     from kubesmith.backends.etcd_members import load_record
+    from kubesmith.backends.removal import history_of
 
     loaded = load_spec_or_fail(spec_file)
     report_problems(loaded.warnings)
     state = default_state_dir(Path(spec_file), loaded.cluster.metadata.name, state_dir)
-    _, plan = load_plan_or_fail(spec_file, etcd_record=load_record(state))
+    _, plan = load_plan_or_fail(spec_file, history=history_of(state, load_record(state)))
     return plan, state
 
 

@@ -57,7 +57,12 @@ class CaServiceModule(Module):
             "validity_seconds": validity,
             "default_token_ttl": parse_duration(options.token_ttl),
             "failed_auth_delay": options.failed_auth_delay, "max_failed_auth_delay": options.max_failed_auth_delay,
-            "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts),
+            # names no joining node may take: the hosts that never register a Node of their own here
+            # (control-plane and etcd hosts), and through the API every registered Node's; not the
+            # node hosts' list, which would change this file on every control-plane host when one is added
+            "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts if {"control-plane", "etcd"} & set(h.roles)),
+            "nodes_kubeconfig": layout.kubeconfig_path("scheduler"),  # its role reads Nodes; no binding needed
+            "removed_keys": dict(ctx.cluster.removed_keys),  # hosts removed from the cluster: never renewed
             "service_sans": ctx.shared("ca-service-sans", lambda: service_sans(ctx)),
         }
         service = Service(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
@@ -33,6 +35,13 @@ def to_pem(key: PrivateKey) -> bytes:
 def public_pem(key: PrivateKey | PublicKeyTypes) -> bytes:
     public = key.public_key() if isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)) else key
     return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def spki_hash(public: PublicKeyTypes) -> str:
+    """`sha256:<hex>` of a public key's DER SubjectPublicKeyInfo (kubeadm's CA certificate hash): names a
+    key whatever certificate carries it."""
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
 def load(pem: bytes, origin: str) -> PrivateKey:

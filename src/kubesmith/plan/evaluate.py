@@ -14,7 +14,8 @@ from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan import credentials
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
-from kubesmith.plan.membership import Bootstrap, bootstraps
+from kubesmith.plan.history import History
+from kubesmith.plan.membership import bootstraps
 from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.urls import url_host
@@ -26,8 +27,9 @@ class PlanError(Exception):
 
 
 def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None,
-                  etcd_record: Mapping[str, Bootstrap] | None = None) -> ClusterFacts:
-    """`etcd_record`: how the running members first started (plan.membership); none: a new cluster."""
+                  history: History | None = None) -> ClusterFacts:
+    """`history`: what the state directory remembers (plan.history); none: a new cluster."""
+    history = history or History()
     spec = cluster.spec
     components = spec.components
     hosts = hosts or host_facts(cluster)
@@ -62,7 +64,8 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None,
         apiserver_extra_sans=tuple(components.apiserver.extra_sans),
         etcd_bootstrap=tuple(bootstraps([h.name for h in etcd_members],
                                         lambda name: f"https://{url_host(addresses[name])}:{peer_port}",
-                                        etcd_record or {}).items()),
+                                        history.etcd).items()),
+        removed_keys=tuple(sorted(history.removed_keys.items())),
     )
 
 
@@ -79,11 +82,11 @@ def host_facts(cluster: Cluster, environments: Mapping[str, HostEnvironment] | N
 
 def evaluate(cluster: Cluster, registry: VersionRegistry,
              environments: Mapping[str, HostEnvironment] | None = None,
-             etcd_record: Mapping[str, Bootstrap] | None = None) -> Plan:
+             history: History | None = None) -> Plan:
     """The plan; `environments` holds what was observed of hosts (by name), the rest is assumed;
-    `etcd_record`, how the cluster's etcd members first started (none: the cluster is new)."""
+    `history`, what the state directory remembers of earlier applies (none: the cluster is new)."""
     hosts_facts = host_facts(cluster, environments)
-    facts = cluster_facts(cluster, hosts_facts, etcd_record)
+    facts = cluster_facts(cluster, hosts_facts, history)
     memo: dict[object, object] = {}
     with gc_paused():
         hosts = tuple(_host_plan(HostContext(cluster, facts, host, registry, memo)) for host in hosts_facts)

@@ -54,6 +54,7 @@ class ClusterFacts:
     etcd_client_port: int
     apiserver_extra_sans: tuple[str, ...]
     etcd_bootstrap: tuple[tuple[str, Bootstrap], ...] = ()  # each member's first start (plan.membership)
+    removed_keys: tuple[tuple[str, str], ...] = ()  # keys of removed hosts (`sha256:<hex>`, host): never renewed
 
     def bootstrap_of(self, member: str) -> Bootstrap:
         return dict(self.etcd_bootstrap)[member]
