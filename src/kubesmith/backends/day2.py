@@ -28,6 +28,10 @@ from kubesmith.transport.ssh import SshTransport
 
 Progress = Callable[[str], None]
 REMOTE_WORK = f"{layout.LIB}/kubesmith/etcd"
+# Stopped for a restore and started again after it: a client that kept running would keep its cache
+# of the newer state, watching from a revision the restored etcd reaches only later, and miss what the
+# restore took away (etcd 3.5's etcdutl cannot bump the restored revision to make them notice).
+CONTROL_PLANE = "kube-apiserver.service kube-controller-manager.service kube-scheduler.service"
 SHA256_TRAILER = 32  # etcdctl appends the sha256 of the database to a snapshot
 
 
@@ -108,14 +112,15 @@ async def restore(transport: SshTransport, plan: Plan, source: Path, progress: P
         raise Day2Error(f"{source} {problem}; nothing was changed")
     members = members_of(plan)
     control_planes = [host for host in plan.hosts if any(s.name == "kube-apiserver" for s in host.services)]
+    nodes = [host for host in plan.hosts if any(s.name == "kubelet" for s in host.services)]
     remote = f"{REMOTE_WORK}/restore.db"
     stamp = time.strftime("%Y%m%d%H%M%S")
     progress(f"uploading {source.name} ({len(data)} bytes) to {', '.join(h.name for h in members)}")
     await asyncio.gather(*(transport.upload(h.address, [HostFile(remote, 0o600, "root", "root", data)])
                            for h in members))
     await asyncio.gather(*(_status(transport, h, remote, bin_dir) for h in members))
-    progress(f"stopping kube-apiserver on {', '.join(h.name for h in control_planes)}, then etcd")
-    await asyncio.gather(*(_run(transport, h, "stopping kube-apiserver", "systemctl stop kube-apiserver.service")
+    progress(f"stopping the control plane on {', '.join(h.name for h in control_planes)}, then etcd")
+    await asyncio.gather(*(_run(transport, h, "stopping the control plane", f"systemctl stop {CONTROL_PLANE}")
                            for h in control_planes))
     await asyncio.gather(*(_run(transport, h, "stopping etcd", "systemctl stop etcd.service") for h in members))
     everyone = ",".join(f"{h.name}={h.service('etcd').flags['initial-advertise-peer-urls']}" for h in members)
@@ -125,9 +130,12 @@ async def restore(transport: SshTransport, plan: Plan, source: Path, progress: P
                            for h in members))
     await asyncio.gather(*(_run(transport, h, "waiting for etcd", "systemctl start etcd-online.target",
                                 deadline) for h in members))
-    progress("starting the API servers")
-    await asyncio.gather(*(_run(transport, h, "starting the API server", "systemctl start kubernetes.target",
+    progress("starting the control plane")
+    await asyncio.gather(*(_run(transport, h, "starting the control plane", "systemctl start kubernetes.target",
                                 deadline) for h in control_planes))
+    progress(f"restarting the kubelet and kube-proxy on {', '.join(h.name for h in nodes)}")
+    await asyncio.gather(*(_run(transport, h, "restarting the node's components",
+                                "systemctl try-restart kubelet.service kube-proxy.service", deadline) for h in nodes))
     await asyncio.gather(*(_run(transport, h, "removing the old data", f"rm -rf -- {shlex.quote(old)} {remote}")
                            for h, old in zip(members, aside)))
     return [f"{h.name}:{old}" for h, old in zip(members, aside)]
