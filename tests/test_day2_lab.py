@@ -9,6 +9,8 @@ The module leaves the cluster applied and healthy for the modules after it.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -17,7 +19,10 @@ import yaml
 from lab_cluster import Cluster
 from polling import poll
 
+from kubesmith.pki.store import store_root
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
+SNAPSHOTS = "/var/backups/kubesmith/etcd"  # the agents' periodic snapshots (spec.components.etcd.snapshots)
 
 PKI = "/etc/kubernetes/pki/etcd"
 ETCDCTL = (f"/usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert={PKI}/ca.crt "
@@ -69,8 +74,22 @@ def configmap(cluster: Cluster, admin: Path, name: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def account(cluster: Cluster, admin: Path, namespace: str) -> bool:
+    """The namespace's `default` service account exists (the controller manager makes it)."""
+    return cluster.kubectl(admin, "get", "serviceaccount", "default", "-n", namespace).returncode == 0
+
+
+def periodic_snapshots(cluster: Cluster, host: str) -> list[str]:
+    """The snapshots the host's agent kept (examples/lab.yaml: every 12 hours, the first at once)."""
+    return cluster.lab.ssh(host, f"ls {SNAPSHOTS} 2>/dev/null || true").stdout.split()
+
+
 def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_nothing(
         cluster: Cluster, tmp_path: Path) -> None:
+    for host in cluster.hosts:  # each member's agent took one of its own, which etcdutl finds whole
+        kept = poll(lambda host=host: periodic_snapshots(cluster, host), 90, f"{host}'s first periodic snapshot")
+        checked = cluster.lab.ssh(host, f"/usr/local/bin/etcdutl snapshot status {SNAPSHOTS}/{kept[-1]}", check=False)
+        assert checked.returncode == 0 and kept[-1].startswith("snapshot-"), (host, kept, checked.stderr)
     admin = cluster.admin_kubeconfig(tmp_path)
     created = cluster.kubectl(admin, "create", "configmap", "precious", "--from-literal=value=kept")
     assert created.returncode == 0, created.stderr
@@ -81,6 +100,10 @@ def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_not
     assert facts["revision"] > 0 and facts["keys"] > 100 and facts["member"] in cluster.hosts
     assert snapshot.stat().st_mode & 0o777 == 0o600 and snapshot.stat().st_size == facts["size"]
     assert cluster.kubectl(admin, "delete", "configmap", "precious").returncode == 0
+    # made after the snapshot: the restore takes the namespace and its service account away, while a
+    # controller manager left running would keep them in its cache and never make the account again
+    assert cluster.kubectl(admin, "create", "namespace", "late").returncode == 0
+    poll(lambda: account(cluster, admin, "late"), 60, "the service account of namespace late")
 
     corrupted = tmp_path / "corrupted.db"
     data = bytearray(snapshot.read_bytes())
@@ -97,6 +120,9 @@ def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_not
     restored = cluster.kubesmith("etcd restore", str(snapshot), "--yes", timeout=900, state=False)
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert poll(lambda: configmap(cluster, admin, "precious"), 60, "the configmap to be back") == "kept"
+    assert not account(cluster, admin, "late")
+    assert cluster.kubectl(admin, "create", "namespace", "late").returncode == 0  # again, after the restore
+    poll(lambda: account(cluster, admin, "late"), 60, "the controller manager to make the account again")
     status = cluster.kubesmith("status", "--output", "json", timeout=300)
     assert status.returncode == 0 and json.loads(status.stdout)["healthy"], status.stdout + status.stderr
     for host in cluster.hosts:
@@ -112,6 +138,23 @@ def spec_with(cluster: Cluster, directory: Path, count: int) -> Path:
     return path
 
 
+def renew_with_kept_credentials(cluster: Cluster, kept: Path) -> subprocess.CompletedProcess[str]:
+    """One pass of the agent, on h2, with h3's agent and kubelet credentials kept from before its
+    removal, against h1's CA service: every renewal is due at once (renew_fraction 1e-9)."""
+    work = "/tmp/old-h3"
+    cluster.lab.ssh("h2", f"rm -rf {work} && mkdir -p {work}/pki {work}/kubeconfigs && "
+                          f"cp /etc/kubernetes/pki/ca.crt {work}/pki/")
+    for path in sorted(kept.iterdir()):
+        cluster.lab.copy_to("h2", path, f"{work}/pki/{path.name}")
+    port = json.loads(cluster.lab.ssh("h1", "cat /etc/kubesmith/ca-service.json").stdout)["port"]
+    config = {"host": "h3", "pki_dir": f"{work}/pki", "kubeconfig_dir": f"{work}/kubeconfigs",
+              "state_file": f"{work}/state.json", "renew_fraction": 1e-9,
+              "ca_urls": [f"https://{cluster.lab.address('h1')}:{port}"]}
+    (kept.parent / "agent.json").write_text(json.dumps(config))
+    cluster.lab.copy_to("h2", kept.parent / "agent.json", f"{work}/agent.json")
+    return cluster.lab.ssh("h2", f"kubesmith agent --once --config {work}/agent.json", check=False, timeout=120)
+
+
 def test_a_removed_host_is_drained_and_leaves_etcd_and_a_removal_below_quorum_is_refused(
         cluster: Cluster, tmp_path: Path) -> None:
     admin = cluster.admin_kubeconfig(tmp_path)
@@ -125,9 +168,21 @@ def test_a_removed_host_is_drained_and_leaves_etcd_and_a_removal_below_quorum_is
     planned = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), "--output", "json", spec=two)
     assert planned.returncode == 0 and json.loads(planned.stdout)["removals"] == ["h3"], planned.stderr
 
+    leaves = store_root(cluster.state_dir) / "hosts" / "h3"
+    kept = tmp_path / "old-h3"  # a copy of h3's credentials that outlives the removal
+    kept.mkdir()
+    for name in ("agent-client.crt", "agent-client.key", "kubelet-client.crt", "kubelet-client.key"):
+        shutil.copy(leaves / name, kept / name)
+
     removed = cluster.apply(spec=two)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "h3: removed from the cluster" in removed.stdout
+    assert not leaves.exists()  # h3's keys are forgotten: added again, it gets new ones
+    removed_keys = json.loads(cluster.lab.ssh("h1", "cat /etc/kubesmith/ca-service.json").stdout)["removed_keys"]
+    assert set(removed_keys.values()) == {"h3"} and len(removed_keys) >= 5, removed_keys
+    refused = renew_with_kept_credentials(cluster, kept)
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "which was removed from the cluster" in refused.stdout + refused.stderr, refused.stdout + refused.stderr
     members = json.loads(cluster.lab.ssh("h1", f"{ETCDCTL} member list -w json").stdout)["members"]
     assert sorted(m["name"] for m in members) == ["h1", "h2"]
     gone = cluster.kubectl(admin, "get", "node", "h3")
@@ -185,6 +240,7 @@ def test_reset_removes_everything_then_apply_rebuilds_from_one_host_grows_and_re
         assert mounts.strip() == "", (host, mounts)
         empty = cluster.lab.ssh(host, "ls -A /var/lib/containerd").stdout  # a mount point here: emptied
         assert empty.strip() == "", (host, empty)
+    assert periodic_snapshots(cluster, "h1"), "reset deleted h1's periodic etcd snapshots"
 
     # apply again, grown from one host: h1 alone first, then h2 and h3 join its etcd as learners
     first = cluster.apply(spec=spec_with(cluster, tmp_path, 1))

@@ -90,6 +90,7 @@ class AgentConfig:
     keep_configs: bool = False  # run the configuration keeper (agent.configloop) beside the renewals
     components_file: Path = Path(layout.COMPONENTS_FILE)  # what the keeper keeps
     checkpoints_dir: Path = Path(layout.CONFIG_CHECKPOINTS)
+    etcd_snapshots: dict[str, Any] | None = None  # an etcd member's periodic snapshots (agent.snapshots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +380,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event, clock: Clock = utc
             outcome = await _cycle_with_retries(config, session, stop, clock)
             if outcome is None:
                 break
-            await _sleep(stop, _pause(config, outcome.next_due, clock()))
+            await sleep_unless_stopped(stop, _pause(config, outcome.next_due, clock()))
 
 
 async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSession, stop: asyncio.Event,
@@ -400,7 +401,7 @@ async def _cycle_with_retries(config: AgentConfig, session: aiohttp.ClientSessio
     async def pause(seconds: float) -> None:
         async with locked_report(config.state_file, config.host, stop) as state:
             state.next_attempt = iso(clock() + dt.timedelta(seconds=seconds))
-        await _sleep(stop, seconds)
+        await sleep_unless_stopped(stop, seconds)
 
     retrying = AsyncRetrying(retry=retry_if_exception_type(CaUnavailable),
                              wait=wait_exponential_jitter(initial=config.retry_initial, max=config.retry_max),
@@ -417,7 +418,7 @@ def _pause(config: AgentConfig, next_due: dt.datetime | None, now: dt.datetime) 
     return max(0.5, min(config.check_interval, (next_due - now).total_seconds() + 0.05))
 
 
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
     except TimeoutError:

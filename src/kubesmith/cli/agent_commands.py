@@ -13,7 +13,7 @@ import aiohttp
 import click
 
 from kubesmith import layout
-from kubesmith.agent import configloop, renewal, report
+from kubesmith.agent import configloop, renewal, report, snapshots
 from kubesmith.cli.common import DURATION, config_option, emit_json, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
 
@@ -52,6 +52,8 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
     with backoff (--retry-initial .. --retry-max) and keeps the current certificate.
     Its report (--state-file) is what `kubesmith status` shows; --show-state prints it.
     A manual pass waits while the unit's agent is in one; both record in that report.
+    On an etcd member with spec.components.etcd.snapshots, the running agent also
+    takes the member's periodic snapshots (not --once).
 
     \b
     Runs as the kubesmith-agent unit on every host; by hand:
@@ -115,5 +117,7 @@ async def _agent_forever(config: renewal.AgentConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     keeper = configloop.keeper_for(config)
+    snapshotting = snapshots.SnapshotSettings.from_document(config.etcd_snapshots) if config.etcd_snapshots else None
     await asyncio.gather(renewal.run_agent(config, stop),
-                         *([keeper.run(stop, config.state_file, config.host)] if keeper else []))
+                         *([keeper.run(stop, config.state_file, config.host)] if keeper else []),
+                         *([snapshots.run_snapshots(snapshotting, stop)] if snapshotting else []))

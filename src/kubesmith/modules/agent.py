@@ -1,4 +1,5 @@
-"""The kubesmith agent on every host: renews the host's certificates long before they expire.
+"""The kubesmith agent on every host: renews the host's certificates long before they expire, and on
+etcd members takes the periodic snapshots of `etcd.snapshots` (`agent/snapshots.py`).
 
 It signs locally where the host holds the issuing CA's key and otherwise asks the CA services of
 the control-plane hosts over mutual TLS with its `agent-client` certificate. Its settings go to a
@@ -7,14 +8,16 @@ JSON file; its report goes to a state file that `kubesmith status` reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from kubesmith import layout
+from kubesmith.durations import parse_duration
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
+from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.spec.types import StrictModel
@@ -56,6 +59,20 @@ class AgentOptions(StrictModel):
                                                                            "spec.components.caService.port"})
 
 
+def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:
+    """What the agent of an etcd member needs to take its periodic snapshots (`agent.snapshots`):
+    etcdctl against the member's loopback listener with the health-check client, as `etcd snapshot` does."""
+    etcd = ctx.spec.spec.components.etcd
+    if "etcd" not in ctx.host.roles or etcd.snapshots.interval is None:
+        return None
+    client = certificate("etcd-healthcheck-client")
+    etcdctl = [f"{layout.BIN}/etcdctl", f"--endpoints=https://127.0.0.1:{etcd.client_port}",
+               f"--cacert={layout.pki_path(authority('etcd-ca').cert_file)}", f"--cert={client.cert_path}",
+               f"--key={client.key_path}", "--dial-timeout=10s", "--command-timeout=120s"]
+    return {"interval": parse_duration(etcd.snapshots.interval), "keep": etcd.snapshots.keep,
+            "directory": etcd.snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
+
+
 class AgentModule(Module):
     key = "agent"
     title = "kubesmith agent (certificate renewal)"
@@ -74,6 +91,7 @@ class AgentModule(Module):
             "components_file": layout.COMPONENTS_FILE, "checkpoints_dir": layout.CONFIG_CHECKPOINTS,
             # CA keys this host holds (it renews those certificates itself, without the network)
             "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
+            "etcd_snapshots": etcd_snapshots(ctx),
         }
         service = Service(
             name="kubesmith-agent",

@@ -16,6 +16,16 @@ from kubesmith.spec.types import AbsolutePath, ExtraArgs, Port, StrictModel
 from kubesmith.urls import url_host
 
 
+class EtcdSnapshotOptions(StrictModel):
+    interval: str | None = Field(default=None, pattern=r"^(\d+(\.\d+)?[dhms])+$",
+                                 description="Take a snapshot on every member this often (e.g. 12h; the first at "
+                                             "once); off when unset. The kubesmith agent takes them.")
+    keep: int = Field(default=5, ge=1, le=1000, description="Snapshots each member keeps; older ones are deleted.")
+    directory: AbsolutePath = Field(default="/var/backups/kubesmith/etcd",
+                                    description="Where each member keeps its snapshots (0700, files 0600); "
+                                                "`kubesmith reset` leaves it.")
+
+
 class EtcdOptions(StrictModel):
     data_dir: AbsolutePath = Field(default=f"{layout.LIB}/etcd", description="Directory holding the member's data.")
     client_port: Port = Field(default=2379, description="Port for client traffic (the API server, probes).")
@@ -30,6 +40,9 @@ class EtcdOptions(StrictModel):
     log_level: str = Field(default="info", pattern="^(debug|info|warn|error|panic|fatal)$",
                            description="etcd log level.")
     extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; not the flags kubesmith sets itself.")
+    snapshots: EtcdSnapshotOptions = Field(default_factory=EtcdSnapshotOptions,
+                                           description="Periodic snapshots on each member (`kubesmith etcd restore` "
+                                                       "takes any of them).")
 
 
 class EtcdModule(Module):
