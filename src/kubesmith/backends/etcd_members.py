@@ -18,8 +18,9 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_fixed
 
-from kubesmith import fsutil, layout
+from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions
+from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
@@ -65,12 +66,8 @@ def bootstrap_of(host: HostPlan) -> Bootstrap:
 
 def etcdctl(host: HostPlan, bin_dir: str = UnitOptions().bin_dir) -> str:
     """etcdctl on the member itself, against its loopback listener, with its health-check client."""
-    flags = host.service("etcd").flags
-    port = flags["advertise-client-urls"].rsplit(":", 1)[1]
-    client = host.certificate("etcd-healthcheck-client")
-    return shlex.join([f"{bin_dir}/etcdctl", f"--endpoints=https://127.0.0.1:{port}",
-                       f"--cacert={layout.pki_path('etcd/ca.crt')}", f"--cert={client.cert_path}",
-                       f"--key={client.key_path}", "--command-timeout=60s"])
+    port = int(host.service("etcd").flags["advertise-client-urls"].rsplit(":", 1)[1])
+    return shlex.join([*local_etcdctl(bin_dir, port), "--command-timeout=60s"])
 
 
 async def _etcdctl(transport: SshTransport, via: HostPlan, step: str, arguments: str) -> str:

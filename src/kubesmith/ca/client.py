@@ -33,8 +33,8 @@ from cryptography.x509.oid import NameOID
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay
 
 from kubesmith.ca.tokens import request_mac
-from kubesmith.pki.issue import issued_by, signature_problem, subject_alt_names
 from kubesmith.pki import keys
+from kubesmith.pki.issue import issued_by, signature_problem, subject_alt_names
 from kubesmith.pki.keys import PrivateKey, same_public_key
 
 LOG = logging.getLogger("kubesmith.ca_client")

@@ -334,8 +334,7 @@ async def authcheck(request: web.Request) -> web.Response:
         node = next((grant.node for grant in grants if grant.node), None)
         if auth.record.node is None and node is not None:  # the name the token would bind: free?
             if node in service.config.reserved_nodes:
-                raise PolicyError(f"node name {node!r} already belongs to the cluster; create a token with --node "
-                                  "for it")
+                raise PolicyError(str(tokens.NodeTaken.of(node)))
             if service.config.nodes_kubeconfig is not None:
                 await _unregistered(service.config.nodes_kubeconfig, node)
     except (ValueError, RecursionError):

@@ -74,6 +74,10 @@ class TokenError(Exception):
 class NodeTaken(TokenError):
     """An unbound token asked for a node name that is reserved or that a token already holds."""
 
+    @classmethod
+    def of(cls, node: str) -> NodeTaken:
+        return cls(f"node name {node!r} already belongs to the cluster; create a token with --node for it")
+
 
 @dataclass(frozen=True, slots=True)
 class TokenRecord:
@@ -180,8 +184,7 @@ class TokenFile:
             if record.node is not None or not record.active(self._clock()):
                 return record
             if node in reserved or node in nodes:
-                raise NodeTaken(f"node name {node!r} already belongs to the cluster; create a token with "
-                                "--node for it")
+                raise NodeTaken.of(node)
             return replace(record, node=node)
         return self._update(token_id, change)
 

@@ -17,7 +17,7 @@ from kubesmith.durations import parse_duration
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
-from kubesmith.pki.certlist import authority, certificate
+from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
 from kubesmith.spec.types import StrictModel
@@ -65,10 +65,7 @@ def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:
     etcd = ctx.spec.spec.components.etcd
     if "etcd" not in ctx.host.roles or etcd.snapshots.interval is None:
         return None
-    client = certificate("etcd-healthcheck-client")
-    etcdctl = [f"{layout.BIN}/etcdctl", f"--endpoints=https://127.0.0.1:{etcd.client_port}",
-               f"--cacert={layout.pki_path(authority('etcd-ca').cert_file)}", f"--cert={client.cert_path}",
-               f"--key={client.key_path}", "--dial-timeout=10s", "--command-timeout=120s"]
+    etcdctl = [*local_etcdctl(layout.BIN, etcd.client_port), "--dial-timeout=10s", "--command-timeout=120s"]
     return {"interval": parse_duration(etcd.snapshots.interval), "keep": etcd.snapshots.keep,
             "directory": etcd.snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
 

@@ -45,6 +45,15 @@ class EtcdOptions(StrictModel):
                                                        "takes any of them).")
 
 
+def local_etcdctl(bin_dir: str, client_port: int) -> list[str]:
+    """etcdctl on a member itself, against its loopback listener, with its health-check client (who
+    runs it adds the timeouts its work needs): `etcd snapshot`, restore, membership, the agent's snapshots."""
+    client = certificate("etcd-healthcheck-client")
+    return [f"{bin_dir}/etcdctl", f"--endpoints=https://127.0.0.1:{client_port}",
+            f"--cacert={layout.pki_path(authority('etcd-ca').cert_file)}", f"--cert={client.cert_path}",
+            f"--key={client.key_path}"]
+
+
 class EtcdModule(Module):
     key = "etcd"
     title = "etcd key-value store"

@@ -130,10 +130,11 @@ def present_routes(cluster_cidr: str | None) -> list[Route]:
     family = "-6" if cluster.version == 6 else "-4"
     listed = json.loads(_run(["ip", "-json", family, "route", "show"], check=False).stdout or "[]")
     return [Route(str(route["dst"]), str(route["gateway"])) for route in listed
-            if route.get("gateway") and _within(str(route.get("dst", "")), cluster)]
+            if route.get("gateway") and within(str(route.get("dst", "")), cluster)]
 
 
-def _within(destination: str, cluster: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+def within(destination: str, cluster: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    """Whether a route's destination (or a node's announced range) lies in the cluster's pod range."""
     try:
         network = ipaddress.ip_network(destination)
     except ValueError:  # "default" and the like

@@ -24,7 +24,8 @@ from typing import Any
 from urllib.parse import quote
 
 from kubesmith.apiclient import ApiError, Credentials, api_request, first_watch_event
-from kubesmith.node.network import NetworkError, NetworkSettings, Route, learned_routes, save_routes, sync_routes
+from kubesmith.node.network import (NetworkError, NetworkSettings, Route, learned_routes, save_routes, sync_routes,
+                                    within)
 
 POD_CIDR_ANNOTATION = "kubesmith.io/pod-cidr"
 NODES = "/api/v1/nodes"
@@ -63,7 +64,7 @@ def _claim(name: str, announced: str, node: dict[str, Any], cluster: Network, ow
         network = ipaddress.ip_network(announced)
     except ValueError:
         return f"{name}: {POD_CIDR_ANNOTATION}={announced!r} is not a network range"
-    if network.version != cluster.version or not network.subnet_of(cluster):  # type: ignore[arg-type]
+    if not within(announced, cluster):
         return f"{name}: its pod range {network} is outside the cluster's {cluster}"
     if own is not None and network.overlaps(own):
         return f"{name}: its pod range {network} overlaps this node's {own}"
@@ -98,11 +99,16 @@ class Follower:
         self._routes = learned_routes(settings.routes_file)
         self._said: set[str] = set()
 
-    async def sync(self) -> str:
+    def reader(self) -> Credentials:
+        """kube-proxy's credentials, read again each time (the agent renews them in place)."""
+        assert self.settings.nodes_kubeconfig is not None
+        return Credentials.of_kubeconfig(self.settings.nodes_kubeconfig)
+
+    async def sync(self, reader: Credentials) -> str:
         """Announce this node's range, make the routes follow the Nodes; returns the list's resourceVersion."""
         settings = self.settings
-        assert settings.node and settings.cluster_cidr and settings.kubeconfig and settings.nodes_kubeconfig
-        _, listing = await api_request(Credentials.of_kubeconfig(settings.nodes_kubeconfig), "GET", NODES, None, 30)
+        assert settings.node and settings.cluster_cidr and settings.kubeconfig
+        _, listing = await api_request(reader, "GET", NODES, None, 30)
         items: list[dict[str, Any]] = listing.get("items", [])
         await self._announce(next((n for n in items if n.get("metadata", {}).get("name") == settings.node), None))
         routes, problems = routes_of(items, settings.node, settings.pod_cidr, settings.cluster_cidr)
@@ -134,16 +140,15 @@ class Follower:
     async def run(self) -> None:
         """Sync at every change of the Nodes and at least every `watch_seconds`; an unreachable API is
         said once and asked again every `retry_seconds` (the routes stay as they were meanwhile)."""
-        assert self.settings.nodes_kubeconfig is not None
         failing = ""
         while True:
             try:
-                version = await self.sync()
+                reader = self.reader()
+                version = await self.sync(reader)
                 if failing:
                     self.say("the API answers again")
                     failing = ""
-                await first_watch_event(Credentials.of_kubeconfig(self.settings.nodes_kubeconfig), NODES, version,
-                                        self.watch_seconds)
+                await first_watch_event(reader, NODES, version, self.watch_seconds)
             except (ApiError, NetworkError) as exc:
                 if str(exc) != failing:
                     self.say(f"{exc} (asking again every {self.retry_seconds:.0f}s)")
