@@ -176,13 +176,15 @@ def kubeconfig_dependency(path: str) -> Dependency:
         user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
     except (KeyError, StopIteration, TypeError) as exc:
         raise StandinError(f"kubeconfig {path}: incomplete ({exc})") from None
-    ca = materialise(cluster, "certificate-authority", path)
-    cert = materialise(user, "client-certificate", path)
-    key = materialise(user, "client-key", path)
-    return Dependency(cluster["server"].rstrip("/") + "/readyz", client_context(ca, cert, key))
+    # inline credentials live in files only while the context loads them: no key is left in /tmp
+    with tempfile.TemporaryDirectory(prefix="standin-") as scratch:
+        ca = materialise(cluster, "certificate-authority", path, Path(scratch))
+        cert = materialise(user, "client-certificate", path, Path(scratch))
+        key = materialise(user, "client-key", path, Path(scratch))
+        return Dependency(cluster["server"].rstrip("/") + "/readyz", client_context(ca, cert, key))
 
 
-def materialise(entry: dict[str, Any], name: str, source: str) -> str:
+def materialise(entry: dict[str, Any], name: str, source: str, scratch: Path) -> str:
     """A file path for a kubeconfig credential given as path or as inline base64 data."""
     if entry.get(name):
         value = entry[name]
@@ -190,10 +192,9 @@ def materialise(entry: dict[str, Any], name: str, source: str) -> str:
     data = entry.get(f"{name}-data")
     if not data:
         raise StandinError(f"kubeconfig {source}: neither {name} nor {name}-data")
-    handle = tempfile.NamedTemporaryFile("wb", delete=False, prefix="standin-", suffix=".pem")
-    handle.write(base64.b64decode(data))
-    handle.close()
-    return handle.name
+    written = scratch / f"{name}.pem"
+    written.write_bytes(base64.b64decode(data))
+    return str(written)
 
 
 # -- per binary --------------------------------------------------------------------------------
