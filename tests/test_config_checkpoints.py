@@ -20,6 +20,7 @@ from kubesmith.agent.trial import Active, Record
 from kubesmith.backends.render import render
 from kubesmith.fsutil import TEMP_MARKER
 from kubesmith.plan.model import Plan
+from conftest import kubesmith
 from plan_support import plan_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,8 +66,16 @@ def test_a_checkpoint_is_named_by_its_content_and_loads_back(single: tuple[Plan,
     loaded = store.load("kube-scheduler", digest)
     assert loaded.argv == config.argv and loaded.entries == first.entries
     assert oct((store.base / "kube-scheduler").stat().st_mode & 0o777) == oct(0o700)
-    # a flag, a byte of a document, or a mode makes another checkpoint
-    assert snapshot(ComponentConfig(config.name, (*config.argv, "--v=4"), config.paths), tree).hash != digest
+    # a flag (in the unit file), a byte of a document, or a mode makes another checkpoint; the argv the
+    # agent was told alone does not (it may name a newer configuration than a rollback restored)
+    assert snapshot(ComponentConfig(config.name, (*config.argv, "--v=4"), config.paths), tree).hash == digest
+    unit = tree / "etc/systemd/system/kube-scheduler.service"
+    original = unit.read_bytes()
+    try:
+        unit.write_bytes(original.replace(b"--profiling=false", b"--profiling=false --v=4"))
+        assert unit.read_bytes() != original and snapshot(config, tree).hash != digest
+    finally:
+        unit.write_bytes(original)
     document = tree / "etc/kubernetes/config/scheduler.yaml"
     original = document.read_bytes()
     try:
@@ -199,3 +208,36 @@ def test_records_round_trip_and_a_damaged_one_is_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="assigned.json: damaged record"):
         store.records("etcd")
     assert json.loads((store.base / "etcd" / "active.json").read_text())["phase"] == "trial"
+
+
+def test_config_status_finds_a_torn_checkpoint_and_a_record_without_one(single: tuple[Plan, Path],
+                                                                        tmp_path: Path) -> None:
+    """`kubesmith config status` on a host: every checkpoint checked against its hash, every record
+    against the checkpoints (what the lab's agent-killing test asks after each kill)."""
+    plan, tree = single
+    config = _config(plan, "kube-scheduler")
+    store = CheckpointStore(tmp_path / "store")
+    digest = store.save(snapshot(config, tree))
+    store.write_record("kube-scheduler", "assigned", Record(digest, 1.0))
+    store.write_record("kube-scheduler", "active", Active(digest, "good", 1.0))
+    components = tmp_path / "components.json"
+    components.write_text(json.dumps({"minor": "1.36", "components": [
+        {**config.document(), "binary": "kube-scheduler", "probe": None, "executable": None}]}))
+
+    def status() -> tuple[int, dict]:
+        done = kubesmith("config", "status", "--output", "json", "--components-file", str(components),
+                         "--checkpoints-dir", str(store.base))
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, json.loads(done.stdout)["components"][0]
+
+    code, entry = status()
+    assert (code, entry["problems"], entry["checkpoints"], entry["active"]) == (0, [], 1, digest), entry
+    assert entry["status"] == "True", entry
+    store.write_record("kube-scheduler", "last_known_good", Record("f" * 64, 1.0))
+    code, entry = status()
+    assert code == 4 and entry["problems"] == [f"kube-scheduler: its last-known-good record names {'f' * 12}, "
+                                               "which has no checkpoint"], entry
+    blob = next((store.checkpoints_dir("kube-scheduler") / digest / "blobs").iterdir())
+    blob.write_bytes(blob.read_bytes() + b"torn")
+    code, entry = status()
+    assert code == 4 and any("content does not match its name" in p for p in entry["problems"]), entry

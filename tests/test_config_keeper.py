@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.configloop import Component, Keeper
@@ -109,13 +111,29 @@ async def _until(keeper: Keeper, phase: str, deadline: float) -> None:
     raise AssertionError(f"not {phase} in {deadline}s: {keeper.store.records('kube-scheduler')}")
 
 
+def config_wait(keeper: Keeper, tmp_path: Path, since: float, timeout: float = 0) -> tuple[int, dict[str, Any]]:
+    """`kubesmith config wait` as apply runs it on a host, on this keeper's components and records."""
+    components = tmp_path / "components.json"
+    components.write_text(json.dumps({"minor": "1.36", "components": [c.document() for c in keeper.components]}))
+    done = subprocess.run(["kubesmith", "config", "wait", "kube-scheduler", "--output", "json", "--since", str(since),
+                           "--timeout", str(timeout), "--components-file", str(components),
+                           "--checkpoints-dir", str(keeper.store.base)], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)["components"][0]
+
+
 def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_path: Path) -> None:
     keeper, processes, document, header = _setup(tmp_path, validated=False)
     try:
         asyncio.run(_until(keeper, "good", 60))
         good = keeper.store.records("kube-scheduler").active
         assert good is not None and keeper.store.records("kube-scheduler").last_known_good is not None
+        code, verdict = config_wait(keeper, tmp_path, time.time())  # unchanged: passes at once
+        assert (code, verdict["passed"], verdict["hash"]) == (0, True, good.hash), verdict
+        since = time.time()
         document.write_text(header + BAD)  # a change the scheduler accepts on load, and dies of at start
+        code, verdict = config_wait(keeper, tmp_path, since)  # the keeper has not looked yet: no verdict
+        assert (code, verdict["decided"]) == (4, False), verdict
         processes.restart("kube-scheduler")  # as apply restarts a unit whose files changed
         asyncio.run(_until(keeper, "rolled-back", 60))
         records = keeper.store.records("kube-scheduler")
@@ -128,6 +146,11 @@ def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_pat
         assert message == (f"using last-known-good config {good.hash[:12]}: assigned config "
                            f"{records.assigned.hash[:12]} failed its trial")
         assert asyncio.run(_ready(keeper)), (tmp_path / "scheduler.log").read_text()[-2000:]  # back, and serving
+        code, verdict = config_wait(keeper, tmp_path, since)  # what apply's roll-out reads on the host
+        assert code == 4 and verdict["passed"] is False and verdict["hash"] == records.assigned.hash, verdict
+        assert verdict["running"] == good.hash and verdict["reason"] == records.active.reason, verdict
+        code, verdict = config_wait(keeper, tmp_path, time.time())  # an older failure is not this roll-out's:
+        assert (code, verdict["passed"], verdict["hash"]) == (0, True, good.hash), verdict  # it runs good again
     finally:
         processes.stop()
 

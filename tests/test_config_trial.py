@@ -250,3 +250,46 @@ def test_trial_lengths_are_set_per_component_in_the_spec(tmp_path: Path) -> None
     assert "spec.components.agent.configTrials.kube-shceduler" in refused.stderr
     assert "'kube-scheduler'" in refused.stderr
     assert "spec.components.agent.configTrials.etcd: Input should be greater than or equal to 5" in refused.stderr
+
+
+# ---- the verdict a roll-out waits for (`kubesmith config wait`)
+
+GOOD_HASH, NEW_HASH = "a" * 64, "b" * 64
+
+
+def _graduated(digest: str, at: float) -> trial.Records:
+    return trial.Records(trial.Record(digest, at), trial.Active(digest, "good", at), trial.Record(digest, at))
+
+
+def test_an_unchanged_configuration_passes_at_once_and_a_new_one_waits_for_its_trial() -> None:
+    settled = _graduated(GOOD_HASH, 100.0)
+    found = trial.verdict("etcd", settled, GOOD_HASH, since=500.0)
+    assert found is not None and found.passed and found.hash == GOOD_HASH
+    assert trial.verdict("etcd", settled, NEW_HASH, since=500.0) is None  # on disk, not yet on trial
+    on_trial = trial.Records(trial.Record(NEW_HASH, 510.0), trial.Active(NEW_HASH, "trial", 510.0, 60.0),
+                             trial.Record(GOOD_HASH, 100.0))
+    assert trial.verdict("etcd", on_trial, NEW_HASH, since=500.0) is None
+    graduated = trial.verdict("etcd", _graduated(NEW_HASH, 580.0), NEW_HASH, since=500.0)
+    assert graduated is not None and graduated.passed and graduated.hash == NEW_HASH
+
+
+def test_a_failed_trial_is_the_verdict_only_when_it_belongs_to_this_roll_out() -> None:
+    failed = trial.Active(GOOD_HASH, "rolled-back", 530.0, failed=NEW_HASH, reason="etcd exited 3 times in 20s")
+    records = trial.Records(trial.Record(NEW_HASH, 510.0), failed, trial.Record(GOOD_HASH, 100.0))
+    # the rollback already put the good files back on disk: the verdict is still on what was assigned
+    found = trial.verdict("etcd", records, GOOD_HASH, since=500.0)
+    assert found is not None and not found.passed and found.hash == NEW_HASH
+    assert (found.reason, found.running) == ("etcd exited 3 times in 20s", GOOD_HASH)
+    # a later roll-out (since after the failure) reads the host as running its good configuration
+    later = trial.verdict("etcd", records, GOOD_HASH, since=900.0)
+    assert later is not None and later.passed and later.hash == GOOD_HASH
+    # the same bad configuration assigned again after an old failure: undecided until its new trial ends
+    again = trial.Records(trial.Record(NEW_HASH, 100.0), failed, trial.Record(GOOD_HASH, 50.0))
+    assert trial.verdict("etcd", again, NEW_HASH, since=900.0) is None
+    rolling_back = trial.Records(records.assigned, trial.Active(GOOD_HASH, "rolling-back", 530.0, failed=NEW_HASH),
+                                 records.last_known_good)
+    assert trial.verdict("etcd", rolling_back, GOOD_HASH, since=500.0) is None  # not back yet
+    gave_up = trial.Records(trial.Record(NEW_HASH, 510.0),
+                            trial.Active(NEW_HASH, "failed", 530.0, failed=NEW_HASH, reason="never ready"))
+    found = trial.verdict("etcd", gave_up, NEW_HASH, since=500.0)
+    assert found is not None and not found.passed and found.running == ""

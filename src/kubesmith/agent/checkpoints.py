@@ -106,7 +106,11 @@ class Snapshot:
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(json_bytes(manifest_document(self.component, self.argv, self.entries))).hexdigest()
+        """Of the files alone: the unit file holds the argv. The argv the agent read from the
+        components file would name the newest configuration even after a rollback restored an older
+        unit, and make the restored files look like a new configuration."""
+        return hashlib.sha256(json_bytes({"component": self.component,
+                                          "files": [asdict(entry) for entry in self.entries]})).hexdigest()
 
 
 def manifest_document(component: str, argv: Sequence[str], entries: Sequence[Entry]) -> dict[str, Any]:
@@ -227,6 +231,26 @@ class CheckpointStore:
         """One record, atomically (temp, fsync, rename, fsync directory)."""
         fsutil.make_dirs(self.checkpoints_dir(component).parent, 0o700)
         fsutil.atomic_write(self.base / component / RECORDS[key], json_bytes(asdict(record)), 0o600)
+
+    def problems(self, component: str) -> list[str]:
+        """What is torn or missing: a checkpoint that does not match its name, a record that does not
+        parse or names no checkpoint. A writer's temp directory is not a problem (collect removes it)."""
+        found = []
+        for digest in self.hashes(component):
+            try:
+                self.load(component, digest)
+            except CheckpointError as exc:
+                found.append(str(exc))
+        try:
+            records = self.records(component)
+        except CheckpointError as exc:
+            return [*found, str(exc)]
+        have = set(self.hashes(component))
+        for key, record in (("assigned", records.assigned), ("active", records.active),
+                            ("last-known-good", records.last_known_good)):
+            if record is not None and record.hash not in have:
+                found.append(f"{component}: its {key} record names {record.hash[:12]}, which has no checkpoint")
+        return found
 
     # ---- garbage collection
 

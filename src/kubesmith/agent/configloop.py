@@ -20,14 +20,17 @@ import json
 import logging
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+
 from kubesmith.agent import trial
 from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
+from kubesmith.agent.nodeconditions import NodeConditions
 from kubesmith.agent.report import Stopping, iso, locked_report
 from kubesmith.agent.renewal import AgentConfig
 from kubesmith.agent.validate import Verdict, validate
@@ -110,6 +113,7 @@ class Keeper:
     clock: Callable[[], float] = time.time
     probe_timeout: float = 2.0
     watches: dict[str, Watch] = field(default_factory=dict)
+    node: NodeConditions | None = None  # the node components' conditions go on the Node object too
 
     def policy(self, name: str) -> trial.TrialPolicy:
         return trial.TrialPolicy(self.trials.get(name, 60.0))
@@ -166,8 +170,11 @@ class Keeper:
         while not stop.is_set():
             try:
                 await self.pass_once()
+                conditions = self.conditions()
                 async with locked_report(state_file, host_name, stop) as state:
-                    state.configs = self.conditions()
+                    state.configs = conditions
+                if self.node is not None:
+                    await self.node.publish(conditions, iso(utc_now()), time.monotonic())
             except Stopping:
                 return
             except Exception as exc:  # one bad pass (a damaged record, a full disk) must not end the agent
@@ -197,5 +204,34 @@ def keeper_for(config: AgentConfig) -> Keeper | None:
         executable = Path(component.executable) if component.executable else None
         return validate(component.config, component.binary, executable, minor, registry)
 
+    node = NodeConditions(config.host, Path(config.node_kubeconfig)) if config.node_kubeconfig else None
     return Keeper(components, CheckpointStore(config.checkpoints_dir), Path("/"), config.config_trials, Systemd(),
-                  LocalProbeRunner(), str(config.pki_dir), validator)
+                  LocalProbeRunner(), str(config.pki_dir), validator, node=node)
+
+
+def verdicts_now(names: Sequence[str], components: Sequence[Component], store: CheckpointStore, root: Path,
+                 since: float) -> dict[str, trial.TrialVerdict | None]:
+    """Each named component's verdict as its records say now (None: undecided)."""
+    by_name = {c.config.name: c for c in components}
+    return {name: trial.verdict(name, store.records(name), snapshot(by_name[name].config, root).hash, since)
+            for name in names}
+
+
+async def wait_for_verdicts(names: Sequence[str], components: Sequence[Component], store: CheckpointStore,
+                            root: Path, since: float, timeout: float,
+                            interval: float = 1.0) -> dict[str, trial.TrialVerdict | None]:
+    """Until every named component's new configuration passed or failed its trial, or `timeout`;
+    what is still undecided then stays None. KeyError: a name the components file does not hold."""
+    unknown = sorted(set(names) - {c.config.name for c in components})
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    found: dict[str, trial.TrialVerdict | None] = {}
+    async for attempt in AsyncRetrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
+                                       retry=retry_if_result(lambda undecided: undecided),
+                                       retry_error_callback=lambda _: True):
+        with attempt:
+            found = verdicts_now(names, components, store, root, since)
+            undecided = any(v is None for v in found.values())
+        if not attempt.retry_state.outcome.failed:  # type: ignore[union-attr]
+            attempt.retry_state.set_result(undecided)
+    return found

@@ -222,6 +222,36 @@ def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, .
     raise ValueError(f"no effects for {decision.action} without a last-known-good record")
 
 
+# ---- a roll-out waits for the verdict
+
+@dataclass(frozen=True, slots=True)
+class TrialVerdict:
+    """How the configuration an apply put on disk fared: passed its trial, or failed it (and why)."""
+
+    component: str
+    passed: bool
+    hash: str
+    reason: str = ""
+    running: str = ""  # the configuration the component runs now (last-known-good after a rollback)
+
+
+def verdict(component: str, records: Records, on_disk: str, since: float) -> TrialVerdict | None:
+    """The verdict on what was assigned at or after `since` (the roll-out's start, host clock), or on
+    `on_disk` when nothing was assigned since (the component's configuration did not change, or its
+    trial has not begun yet); None while undecided. An older failure of the same configuration
+    does not count: the keeper puts it on trial again."""
+    assigned, active, lkg = records.assigned, records.active, records.last_known_good
+    fresh = assigned is not None and assigned.at >= since
+    digest = assigned.hash if fresh and assigned is not None else on_disk
+    if active is None:
+        return None
+    if fresh and active.failed == digest and active.phase in ("rolled-back", "failed"):
+        return TrialVerdict(component, False, digest, active.reason, active.hash if active.phase == "rolled-back" else "")
+    if lkg is not None and lkg.hash == digest and active.hash == digest and active.phase != "rolling-back":
+        return TrialVerdict(component, True, digest, running=digest)
+    return None
+
+
 # ---- the condition `status` shows
 
 @dataclass(frozen=True, slots=True)

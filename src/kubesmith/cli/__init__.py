@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "version": ("kubesmith.cli.spec_commands", "version"),
     "ca": ("kubesmith.cli.ca_commands", "ca_group"),
     "agent": ("kubesmith.cli.agent_commands", "agent_command"),
+    "config": ("kubesmith.cli.config_commands", "config_group"),
     "network": ("kubesmith.cli.node_commands", "network_group"),
     "node": ("kubesmith.cli.node_commands", "node_group"),
     "wait": ("kubesmith.cli.wait_commands", "wait_command"),
