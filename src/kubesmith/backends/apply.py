@@ -33,7 +33,7 @@ from pathlib import Path
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from kubesmith import layout
-from kubesmith.backends import etcd_members, preflight, removal, runtime_bundle
+from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
@@ -275,8 +275,10 @@ async def _remove(transport: SshTransport, state: HostState) -> None:
 
 async def start_in_order(transport: SshTransport, states: Sequence[HostState], progress: Progress,
                          deadline: float, timings: dict[str, float], parallel: bool = True,
-                         phases: Phases | None = None, membership: etcd_members.Membership | None = None) -> None:
-    """Restart changed services, then bring targets up phase by phase across all hosts.
+                         phases: Phases | None = None, membership: etcd_members.Membership | None = None,
+                         restart: bool = True) -> None:
+    """Restart changed services (unless `restart` is off: a roll-out did it), then bring targets up
+    phase by phase across all hosts.
 
     Within a phase every host's start job is queued first (etcd members must start together
     to form a quorum), then each host's blocking `systemctl start` waits for that same job.
@@ -284,8 +286,9 @@ async def start_in_order(transport: SshTransport, states: Sequence[HostState], p
     etcd members that join a running cluster (`membership`) come after the others, one at a time.
     """
     phases = phases or Phases(tuple(s.plan.name for s in states))
-    await settled(phases, states, lambda state: phases.run(state.plan.name, "restart",
-                                                           _restart_changed(transport, state)), parallel)
+    if restart:
+        await settled(phases, states, lambda state: phases.run(state.plan.name, "restart",
+                                                               _restart_changed(transport, state)), parallel)
     for target in START_ORDER:
         hosts = [s for s in states if target == "kubernetes.target" or
                  any(t.name == target.removesuffix(".target") for t in s.plan.targets)]
@@ -390,7 +393,7 @@ async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
-                     membership: etcd_members.Membership | None = None) -> ApplyReport:
+                     membership: etcd_members.Membership | None = None, max_unavailable: int = 1) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
     with every host's state (`pause`: a test's pause point, see `phases.PausePoint`)."""
     report = ApplyReport()
@@ -401,17 +404,74 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
     mark = clock()
-    changing = [state for state in states if not state.changes.empty]
+    rolling = rolling_hosts(states)
+    at_once = [state for state in states if state not in rolling]
+    changing = [state for state in at_once if not state.changes.empty]
     for state in changing:
         progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
     await settled(phases, changing, lambda state: change_host(transport, state, bundle, phases), parallel)
     report.timings["upload"] = clock() - mark
-    await start_in_order(transport, states, progress, deadline, report.timings, parallel, phases, membership)
+    await start_in_order(transport, at_once, progress, deadline, report.timings, parallel, phases, membership)
     await settled(phases, changing, lambda state: phases.run(state.plan.name, "record",
                                                              record(transport, state, plan.cluster)), parallel)
+    phases.done.update(state.plan.name for state in at_once)
+    by_name = {state.plan.name: state for state in rolling}
+    for wave in rollout.waves([state.plan for state in rolling], max_unavailable):
+        await _roll_wave(transport, [by_name[host.name] for host in wave], bundle, progress, deadline, report.timings,
+                         phases, membership, plan.cluster)
     phases.done.update(phases.hosts)
     report.timings["total"] = clock() - started
     return report
+
+
+def rolling_hosts(states: Sequence[HostState]) -> list[HostState]:
+    """Running hosts whose services this apply restarts: they change in waves (`rollout`). One such
+    host alone goes with the others, unless a component of it runs on trial."""
+    running = [state for state in states if state.previous and state.changes.restart]
+    if len(running) == 1 and not rollout.on_trial(running[0].plan, running[0].changes.restart):
+        return []
+    return running
+
+
+async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle: runtime_bundle.RuntimeBundle,
+                     progress: Progress, deadline: float, timings: dict[str, float], phases: Phases,
+                     membership: etcd_members.Membership | None, cluster: str) -> None:
+    """One wave of a roll-out: change its hosts, restart what changed, wait for every trial to pass
+    (a failure halts here: TrialFailed), then for the targets; the next wave begins only after."""
+    progress(f"rolling out to {', '.join(state.plan.name for state in wave)}")
+    since = dict(zip((state.plan.name for state in wave), await settled(
+        phases, wave, lambda state: phases.run(state.plan.name, "clock", rollout.host_clock(transport, state.plan)))))
+    await settled(phases, wave, lambda state: change_host(transport, state, bundle, phases))
+    trials = {state.plan.name: rollout.on_trial(state.plan, state.changes.restart) for state in wave}
+    if any(trials.values()):
+        await settled(phases, wave, lambda state: phases.run(state.plan.name, "restart",
+                                                             _restart_changed(transport, state)))
+        passed = await settled(phases, wave, lambda state: phases.run(state.plan.name, "trial", rollout.await_trials(
+            transport, state.plan, trials[state.plan.name], since[state.plan.name])) if trials[state.plan.name]
+            else _nothing())
+        for state, components in zip(wave, passed):
+            if components:
+                progress(f"{state.plan.name}: {components} passed {'its' if ',' not in components else 'their'} "
+                         f"trial; now last-known-good")
+    await start_in_order(transport, wave, progress, deadline, timings, phases=phases, membership=membership,
+                         restart=not any(trials.values()))
+    members = [state for state in wave if "etcd" in state.changes.restart]
+    await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
+                                                            _etcd_healthy(transport, state, progress)))
+    await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
+    phases.done.update(state.plan.name for state in wave)
+
+
+async def _nothing() -> str:
+    return ""
+
+
+async def _etcd_healthy(transport: SshTransport, state: HostState, progress: Progress) -> None:
+    try:
+        count = await etcd_members.all_healthy(transport, state.plan)
+    except etcd_members.MembershipError as exc:
+        raise ApplyError(str(exc)) from exc
+    progress(f"{state.plan.name}: etcd member back; all {count} members healthy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +531,8 @@ class ApplySession:
             record = {name: entry for name, entry in record.items() if name not in gone.names}
             report = await apply_plan(transport, plan, files, bundle, progress, deadline,
                                       pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
-                                      membership=etcd_members.Membership(self.state_dir, record, plan))
+                                      membership=etcd_members.Membership(self.state_dir, record, plan),
+                                      max_unavailable=self.cluster.spec.rollout.max_unavailable)
         report.removed = gone.names
         if gone.hosts:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}

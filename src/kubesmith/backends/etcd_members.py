@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_fixed
+from tenacity import AsyncRetrying, retry_if_exception, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions
@@ -81,6 +81,26 @@ async def _etcdctl(transport: SshTransport, via: HostPlan, step: str, arguments:
 async def member_list(transport: SshTransport, via: HostPlan) -> list[dict[str, Any]]:
     out = await _etcdctl(transport, via, "etcdctl member list", "member list -w json")
     return list(json.loads(out).get("members", []))
+
+
+async def all_healthy(transport: SshTransport, via: HostPlan, deadline: float = 120.0) -> int:
+    """Every member of the cluster answers healthy, asked from `via` (a roll-out restarts the next
+    member only then: one down at a time never costs the quorum); the number of members."""
+    found: list[dict[str, Any]] = []
+    async for attempt in AsyncRetrying(stop=stop_after_delay(deadline), wait=wait_fixed(2), reraise=True,
+                                       retry=retry_if_exception_type(MembershipError)):
+        with attempt:
+            result = await transport.run(via.address, f"{etcdctl(via)} endpoint health --cluster -w json",
+                                         timeout=120)
+            try:
+                found = json.loads(result.stdout or "[]")
+            except ValueError:
+                found = []
+            sick = [entry.get("endpoint", "?") for entry in found if not entry.get("health")]
+            if not result.ok or not found or sick:
+                raise MembershipError(f"{via.name}: etcd members not healthy: {', '.join(sick) or 'no answer'} "
+                                      f"({(result.stderr or '').strip()[-300:]})")
+    return len(found)
 
 
 def _find(members: list[dict[str, Any]], peer_url: str) -> dict[str, Any] | None:

@@ -32,7 +32,9 @@ DOING = {"inspect": "inspecting the host", "users": "creating users", "upload": 
          "unpack": "unpacking the runtime", "cleanup": "removing leftovers of an interrupted apply",
          "enable": "reloading systemd and enabling units", "restart": "restarting changed services",
          "record": "recording the applied manifest", "join-etcd": "joining the running etcd cluster",
-         "remove": "removing the host from the cluster"}
+         "remove": "removing the host from the cluster", "clock": "reading the host's clock",
+         "trial": "running its new configuration on trial",
+         "etcd-health": "checking that every etcd member is healthy"}
 
 
 def doing(phase: str) -> str:

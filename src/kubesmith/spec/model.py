@@ -78,6 +78,13 @@ class Ssh(StrictModel):
         "(a rebooting host refuses for a while) before it is named unreachable; 0 tries once.")
 
 
+class Rollout(StrictModel):
+    max_unavailable: int = Field(
+        default=1, ge=1, le=1000, description="Node-only hosts apply restarts at once when it changes a running "
+        "cluster; control-plane and etcd hosts always go one at a time, each healthy (and, with "
+        "components.agent.keepConfigs, through its trial) before the next begins.")
+
+
 class Security(StrictModel):
     allow_insecure: list[CisId] = Field(
         default=[], description="CIS Kubernetes Benchmark checks (ids such as \"1.2.15\") this cluster knowingly "
@@ -112,6 +119,7 @@ class ClusterSpec(StrictModel):
     pki: Pki = Field(default_factory=Pki, description="Certificate authority and key settings.")
     ssh: Ssh = Field(default_factory=Ssh, description="How kubesmith reaches the hosts (apply, status).")
     security: Security = Field(default_factory=Security, description="Knowing exceptions to secure defaults.")
+    rollout: Rollout = Field(default_factory=Rollout, description="How apply rolls a change over running hosts.")
     components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
                                    description="Per-component options.")
 
