@@ -9,6 +9,7 @@ certificate and the spec must still agree (issue 21). One run serves the whole m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -109,13 +110,22 @@ def test_the_node_registers_under_the_specs_name_and_the_api_is_published_off_lo
     assert published == [ADDRESS]
 
 
-def test_node_restriction_refuses_what_the_node_may_not_touch(cluster: Run) -> None:
+@contextlib.contextmanager
+def other_node(cluster: Run) -> Iterator[str]:
+    """A Node that is not this node's, registered by the admin for the length of the block."""
     other = cluster.state / "other-node.json"
     other.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "some-other-node"}}))
     # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
     created = cluster.kubectl("admin", "create", "--validate=false", "-f", str(other))
     assert created.returncode == 0, created.stderr
     try:
+        yield "some-other-node"
+    finally:
+        cluster.kubectl("admin", "delete", "node", "some-other-node", "--wait=false")
+
+
+def test_node_restriction_refuses_what_the_node_may_not_touch(cluster: Run) -> None:
+    with other_node(cluster):
         # authorization (Node authorizer): a node reads only the secrets of pods bound to it
         answer = cluster.kubectl("kubelet", "auth", "can-i", "get", "secrets/anything", "-n", "kube-system").stdout
         assert answer.strip() == f"no - no relationship found between node '{NODE}' and this object"
@@ -124,8 +134,6 @@ def test_node_restriction_refuses_what_the_node_may_not_touch(cluster: Run) -> N
         assert label.returncode != 0 and "forbidden" in label.stderr.lower(), label.stderr
         own = cluster.kubectl("kubelet", "annotate", "--overwrite", "node", NODE, "kubesmith.io/probe=ok")
         assert own.returncode == 0, own.stderr
-    finally:
-        cluster.kubectl("admin", "delete", "node", "some-other-node", "--wait=false")
 
 
 def test_a_deployment_gets_its_pod_from_the_controller_manager(cluster: Run) -> None:
@@ -318,3 +326,40 @@ def test_an_unbound_token_may_not_take_the_name_of_a_registered_node(cluster: Ru
         assert issued.subject.rfc4514_string() == "CN=system:node:newcomer,O=system:nodes"
     finally:
         cluster.kubectl("admin", "delete", "node", "ghost", "--wait=false")
+
+
+PUBLISH = """
+import asyncio, json, sys
+from pathlib import Path
+from kubesmith.agent.nodeconditions import NodeConditions
+node, kubeconfig, configs = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
+publisher = NodeConditions(node, kubeconfig)
+print(json.dumps([asyncio.run(publisher.publish(c, f"2026-11-26T10:00:0{i}Z", float(i))) for i, c in enumerate(configs)]))
+"""
+
+
+def test_the_agent_puts_the_node_components_conditions_on_its_own_node_only(cluster: Run) -> None:
+    """What the agent's keeper publishes with the kubelet's credential: KubeletConfigOK on the Node,
+    beside the kubelet's own conditions; nothing on another node's (NodeRestriction)."""
+    good = {"component": "kubelet", "status": "True", "phase": "good", "reason": None,
+            "message": "using assigned config 3f2a9c0d41b7, which passed its trial"}
+    bad = {"component": "kubelet", "status": "False", "phase": "rolled-back", "reason": "kubelet exited 3 times in 9s",
+           "message": "using last-known-good config 3f2a9c0d41b7: assigned config e81c55a0f2d9 failed its trial"}
+    configs = [{"kubelet": good, "kube-apiserver": dict(good, component="kube-apiserver")}, {"kubelet": good},
+               {"kubelet": bad}]
+    published = cluster.netns.run("python3", "-c", PUBLISH, NODE, str(cluster.kubeconfig("kubelet")),
+                                  json.dumps(configs), timeout=120)
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout) == [True, False, True], published.stdout  # the unchanged one is not sent
+    node = json.loads(cluster.kubectl("admin", "get", "node", NODE, "-o", "json", check=True).stdout)
+    conditions = {c["type"]: c for c in node["status"]["conditions"]}
+    assert conditions["Ready"]["status"] == "True"  # the kubelet's own conditions stay
+    assert "KubeApiserverConfigOK" not in conditions  # control-plane components are not the Node's
+    ok = conditions["KubeletConfigOK"]
+    assert (ok["status"], ok["reason"]) == ("False", "RolledBack"), ok
+    assert ok["message"] == bad["message"] + ": kubelet exited 3 times in 9s", ok
+    assert ok["lastTransitionTime"] == "2026-11-26T10:00:02Z", ok
+    with other_node(cluster) as name:
+        other = cluster.netns.run("python3", "-c", PUBLISH, name, str(cluster.kubeconfig("kubelet")),
+                                  json.dumps([{"kubelet": good}]), timeout=120)
+    assert json.loads(other.stdout) == [False] and "forbidden" in other.stderr.lower(), other.stderr

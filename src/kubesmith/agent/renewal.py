@@ -91,6 +91,7 @@ class AgentConfig:
     components_file: Path = Path(layout.COMPONENTS_FILE)  # what the keeper keeps
     checkpoints_dir: Path = Path(layout.CONFIG_CHECKPOINTS)
     etcd_snapshots: dict[str, Any] | None = None  # an etcd member's periodic snapshots (agent.snapshots)
+    node_kubeconfig: str | None = None  # a node's kubelet credential: the keeper's conditions go on its Node
 
 
 @dataclass(frozen=True, slots=True)

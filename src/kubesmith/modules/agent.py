@@ -47,7 +47,8 @@ class AgentOptions(StrictModel):
     keep_configs: bool = Field(default=False,
                                description="Checkpoint each component's configuration, run a new one on trial and "
                                            "roll it back to the last-known-good one when the component fails its "
-                                           "trial (off by default until the cluster-wide roll-out is built).")
+                                           "trial; apply then waits for each host's trials before the next host "
+                                           "(a roll-out takes a trial's length per control-plane host).")
     config_trials: dict[TrialComponent, Annotated[float, Field(ge=5, le=3600)]] = Field(
         default={}, description="Trial length in seconds of a component's new configuration, by component; one that "
                                 "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
@@ -89,6 +90,7 @@ class AgentModule(Module):
             # CA keys this host holds (it renews those certificates itself, without the network)
             "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
             "etcd_snapshots": etcd_snapshots(ctx),
+            "node_kubeconfig": layout.kubeconfig_path("kubelet") if "node" in ctx.host.roles else None,
         }
         service = Service(
             name="kubesmith-agent",
@@ -102,6 +104,7 @@ class AgentModule(Module):
             after=("network-online.target",),
             restart=RestartPolicy(delay_seconds=5),
             needs_files=(layout.AGENT_CONFIG,),
+            watch_files=(layout.COMPONENTS_FILE,),  # its keeper learns a component's new argv and files
             state_directory=layout.AGENT_STATE,
             hardening=False,  # rewrites certificates and kubeconfigs under /etc/kubernetes
         )
