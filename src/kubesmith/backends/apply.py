@@ -407,8 +407,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     rolling = rolling_hosts(states)
     at_once = [state for state in states if state not in rolling]
     changing = [state for state in at_once if not state.changes.empty]
-    for state in changing:
-        progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
+    _announce_uploads(changing, progress)
     await settled(phases, changing, lambda state: change_host(transport, state, bundle, phases), parallel)
     report.timings["upload"] = clock() - mark
     await start_in_order(transport, at_once, progress, deadline, report.timings, parallel, phases, membership)
@@ -422,6 +421,11 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     phases.done.update(phases.hosts)
     report.timings["total"] = clock() - started
     return report
+
+
+def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:
+    for state in states:
+        progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
 
 
 def rolling_hosts(states: Sequence[HostState]) -> list[HostState]:
@@ -441,29 +445,25 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     progress(f"rolling out to {', '.join(state.plan.name for state in wave)}")
     since = dict(zip((state.plan.name for state in wave), await settled(
         phases, wave, lambda state: phases.run(state.plan.name, "clock", rollout.host_clock(transport, state.plan)))))
+    _announce_uploads(wave, progress)
     await settled(phases, wave, lambda state: change_host(transport, state, bundle, phases))
     trials = {state.plan.name: rollout.on_trial(state.plan, state.changes.restart) for state in wave}
-    if any(trials.values()):
+    tried = [state for state in wave if trials[state.plan.name]]
+    if tried:
         await settled(phases, wave, lambda state: phases.run(state.plan.name, "restart",
                                                              _restart_changed(transport, state)))
-        passed = await settled(phases, wave, lambda state: phases.run(state.plan.name, "trial", rollout.await_trials(
-            transport, state.plan, trials[state.plan.name], since[state.plan.name])) if trials[state.plan.name]
-            else _nothing())
-        for state, components in zip(wave, passed):
-            if components:
-                progress(f"{state.plan.name}: {components} passed {'its' if ',' not in components else 'their'} "
-                         f"trial; now last-known-good")
+        passed = await settled(phases, tried, lambda state: phases.run(state.plan.name, "trial", rollout.await_trials(
+            transport, state.plan, trials[state.plan.name], since[state.plan.name])))
+        for state, components in zip(tried, passed):
+            progress(f"{state.plan.name}: {components} passed {'its' if ',' not in components else 'their'} "
+                     f"trial; now last-known-good")
     await start_in_order(transport, wave, progress, deadline, timings, phases=phases, membership=membership,
-                         restart=not any(trials.values()))
+                         restart=not tried)
     members = [state for state in wave if "etcd" in state.changes.restart]
     await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
                                                             _etcd_healthy(transport, state, progress)))
     await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
     phases.done.update(state.plan.name for state in wave)
-
-
-async def _nothing() -> str:
-    return ""
 
 
 async def _etcd_healthy(transport: SshTransport, state: HostState, progress: Progress) -> None:

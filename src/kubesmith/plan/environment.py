@@ -112,8 +112,10 @@ OBSERVE_COMMAND = (
     "if [ -d /sys/module/$m ] || modprobe -n -q $m 2>/dev/null; then echo module=$m; fi; done; "
     "timeout 10 df -Pk 2>/dev/null | awk 'NR > 1 {m = $6; for (i = 7; i <= NF; i++) m = m \" \" $i; "
     "print \"df=\" $4 \" \" m}'; "
-    "ss -Htlnp 2>/dev/null | awk '{print \"listen=\" $4 \" \" $6}'; "
-    "for p in $(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
+    # one listing for both: a component restarting between two would show a pid without its unit
+    "listening=$(ss -Htlnp 2>/dev/null); "
+    "printf '%s\\n' \"$listening\" | awk 'NF {print \"listen=\" $4 \" \" $6}'; "
+    "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
     "echo \"unit=$p $(grep -E '^[0-9]+:(name=systemd)?:' /proc/$p/cgroup 2>/dev/null "  # systemd's hierarchy
     "| grep -o '[^/]*[.]service' | tail -n 1)\"; done; "
     "echo clock=$(date +%s.%N)"
