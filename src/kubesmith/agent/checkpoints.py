@@ -235,8 +235,8 @@ class CheckpointStore:
     def problems(self, component: str) -> list[str]:
         """What is torn or missing: a checkpoint that does not match its name, a record that does not
         parse or names no checkpoint. A writer's temp directory is not a problem (collect removes it)."""
-        found = []
-        for digest in self.hashes(component):
+        found, have = [], self.hashes(component)
+        for digest in have:
             try:
                 self.load(component, digest)
             except CheckpointError as exc:
@@ -245,7 +245,6 @@ class CheckpointStore:
             records = self.records(component)
         except CheckpointError as exc:
             return [*found, str(exc)]
-        have = set(self.hashes(component))
         for key, record in (("assigned", records.assigned), ("active", records.active),
                             ("last-known-good", records.last_known_good)):
             if record is not None and record.hash not in have:

@@ -16,7 +16,7 @@ import click
 
 from kubesmith import layout
 from kubesmith.agent.checkpoints import CheckpointStore
-from kubesmith.agent.configloop import load_components, wait_for_verdicts
+from kubesmith.agent.configloop import Component, load_components, wait_for_verdicts
 from kubesmith.agent.keeper import condition_document
 from kubesmith.agent.report import iso
 from kubesmith.agent.trial import TrialVerdict, short
@@ -50,10 +50,7 @@ def wait_command(components: tuple[str, ...], since: float | None, timeout: floa
 
     A component whose configuration did not change passes at once (it is its last-known-good).
     """
-    try:
-        _, kept = load_components(Path(components_file))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        fail(f"{components_file}: {exc}", ExitCode.IO_ERROR)
+    kept = _kept(components_file)
     started = time.time() if since is None else since
     try:
         found = asyncio.run(wait_for_verdicts(components, kept, CheckpointStore(Path(checkpoints_dir)), Path("/"),
@@ -67,6 +64,14 @@ def wait_command(components: tuple[str, ...], since: float | None, timeout: floa
             click.echo(_line(name, found[name], timeout))
     if not all(v is not None and v.passed for v in found.values()):
         raise SystemExit(ExitCode.UNHEALTHY)
+
+
+def _kept(components_file: str) -> tuple[Component, ...]:
+    """The components the keeper keeps; exit 3 naming the file when it cannot be read."""
+    try:
+        return load_components(Path(components_file))[1]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"{components_file}: {exc}", ExitCode.IO_ERROR)
 
 
 def _document(name: str, verdict: TrialVerdict | None) -> dict[str, object]:
@@ -94,10 +99,7 @@ def _line(name: str, verdict: TrialVerdict | None, timeout: float) -> str:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status_command(components_file: str, checkpoints_dir: str, output: str) -> None:
     """Each kept component's ConfigOK condition, with every checkpoint checked against its hash."""
-    try:
-        _, kept = load_components(Path(components_file))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        fail(f"{components_file}: {exc}", ExitCode.IO_ERROR)
+    kept = _kept(components_file)
     store = CheckpointStore(Path(checkpoints_dir))
     found = []
     for component in kept:
