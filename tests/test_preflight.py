@@ -1,7 +1,8 @@
 """Preflight: each check against a real fault made on this machine, and `--ignore-preflight`.
 
 The host is this machine seen from a network namespace the module creates (its own addresses, its
-own ports, and `net.ipv4.ip_forward` at the kernel's 0, which `run` must find and refuse): every
+own ports, and `net.ipv4.ip_forward` set to 0 by the fixture, which `run` must find and refuse; a new
+namespace inherits the machine's value, 1 wherever containers run or the machine routes): every
 `kubesmith run` here stops at preflight, so nothing starts. The observation is the real one
 (`OBSERVE_COMMAND` in the namespace, or over a real sshd for the clock); the checks are evaluated on it.
 """
@@ -58,6 +59,7 @@ def netns() -> Iterator[str]:
         for args in (["link", "set", "lo", "up"], ["link", "add", "kspf0", "type", "bridge"],
                      ["addr", "add", f"{ADDRESS}/24", "dev", "kspf0"], ["link", "set", "kspf0", "up"]):
             subprocess.run(["ip", "-n", name, *args], check=True)
+        subprocess.run(["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv4.ip_forward=0"], check=True)
         yield name
     finally:
         subprocess.run(["ip", "netns", "del", name], check=True)
@@ -198,7 +200,7 @@ def test_swap_fails_where_the_kubelet_refuses_it(netns: str, tmp_path: Path) -> 
 
 
 def test_run_needs_the_sysctls_set_already(netns: str, tmp_path: Path) -> None:
-    """A new network namespace starts with ip_forward 0: `run` (which sets no sysctl) must refuse it."""
+    """The namespace's ip_forward is 0 (the fixture sets it): `run` (which sets no sysctl) must refuse it."""
     spec = write_spec(tmp_path)
     (failure,) = failures(observed(netns, spec), "sysctls")
     assert "net.ipv4.ip_forward is 0, needs 1" in failure.problem
