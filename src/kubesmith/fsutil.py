@@ -12,13 +12,16 @@ fsync per file (measured: 3,000 files in 20 ms instead of ~1.3 s), then rename t
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 TEMP_MARKER = ".kstmp-"
 
@@ -130,7 +133,7 @@ def exclusive(lock: Path, waiting: Callable[[str], None] | None = None) -> Itera
     holds it, `waiting` first hears who (the holder writes its pid into the file), then this blocks
     until the holder is done or dies: the kernel drops a dead process's lock, so nothing goes stale."""
     make_dirs(lock.parent)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted link must not be truncated
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -219,3 +222,69 @@ def _syncfs_function():  # type: ignore[no-untyped-def]
     function.argtypes = [ctypes.c_int]
     function.restype = ctypes.c_int
     return function
+
+
+# ---- reading what a user names: regular files only, bounded
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+@contextmanager
+def open_regular(path: Path, limit: int, expected: str) -> Iterator[BinaryIO]:
+    """`path` opened for reading when it is a regular file of at most `limit` bytes: a FIFO would block
+    the open and every read, /dev/zero never ends, so both are refused before any byte is read.
+    OSError (EINVAL, EFBIG) names what it is instead; `expected` says what was wanted."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({file_kind(info.st_mode)}); expected {expected}",
+                          str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {_size(limit)} ({_size(info.st_size)}); expected {expected}",
+                          str(path))
+        os.set_blocking(descriptor, True)
+        yield file
+
+
+def read_regular(path: Path, limit: int, expected: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (see `open_regular`); a file that grows
+    while it is read is refused too."""
+    with open_regular(path, limit, expected) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {_size(limit)}; expected {expected}", str(path))
+    return data
+
+
+def _size(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.3g} {unit}"
+    return f"{count} bytes"
+
+
+def escapes(root: Path, path: Path) -> Path | None:
+    """The first existing component of `path` (inside `root`) that leads out of `root` (a symbolic link
+    to elsewhere) or is no directory where one is needed; None when writing `path` stays inside."""
+    top = Path(os.path.realpath(root))
+    current = root
+    for part in path.relative_to(root).parts[:-1]:
+        current = current / part
+        try:
+            info = current.lstat()
+        except FileNotFoundError:
+            return None  # what is missing is created as a plain directory
+        if stat.S_ISLNK(info.st_mode):
+            real = Path(os.path.realpath(current))
+            if real != top and top not in real.parents:
+                return current
+            if not real.is_dir():
+                return current
+        elif not stat.S_ISDIR(info.st_mode):
+            return current
+    return None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
 from kubesmith.hostfile import HostFile
-from kubesmith.modules.container_runtime import IMAGES_DIR
+from kubesmith.modules.container_runtime import ARCHIVE_MODE, IMAGES_DIR
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport, TransportError
 
@@ -32,7 +32,7 @@ def loader_argv(host: HostPlan) -> list[str]:
 async def import_to(transport: SshTransport, hosts: Sequence[HostPlan], archives: dict[str, bytes],
                     say: Callable[[str], None]) -> None:
     """Place every archive in the hosts' image directories (atomically), then import them, hosts at once."""
-    files = [HostFile(str(PurePosixPath(IMAGES_DIR) / name), 0o644, "root", "root", data)
+    files = [HostFile(str(PurePosixPath(IMAGES_DIR) / name), ARCHIVE_MODE, "root", "root", data)
              for name, data in sorted(archives.items())]
 
     async def one(host: HostPlan) -> None:

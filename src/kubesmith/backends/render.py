@@ -27,7 +27,7 @@ from kubesmith.backends.systemd import UnitOptions, executable, unit_file_mode, 
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import HostFile
 from kubesmith.health.probespec import probe_argument
-from kubesmith.images import ImageError, image_cache_dir, pause_archive
+from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive, image_cache_dir, pause_archive
 from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
@@ -265,12 +265,19 @@ def _image(ctx: _Context, source: Source, path: str) -> bytes:
     if source.name not in ctx.images:
         try:
             ctx.images[source.name] = pause_archive(image_cache_dir()) if source.kind == "sandbox-image" \
-                else Path(source.name).read_bytes()
+                else _archive(Path(source.name))
         except ImageError as exc:
-            raise RenderError(f"{path}: {exc}") from None
+            raise RenderError(f"{path}: {source.name}: {exc} (spec.components.containerRuntime.images)") from None
         except OSError as exc:
-            raise RenderError(f"{path}: cannot read the image archive {source.name}: {exc.strerror}") from None
+            raise RenderError(f"{path}: cannot read the image archive {source.name}: {exc.strerror} "
+                              "(spec.components.containerRuntime.images)") from None
     return ctx.images[source.name]
+
+
+def _archive(path: Path) -> bytes:
+    """An operator's archive, checked (a regular file, bounded, an image) before its bytes are read."""
+    check_archive(path)
+    return fsutil.read_regular(path, MAX_ARCHIVE_BYTES, "an image archive")
 
 
 def _kubeconfig(ctx: _Context, host: HostPlan, options: dict[str, str], path: str) -> bytes:

@@ -106,7 +106,8 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
     from kubesmith.backends.node_images import ImageImportError, import_to
     from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.cli.common import check_host_names
-    from kubesmith.images import ImageError, archive_names
+    from kubesmith.fsutil import read_regular
+    from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive
     from kubesmith.transport.ssh import SshTransport
 
     loaded, plan = load_plan_or_fail(spec_file)
@@ -117,11 +118,16 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
         fail(f"no node host{' among ' + ', '.join(only_hosts) if only_hosts else ''} in {spec_file}", ExitCode.USAGE)
     contents: dict[str, bytes] = {}
     for archive in archives:
-        data = archive.read_bytes()
         try:
-            names = archive_names(data)
+            names = check_archive(archive)
+            data = read_regular(archive, MAX_ARCHIVE_BYTES, "an image archive")
         except ImageError as exc:
             fail(f"{archive}: {exc}", ExitCode.USAGE)
+        except OSError as exc:
+            fail(f"{archive}: {exc.strerror or exc}", ExitCode.USAGE)
+        if archive.name in contents:
+            fail(f"{archive}: another archive has the file name {archive.name}; both would land at one path on "
+                 "the nodes", ExitCode.USAGE)
         _say(f"{archive}: {', '.join(names)}")
         contents[archive.name] = data
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
