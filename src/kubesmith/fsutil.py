@@ -176,6 +176,9 @@ def _write_temp(item: Pending) -> Path:
         view = memoryview(item.data)
         while view:
             view = view[os.write(fd, view):]
+    except OSError as exc:  # a full disk: the message names the file, and no temp file stays
+        temp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(item.path)) from None
     finally:
         os.close(fd)
     return temp
@@ -261,6 +264,20 @@ def read_regular(path: Path, limit: int, expected: str) -> bytes:
     return data
 
 
+def regular_file_problem(path: Path, limit: int, expected: str) -> str | None:
+    """Why `path` cannot be read as `expected` ("does not exist", "not a regular file (a FIFO)...",
+    "larger than ..."), or None when it can; nothing is read."""
+    try:
+        with open_regular(path, limit, expected):
+            return None
+    except FileNotFoundError:
+        return "does not exist"
+    except IsADirectoryError:
+        return f"is a directory; expected {expected}"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+
+
 def _size(count: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if count >= 1 << shift:
@@ -287,4 +304,18 @@ def escapes(root: Path, path: Path) -> Path | None:
                 return current
         elif not stat.S_ISDIR(info.st_mode):
             return current
+    return None
+
+
+def link_out(root: Path) -> Path | None:
+    """The first symbolic link under `root` that leads out of it (or nowhere); None when there is none.
+    Links are not followed, so a loop costs nothing."""
+    top = Path(os.path.realpath(root))
+    for directory, subdirectories, names in os.walk(root):
+        for name in (*subdirectories, *names):
+            path = Path(directory, name)
+            if path.is_symlink():
+                real = Path(os.path.realpath(path))
+                if top not in real.parents or not real.exists():
+                    return path
     return None

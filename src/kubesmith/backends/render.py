@@ -15,6 +15,7 @@ left alone, and files that a previous render listed but the plan no longer has a
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,7 @@ def _render_locked(plan: Plan, state_dir: Path, out_dir: Path, selected: list[Ho
     for host in selected:
         host_dir = out_dir / host.name
         changed, same, stale = _host_changes(host_dir, files[host.name])
+        _check_inside(out_dir, [item.path for item in changed] + stale)
         pending += changed
         unchanged += same
         removed += _remove(stale)
@@ -338,13 +340,26 @@ def _host_changes(host_dir: Path, files: Sequence[HostFile]) -> tuple[list[fsuti
     return pending, unchanged, [path for path in _previous(host_dir) if path not in wanted]
 
 
+def _check_inside(out_dir: Path, paths: Sequence[Path]) -> None:
+    """Nothing is written or removed through a symbolic link that leads out of the output directory
+    (a link planted in an old bundle would have render overwrite /etc); checked before any change."""
+    for path in paths:
+        if (bad := fsutil.escapes(out_dir, path)) is not None:
+            what = f"a symbolic link to {bad.resolve()}" if bad.is_symlink() else "not a directory"
+            raise RenderError(f"{bad} is {what}: render writes only inside {out_dir}; remove it and render again")
+
+
 def _if_changed(target: Path, data: bytes, mode: int = 0o644) -> list[fsutil.Pending]:
     return [] if _same(target, HostFile(str(target), mode, "", "", data)) else [fsutil.Pending(target, data, mode)]
 
 
 def _same(target: Path, file: HostFile) -> bool:
+    """Whether `target` already is `file`: a regular file (never followed through a link, never a FIFO)."""
     try:
-        return (target.stat().st_mode & 0o7777) == file.mode and target.read_bytes() == file.data
+        info = target.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(file.data) or (info.st_mode & 0o7777) != file.mode:
+            return False
+        return target.read_bytes() == file.data
     except OSError:
         return False
 

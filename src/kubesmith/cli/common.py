@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ def run_guarded(command: click.Command) -> int:
     """Run the CLI; anything that escapes is turned into a message, and only bugs show a traceback."""
     try:
         command.main(standalone_mode=False)
+        sys.stdout.flush()  # a full or broken output device fails here, not in the interpreter's exit
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -53,7 +55,45 @@ def run_guarded(command: click.Command) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except OSError as exc:  # what no command expects: a full disk or output device, a vanished pipe
+        return _io_failed(exc)
     return ExitCode.OK
+
+
+def _io_failed(exc: OSError) -> int:
+    """One line for a failed read or write (nothing when the reader of stdout went away), then the
+    output streams are pointed at /dev/null so the interpreter's own flush at exit cannot fail again."""
+    where = f"{exc.filename}" if exc.filename else "writing the output"
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(exc, BrokenPipeError) and stream is sys.stderr:
+            continue
+        _discard_pending(stream)
+    if not isinstance(exc, BrokenPipeError):
+        try:
+            click.echo(f"error: {where}: {exc.strerror or exc}", err=True)
+            sys.stderr.flush()
+        except OSError:
+            _discard_pending(sys.stderr)
+    return ExitCode.IO_ERROR
+
+
+def _discard_pending(stream: Any) -> None:
+    """Send what `stream` still buffers, and all it gets later, to /dev/null (only a stream on a file
+    descriptor: tests hand in memory streams)."""
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        stream.flush()
+        return
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
 
 
 def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:

@@ -44,7 +44,7 @@ KUBESMITH_DIRECTORIES = (
     (f"{layout.LIB}/kubesmith", "kubesmith's state"), (layout.LOG, "kubesmith's logs"),
 )
 
-MAX_SSH_FILE_BYTES = 1 << 20  # an OpenSSH config, known_hosts or key is a few KB
+MAX_SSH_FILE_BYTES = 1 << 20  # an OpenSSH config, known_hosts or key is a few KB (as the transport's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,14 +223,11 @@ def _ssh_files(cluster: Cluster) -> list[Finding]:
 
 
 def ssh_file_problem(path: Path, expected: str) -> str | None:
-    """Why `path` cannot serve as an SSH settings file (None: it can, or it does not exist)."""
-    try:
-        with fsutil.open_regular(path, MAX_SSH_FILE_BYTES, expected):
-            return None
-    except FileNotFoundError:
+    """Why `path` cannot serve as an SSH settings file (None: it can, or it does not exist here)."""
+    if not path.exists() and not path.is_symlink():
         return None
-    except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
+    problem = fsutil.regular_file_problem(path, MAX_SSH_FILE_BYTES, expected)
+    return None if problem is None else f"{path}: {problem}"
 
 
 __all__ = ["MAX_ARCHIVE_BYTES", "SYSTEM_DIRECTORIES", "archive_problem", "path_findings",

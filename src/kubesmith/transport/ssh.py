@@ -31,6 +31,7 @@ from asyncssh.misc import split_args
 from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
                       wait_exponential_jitter)
 
+from kubesmith import fsutil
 from kubesmith.hostfile import HostFile
 
 
@@ -61,6 +62,7 @@ class HostLost(TransportError):
 _LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError, EOFError)
 TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
 PROXY_EXIT_WAIT = 2.0  # seconds a ProxyCommand gets to exit on its own once its connection closed
+MAX_SETTINGS_BYTES = 1 << 20  # an OpenSSH config, known_hosts file or key is a few KB
 # A host that vanished without closing its connections (powered off, network gone) is noticed after
 # about 30 s of silence rather than never.
 KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10.0, 3
@@ -85,14 +87,18 @@ class SshOptions:
         """Why no connection can even start (a file these settings name is missing), or None. The
         same for every host: a command says it once instead of once per host and operation."""
         known_hosts = self.known_hosts_file()
-        if not known_hosts.is_file():
+        if not known_hosts.exists():
             return (f"known_hosts file {known_hosts} does not exist; kubesmith only talks to hosts whose keys are "
                     "known (give one with --known-hosts or spec.ssh)")
-        for identity in self.identity_files:
-            if not identity.is_file():
-                return f"identity file {identity} does not exist (--identity or spec.ssh)"
-        if self.config_file is not None and not self.config_file.is_file():
-            return f"SSH config file {self.config_file} does not exist (--ssh-config or spec.ssh)"
+        named = [(known_hosts, "known_hosts file", "--known-hosts"),
+                 *((identity, "identity file", "--identity") for identity in self.identity_files)]
+        if self.config_file is not None:
+            named.append((self.config_file, "SSH config file", "--ssh-config"))
+        for path, what, flag in named:
+            problem = fsutil.regular_file_problem(path, MAX_SETTINGS_BYTES, f"an {what}" if what[0] in "ai"
+                                                  else f"a {what}")
+            if problem is not None:
+                return f"{what} {path}: {problem} ({flag} or spec.ssh)"
         return None
 
 
