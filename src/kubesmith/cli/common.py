@@ -6,6 +6,7 @@ import ipaddress
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from kubesmith.spec.load import LoadedSpec
 
 OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
+SETTINGS_LIMIT = 4 << 20  # a settings file a module writes is a few KB
 
 
 class CommandFailed(click.ClickException):
@@ -183,13 +185,16 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
 def read_json_config(path: str, required: bool) -> dict[str, Any]:
     """A settings file written by a module; missing is fine unless the user named it."""
     try:
-        document = json.loads(Path(path).read_text())
+        from kubesmith.fsutil import read_regular
+
+        document = json.loads(read_regular(Path(path), SETTINGS_LIMIT, "a JSON settings file"))
     except FileNotFoundError:
         if required:
             fail(f"{path}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
-        fail(f"{path}: unreadable settings ({exc})", ExitCode.IO_ERROR)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        fail(f"{path}: unreadable settings ({reason})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
         fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
@@ -260,6 +265,13 @@ def preflight_failed(failures: Iterable[Any]) -> NoReturn:
     for line in lines:
         click.echo(line, err=True)
     fail(summary, ExitCode.PREFLIGHT)
+
+
+def printable(text: str) -> str:
+    """`text` from a user or a file, safe to print: control, format and line-separator characters
+    (escape sequences that would drive the reader's terminal) are shown as escapes instead."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc" else
+                   f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
 
 
 def emit_json(data: Any) -> None:

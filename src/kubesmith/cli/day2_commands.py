@@ -19,6 +19,7 @@ from kubesmith.pki.store import default_state_dir
 from kubesmith.plan.model import Plan
 
 T = TypeVar("T")
+SNAPSHOT_LIMIT = 16 << 30  # an etcd snapshot: etcd's largest backend quota is 8 GiB
 
 
 def _progress(line: str) -> None:
@@ -97,7 +98,13 @@ def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: fl
     """
     from kubesmith.backends.day2 import integrity_problem, restore
 
-    problem = integrity_problem(snapshot_file.read_bytes())
+    from kubesmith.fsutil import read_regular
+
+    try:
+        data = read_regular(snapshot_file, SNAPSHOT_LIMIT, "an etcd snapshot")
+    except OSError as exc:
+        fail(f"{snapshot_file}: {exc.strerror or exc}", ExitCode.USAGE)
+    problem = integrity_problem(data)
     if problem:
         fail(f"{snapshot_file} {problem}; nothing was changed", ExitCode.FAILED)
     _confirm(yes, f"Replace the whole state of this cluster with {snapshot_file}?")
