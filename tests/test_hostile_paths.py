@@ -717,3 +717,64 @@ def test_an_old_description_with_escapes_is_listed_escaped(tmp_path: Path) -> No
 def test_the_corpus_is_large_enough(request: pytest.FixtureRequest) -> None:
     cases = [item for item in request.session.items if item.module.__name__ == __name__]
     assert len(cases) >= 75, len(cases)
+
+
+# ---- archives are streamed to hosts, never read whole ------------------------------------------------
+
+def test_an_archive_is_uploaded_in_chunks_root_only(local_sshd, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from kubesmith.hostfile import StreamedFile
+    from kubesmith.transport import ssh
+    from test_transport_ssh import _options
+
+    source = tmp_path / "big.tar"
+    source.write_bytes(os.urandom(3 << 20))
+    monkeypatch.setattr(ssh, "STREAM_CHUNK", 1 << 19)
+    target = tmp_path / "node" / "images" / "big.tar"
+    reads: list[int] = []
+    real_open = ssh.fsutil.open_regular
+
+    class Counting:
+        def __init__(self, file: io.BufferedReader) -> None:
+            self.file = file
+
+        def read(self, size: int = -1) -> bytes:
+            reads.append(size)
+            return self.file.read(size)
+
+    @contextlib.contextmanager
+    def counting_open(*args: object) -> Iterator[Counting]:
+        with real_open(*args) as file:  # type: ignore[arg-type]
+            yield Counting(file)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssh.fsutil, "open_regular", counting_open)
+
+    async def scenario() -> None:
+        async with ssh.SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", [StreamedFile(str(target), 0o600, "root", "root", source, 8 << 20)])
+
+    asyncio.run(scenario())
+    assert target.read_bytes() == source.read_bytes()
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert reads and all(0 < size <= 1 << 19 for size in reads)  # never one read of the whole file
+
+
+def test_a_fifo_streamed_to_a_host_is_refused(local_sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from kubesmith.hostfile import StreamedFile
+    from kubesmith.transport.ssh import SshTransport, TransportError
+    from test_transport_ssh import _options
+
+    fifo = make_file("fifo", tmp_path)
+
+    async def scenario() -> None:
+        async with SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", [StreamedFile(str(tmp_path / "x.tar"), 0o600, "root", "root",
+                                                              fifo, 1 << 20)])
+
+    with bounded(SLOW_BOUND), pytest.raises(TransportError, match="not a regular file"):
+        asyncio.run(scenario())
+    assert not (tmp_path / "x.tar").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +23,16 @@ class HostFile:
         if self.digest is None:
             object.__setattr__(self, "digest", hashlib.sha256(self.data).hexdigest())  # a memo of immutable data
         return self.digest  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedFile:
+    """A file for a host that is copied from a file here in chunks, never held in memory whole (an
+    image archive of gigabytes); `source` is read as a regular file of at most `limit` bytes."""
+
+    path: str  # absolute path on the host
+    mode: int
+    owner: str
+    group: str
+    source: Path
+    limit: int

@@ -106,8 +106,7 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
     from kubesmith.backends.node_images import ImageImportError, import_to
     from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.cli.common import check_host_names
-    from kubesmith.fsutil import read_regular
-    from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive
+    from kubesmith.images import ImageError, check_archive
     from kubesmith.transport.ssh import SshTransport
 
     loaded, plan = load_plan_or_fail(spec_file)
@@ -116,11 +115,10 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
     nodes = [h for h in plan.hosts if "node" in h.roles and (not only_hosts or h.name in only_hosts)]
     if not nodes:
         fail(f"no node host{' among ' + ', '.join(only_hosts) if only_hosts else ''} in {spec_file}", ExitCode.USAGE)
-    contents: dict[str, bytes] = {}
+    contents: dict[str, Path] = {}
     for archive in archives:
         try:
-            names = check_archive(archive)
-            data = read_regular(archive, MAX_ARCHIVE_BYTES, "an image archive")
+            names = check_archive(archive)  # streamed: an archive is never read whole
         except ImageError as exc:
             fail(f"{archive}: {exc}", ExitCode.USAGE)
         except OSError as exc:
@@ -129,7 +127,7 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
             fail(f"{archive}: another archive has the file name {archive.name}; both would land at one path on "
                  "the nodes", ExitCode.USAGE)
         _say(f"{archive}: {', '.join(names)}")
-        contents[archive.name] = data
+        contents[archive.name] = archive
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
 
     async def run() -> None:

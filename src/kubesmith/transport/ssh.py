@@ -32,7 +32,7 @@ from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt
                       wait_exponential_jitter)
 
 from kubesmith import fsutil
-from kubesmith.hostfile import HostFile
+from kubesmith.hostfile import HostFile, StreamedFile
 
 
 UPLOAD_CONCURRENCY = 16  # files in flight per host: hides round trips, which dominate small files
@@ -62,6 +62,7 @@ class HostLost(TransportError):
 _LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError, EOFError)
 TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
 PROXY_EXIT_WAIT = 2.0  # seconds a ProxyCommand gets to exit on its own once its connection closed
+STREAM_CHUNK = 1 << 20  # bytes per write of a streamed upload
 MAX_SETTINGS_BYTES = 1 << 20  # an OpenSSH config, known_hosts file or key is a few KB
 # A host that vanished without closing its connections (powered off, network gone) is noticed after
 # about 30 s of silence rather than never.
@@ -159,7 +160,7 @@ class SshTransport:
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
-    async def upload(self, host: str, files: Sequence[HostFile],
+    async def upload(self, host: str, files: Sequence[HostFile | StreamedFile],
                      staged: Callable[[], Awaitable[None]] | None = None) -> None:
         """Place every file atomically; directories are created as needed (0755, root). `staged`
         runs once every temp file is written, before any rename (a test's pause point)."""
@@ -174,9 +175,12 @@ class SshTransport:
             async with connection.start_sftp_client() as sftp:
                 slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
 
-                async def put(file: HostFile, temp: str) -> None:
+                async def put(file: HostFile | StreamedFile, temp: str) -> None:
                     async with slots, sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
-                        await handle.write(file.data)
+                        if isinstance(file, StreamedFile):
+                            await _stream(file, handle)
+                        else:
+                            await handle.write(file.data)
 
                 await asyncio.gather(*(put(file, temp) for file, temp in temps))
         except _LOST as exc:
@@ -314,6 +318,13 @@ class SshTransport:
                 ours.close()
                 raise TransportError(f"{host}: ProxyCommand {command!r} did not start: {exc}") from None
         return ours
+
+
+async def _stream(file: StreamedFile, handle: asyncssh.SFTPClientFile) -> None:
+    """Copy a local file to an open remote one in chunks (bounded memory, whatever its size)."""
+    with fsutil.open_regular(file.source, file.limit, "a file to upload") as source:
+        while chunk := source.read(STREAM_CHUNK):
+            await handle.write(chunk)
 
 
 HASH_SCRIPT = r"""
