@@ -113,6 +113,8 @@ def test_every_directory_option_refuses_system_directories(option: str, value: s
     ("/proc/kubelet", "lies inside /proc, a kernel file system"),
     ("/sys/fs/etcd", "lies inside /sys, a kernel file system"),
     ("/dev/shm/etcd", "lies inside /dev, a kernel file system"),
+    ("/home/alice/etcd", "lies inside /home, where users keep their files"),
+    ("/root/etcd", "lies inside /root, where users keep their files"),
     ("/usr/lib/x", None),  # legitimate: not a system directory, holds none
 ])
 def test_kernel_file_systems_are_refused(value: str, fragment: str | None, tmp_path: Path) -> None:

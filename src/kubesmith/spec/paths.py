@@ -37,6 +37,7 @@ SYSTEM_DIRECTORIES = frozenset({
     "/var/run", "/var/spool", "/var/tmp", "/var/lib/apt", "/var/lib/dpkg", "/var/lib/systemd", "/var/log/journal",
 })
 KERNEL_FILE_SYSTEMS = ("/proc", "/sys", "/dev")  # nothing of a component's lives inside these
+HOMES = ("/home", "/root")  # users' files: a component's directory inside would have its parents chowned to root
 
 # kubesmith's own directories on every host: a component's directory may be neither these nor around them
 KUBESMITH_DIRECTORIES = (
@@ -77,6 +78,9 @@ def system_directory_problem(path: str) -> str | None:
     kernel = next((top for top in KERNEL_FILE_SYSTEMS if path.startswith(top + "/")), None)
     if kernel is not None:
         return f"{path} lies inside {kernel}, a kernel file system"
+    home = next((top for top in HOMES if path.startswith(top + "/")), None)
+    if home is not None:
+        return f"{path} lies inside {home}, where users keep their files"
     held = next((system for system in sorted(SYSTEM_DIRECTORIES) if system.startswith(path.rstrip("/") + "/")), None)
     if held is not None:
         return f"{path} holds the system directory {held}"
