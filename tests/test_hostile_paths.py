@@ -457,6 +457,16 @@ def test_render_does_not_write_through_a_link_out_of_its_output(tmp_path: Path) 
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.parametrize("out", ["file", "/dev/null"])
+def test_render_into_a_file_is_one_line(out: str, tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    (tmp_path / "file").write_text("mine\n")
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", out, "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 5, f"{out} is not a directory")
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+
 def test_render_does_not_follow_a_planted_lock_link(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(spec_text())
     victim = tmp_path / "victim"

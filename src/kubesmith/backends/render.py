@@ -85,6 +85,8 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
     each removes a killed run's temp files on start, which would be a live run's files."""
     selected = select_hosts(plan, hosts)
     check_owner(store_root(state_dir), plan.cluster)  # before anything is created (checked again under the lock)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RenderError(f"{out_dir} is not a directory: render writes a tree of files into a directory")
     fsutil.make_dirs(out_dir)
     waiting = lambda holder: notify(f"waiting for {holder}, which is rendering into {out_dir}")
     with fsutil.exclusive(out_dir / LOCK, waiting):
