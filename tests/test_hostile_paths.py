@@ -790,3 +790,14 @@ def test_a_fifo_streamed_to_a_host_is_refused(local_sshd, tmp_path: Path) -> Non
     with bounded(SLOW_BOUND), pytest.raises(TransportError, match="not a regular file"):
         asyncio.run(scenario())
     assert not (tmp_path / "x.tar").exists()
+
+
+def test_an_error_never_carries_a_terminal_escape(tmp_path: Path) -> None:
+    """An archive's name from the command line is printed with its control characters escaped."""
+    name = "x\x1b[2J\x1b]0;owned\x07\u202ey.tar"
+    (tmp_path / name).write_text("not a tar\n")
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        result = kubesmith("images", "import", "c.yaml", name, cwd=tmp_path)
+    assert_clean_failure(result, 2, "x\\x1b[2J\\x1b]0;owned\\x07\\u202ey.tar: not an image archive")
+    assert not any(c in result.stderr for c in "\x1b\x07\u202e")

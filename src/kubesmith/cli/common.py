@@ -35,7 +35,7 @@ class CommandFailed(click.ClickException):
         self.exit_code = int(code)
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"error: {printable(self.format_message(), keep=chr(10))}", err=True)
 
 
 def run_guarded(command: click.Command) -> int:
@@ -105,7 +105,7 @@ def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:
 def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
     errors = sum(1 for problem in problems if problem.severity == "error")
     for problem in problems:
-        click.echo(("error: " if problem.severity == "error" else "") + str(problem), err=True)
+        click.echo(printable(("error: " if problem.severity == "error" else "") + str(problem)), err=True)
     if errors:
         click.echo(f"{errors} error{'s' if errors != 1 else ''} found", err=True)
 
@@ -267,11 +267,13 @@ def preflight_failed(failures: Iterable[Any]) -> NoReturn:
     fail(summary, ExitCode.PREFLIGHT)
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """`text` from a user or a file, safe to print: control, format and line-separator characters
-    (escape sequences that would drive the reader's terminal) are shown as escapes instead."""
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc" else
-                   f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+    (escape sequences that would drive the reader's terminal) are shown as escapes instead; the
+    characters in `keep` (a message's own line breaks) stay."""
+    return "".join(c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
+                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   for c in text)
 
 
 def emit_json(data: Any) -> None:
