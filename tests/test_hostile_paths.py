@@ -801,3 +801,42 @@ def test_an_error_never_carries_a_terminal_escape(tmp_path: Path) -> None:
         result = kubesmith("images", "import", "c.yaml", name, cwd=tmp_path)
     assert_clean_failure(result, 2, "x\\x1b[2J\\x1b]0;owned\\x07\\u202ey.tar: not an image archive")
     assert not any(c in result.stderr for c in "\x1b\x07\u202e")
+
+
+def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """render (as apply) never reads an operator's archive whole: in chunks to hash, copy and compare."""
+    from kubesmith import fsutil
+
+    archive = tmp_path / "big.tar"
+    archive.write_bytes(oci_archive("example.local/big:1", (ImageFile("/blob", os.urandom(3 << 20), 0o644),),
+                                    ("/blob",)))
+    (tmp_path / "c.yaml").write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
+    reads: list[int] = []
+    real_open = fsutil.open_regular
+
+    class Counting:
+        def __init__(self, file: io.BufferedReader) -> None:
+            self.file = file
+
+        def read(self, size: int = -1) -> bytes:
+            reads.append(size)
+            return self.file.read(size)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.file, name)
+
+    @contextlib.contextmanager
+    def counting_open(path: Path, *args: object) -> Iterator[object]:
+        with real_open(path, *args) as file:  # type: ignore[arg-type]
+            yield Counting(file) if Path(path) == archive else file
+
+    monkeypatch.setattr(fsutil, "open_regular", counting_open)
+    for expected_unchanged in (False, True):
+        with bounded(SLOW_BOUND):
+            result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        placed = tmp_path / "out" / "h1" / "var/lib/kubesmith/images/big.tar"
+        assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
+        assert (" 0 files written" in result.stdout) == expected_unchanged, result.stdout
+    assert reads and all(0 <= size <= fsutil.CHUNK for size in reads), sorted(set(reads))[-3:]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import hashlib
 import os
 import secrets
 import stat
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 TEMP_MARKER = ".kstmp-"
+CHUNK = 1 << 20  # bytes per read of a file copied or hashed in chunks
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class Pending:
     path: Path
     data: bytes
     mode: int
+    source: Path | None = None  # copied from this file in chunks instead of `data` (an image archive)
+    limit: int = 0  # the largest `source` accepted
 
 
 def is_temp(path: Path) -> bool:
@@ -173,15 +177,36 @@ def _write_temp(item: Pending) -> Path:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, item.mode)
     try:
         os.fchmod(fd, item.mode)  # the umask must not widen or narrow the requested mode
-        view = memoryview(item.data)
-        while view:
-            view = view[os.write(fd, view):]
+        for chunk in _chunks(item):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
     except OSError as exc:  # a full disk: the message names the file, and no temp file stays
         temp.unlink(missing_ok=True)
+        if exc.filename is not None:  # the source it was copied from
+            raise
         raise OSError(exc.errno, exc.strerror, str(item.path)) from None
     finally:
         os.close(fd)
     return temp
+
+
+def _chunks(item: Pending) -> Iterator[bytes]:
+    if item.source is None:
+        yield item.data
+        return
+    with open_regular(item.source, item.limit, "a file to copy") as source:
+        while chunk := source.read(CHUNK):
+            yield chunk
+
+
+def file_sha256(path: Path, limit: int) -> str:
+    """The sha256 of a regular file, read in chunks."""
+    digest = hashlib.sha256()
+    with open_regular(path, limit, "a file to hash") as file:
+        while chunk := file.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _fsync_path(path: Path) -> None:

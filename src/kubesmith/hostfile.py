@@ -36,3 +36,24 @@ class StreamedFile:
     group: str
     source: Path
     limit: int
+    digest: str | None = field(default=None, init=False, repr=False, compare=False)  # memo, as HostFile's
+
+    @property
+    def sha256(self) -> str:
+        """Hashed in chunks, once."""
+        if self.digest is None:
+            from kubesmith import fsutil
+
+            object.__setattr__(self, "digest", fsutil.file_sha256(self.source, self.limit))
+        return self.digest  # type: ignore[return-value]
+
+    @property
+    def size(self) -> int:
+        return self.source.stat().st_size
+
+
+def size_of(file: HostFile | StreamedFile) -> int:
+    return file.size if isinstance(file, StreamedFile) else len(file.data)
+
+
+AnyHostFile = HostFile | StreamedFile  # what render resolves a plan's file to, and apply uploads

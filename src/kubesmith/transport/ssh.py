@@ -32,7 +32,7 @@ from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt
                       wait_exponential_jitter)
 
 from kubesmith import fsutil
-from kubesmith.hostfile import HostFile, StreamedFile
+from kubesmith.hostfile import AnyHostFile, StreamedFile
 
 
 UPLOAD_CONCURRENCY = 16  # files in flight per host: hides round trips, which dominate small files
@@ -160,7 +160,7 @@ class SshTransport:
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
-    async def upload(self, host: str, files: Sequence[HostFile | StreamedFile],
+    async def upload(self, host: str, files: Sequence[AnyHostFile],
                      staged: Callable[[], Awaitable[None]] | None = None) -> None:
         """Place every file atomically; directories are created as needed (0755, root). `staged`
         runs once every temp file is written, before any rename (a test's pause point)."""
@@ -175,7 +175,7 @@ class SshTransport:
             async with connection.start_sftp_client() as sftp:
                 slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
 
-                async def put(file: HostFile | StreamedFile, temp: str) -> None:
+                async def put(file: AnyHostFile, temp: str) -> None:
                     async with slots, sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
                         if isinstance(file, StreamedFile):
                             await _stream(file, handle)
