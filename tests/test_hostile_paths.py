@@ -840,3 +840,31 @@ def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,
         assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
         assert (" 0 files written" in result.stdout) == expected_unchanged, result.stdout
     assert reads and all(0 <= size <= fsutil.CHUNK for size in reads), sorted(set(reads))[-3:]
+
+
+def test_run_copies_an_archive_into_its_root_unchanged(tmp_path: Path) -> None:
+    """`kubesmith run` lays the rendered tree into its root: documents re-rooted, the rest (an image
+    archive) copied in chunks as it is, with its mode."""
+    from kubesmith.backends.run import prepare_root
+    from kubesmith.layout import RunPaths
+    from pki_support import plan_of
+
+    archive = valid_oci(tmp_path / "app.tar")
+    spec = tmp_path / "c.yaml"
+    spec.write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
+    import shutil
+    import tempfile
+
+    state = Path(tempfile.mkdtemp(prefix="ks", dir="/tmp"))  # containerd's socket path must stay short
+    try:
+        with bounded(SLOW_BOUND):
+            result = kubesmith("render", "c.yaml", "-o", str(state / "rendered"), "--state-dir", str(state),
+                               cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        paths = RunPaths(state, "h1")
+        prepare_root(paths, plan_of(spec).host("h1"))
+        placed = paths.root / "var/lib/kubesmith/images/app.tar"
+        assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
+        assert str(paths.root) in (paths.root / "etc/containerd/config.toml").read_text()  # re-rooted document
+    finally:
+        shutil.rmtree(state)
