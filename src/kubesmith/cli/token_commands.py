@@ -109,7 +109,7 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     _check_not_service_sans(node, addresses, config.service_sans)
     if ttl is None:
         ttl = config.default_token_ttl
-        _check_token_text(ttl, description, f"the tokenTtl setting of {config_file or layout.CA_SERVICE_CONFIG}")
+        _check_token_text(ttl, description, f"default_token_ttl of {config_file or layout.CA_SERVICE_CONFIG}")
     with user_errors():
         created = store.create(ttl, node, addresses, description)
     ca_hash = spki_hash(certificate) if certificate is not None else "sha256:<hash of the CA public key>"
