@@ -263,6 +263,9 @@ def make_file(kind: str, tmp_path: Path) -> Path:
     elif kind == "gzip":
         import gzip
         target.write_bytes(gzip.compress(valid_oci(tmp_path / "whole.tar").read_bytes()))
+    elif kind == "sparse-9-gib":  # no disk used: only the size counts
+        with open(target, "wb") as file:
+            file.truncate(9 << 30)
     elif kind.startswith("/dev/"):
         return Path(kind)
     return target
@@ -285,6 +288,7 @@ ARCHIVE_PROBLEMS = {
     "manifest-a-string": "manifest.json lists no image",
     "huge-index": "index.json is not a file of at most",
     "gzip": "not a tar file",
+    "sparse-9-gib": "larger than 8 GiB (9 GiB); expected an image archive",
 }
 
 
@@ -345,7 +349,7 @@ def test_an_operator_archive_lands_root_only_on_the_nodes(tmp_path: Path) -> Non
 
 # ---- image archives on the command line (`images import`) ------------------------------------------
 
-@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob", "sparse-9-gib"])
 def test_images_import_checks_each_archive_before_connecting(kind: str, tmp_path: Path) -> None:
     path = make_file(kind, tmp_path)
     (tmp_path / "c.yaml").write_text(spec_text())

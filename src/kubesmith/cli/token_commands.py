@@ -66,13 +66,13 @@ def token_options(command: Any) -> Any:
 
 
 @token_group.command("create")
-@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token (default: the CA service's "
-              "tokenTtl setting, else 1h).")
+@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token, at most 365d (default: the CA "
+              "service's default_token_ttl setting, else 1h).")
 @click.option("--node", default=None, metavar="NAME",
               help="The node this token may join as (default: the first node name it is used for).")
 @click.option("--address", "addresses", multiple=True, metavar="IP",
               help="IP address the node's serving certificate may carry (repeatable).")
-@click.option("--description", default="", help="Free text shown by `token list`.")
+@click.option("--description", default="", help="Plain text shown by `token list` (at most 200 characters).")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
 @click.option("--cluster", "cluster_file", default=None, metavar="FILE",
               help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
@@ -228,13 +228,13 @@ def _check_token_text(ttl: float | None, description: str, source: str) -> None:
     """A lifetime and a description the store can hold and `token list` can print, refused up front."""
     try:
         if ttl is not None:
-            try:
-                tokens.check_ttl(ttl)
-            except tokens.TokenError as exc:
-                raise tokens.TokenError(f"{source}: {exc}") from None
+            tokens.check_ttl(ttl)
+    except tokens.TokenError as exc:
+        fail(f"{source}: {exc}", ExitCode.USAGE)
+    try:
         tokens.check_description(description)
     except tokens.TokenError as exc:
-        fail(str(exc) if str(exc).startswith(source) else f"--description: {exc}", ExitCode.USAGE)
+        fail(f"--description: {exc}", ExitCode.USAGE)
 
 
 def _iso(timestamp: float) -> str:
