@@ -26,6 +26,7 @@ from typing import BinaryIO
 
 TEMP_MARKER = ".kstmp-"
 CHUNK = 1 << 20  # bytes per read of a file copied or hashed in chunks
+SMALL_FILE_BYTES = 1 << 20  # a settings file, key, certificate or known_hosts named by a user: a few KB
 
 
 @dataclass(frozen=True, slots=True)

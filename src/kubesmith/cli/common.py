@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from kubesmith.spec.load import LoadedSpec
 
 OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
-SETTINGS_LIMIT = 4 << 20  # a settings file a module writes is a few KB
 
 
 class CommandFailed(click.ClickException):
@@ -185,9 +184,9 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
 def read_json_config(path: str, required: bool) -> dict[str, Any]:
     """A settings file written by a module; missing is fine unless the user named it."""
     try:
-        from kubesmith.fsutil import read_regular
+        from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 
-        document = json.loads(read_regular(Path(path), SETTINGS_LIMIT, "a JSON settings file"))
+        document = json.loads(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
             fail(f"{path}: no such file", ExitCode.IO_ERROR)

@@ -18,11 +18,8 @@ from kubesmith.cli.ca_commands import ca_config
 from kubesmith.cli.common import (DURATION, OUTPUT_TEXT_JSON, check_addresses, check_node_name, config_option,
                                   emit_json, fail, load_spec_or_fail, printable, ssh_flags, user_errors)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.fsutil import read_regular
+from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 from kubesmith.pki import keys
-
-
-KEY_LIMIT = 1 << 20  # a PEM key or certificate is a few KB
 
 
 @click.group("token")
@@ -34,7 +31,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
     """The store, with the CA key checked against the CA certificate where that is readable (a
     token wrapped with another key would never be accepted by the CA service)."""
     with user_errors():
-        key = keys.load(read_regular(config.ca_key, KEY_LIMIT, "a private key"), str(config.ca_key))
+        key = keys.load(read_regular(config.ca_key, SMALL_FILE_BYTES, "a private key"), str(config.ca_key))
     if ca_cert is not None and not keys.same_public_key(ca_cert.public_key(), key.public_key()):
         fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",
              ExitCode.USAGE)
@@ -44,7 +41,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
 def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | None:
     """The CA certificate, or None where it is not readable here (the token store works without)."""
     try:
-        return x509.load_pem_x509_certificate(read_regular(config.ca_cert, KEY_LIMIT, "a certificate"))
+        return x509.load_pem_x509_certificate(read_regular(config.ca_cert, SMALL_FILE_BYTES, "a certificate"))
     except (OSError, ValueError):
         return None
 

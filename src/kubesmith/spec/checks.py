@@ -7,7 +7,7 @@ import unicodedata
 from typing import Any
 
 from kubesmith.modules import MODULES
-from kubesmith.spec.errors import LocPart, format_path
+from kubesmith.spec.errors import LocPart
 from kubesmith.spec.managed import managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components

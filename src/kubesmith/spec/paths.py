@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesmith import fsutil, layout
-from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive
+from kubesmith.images import ImageError, check_archive
 from kubesmith.spec.errors import LocPart, format_path
 from kubesmith.spec.model import Cluster
 
@@ -45,7 +45,6 @@ KUBESMITH_DIRECTORIES = (
     (f"{layout.LIB}/kubesmith", "kubesmith's state"), (layout.LOG, "kubesmith's logs"),
 )
 
-MAX_SSH_FILE_BYTES = 1 << 20  # an OpenSSH config, known_hosts or key is a few KB (as the transport's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +229,6 @@ def ssh_file_problem(path: Path, expected: str) -> str | None:
     """Why `path` cannot serve as an SSH settings file (None: it can, or it does not exist here)."""
     if not path.exists() and not path.is_symlink():
         return None
-    problem = fsutil.regular_file_problem(path, MAX_SSH_FILE_BYTES, expected)
+    problem = fsutil.regular_file_problem(path, fsutil.SMALL_FILE_BYTES, expected)
     return None if problem is None else f"{path}: {problem}"
 
-
-__all__ = ["MAX_ARCHIVE_BYTES", "SYSTEM_DIRECTORIES", "archive_problem", "path_findings",
-           "system_directory_problem"]

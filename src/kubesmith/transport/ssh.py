@@ -63,7 +63,6 @@ _LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError,
 TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
 PROXY_EXIT_WAIT = 2.0  # seconds a ProxyCommand gets to exit on its own once its connection closed
 STREAM_CHUNK = 1 << 20  # bytes per write of a streamed upload
-MAX_SETTINGS_BYTES = 1 << 20  # an OpenSSH config, known_hosts file or key is a few KB
 # A host that vanished without closing its connections (powered off, network gone) is noticed after
 # about 30 s of silence rather than never.
 KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10.0, 3
@@ -96,7 +95,7 @@ class SshOptions:
         if self.config_file is not None:
             named.append((self.config_file, "SSH config file", "--ssh-config"))
         for path, what, flag in named:
-            problem = fsutil.regular_file_problem(path, MAX_SETTINGS_BYTES, f"an {what}" if what[0] in "ai"
+            problem = fsutil.regular_file_problem(path, fsutil.SMALL_FILE_BYTES, f"an {what}" if what[0] in "ai"
                                                   else f"a {what}")
             if problem is not None:
                 return f"{what} {path}: {problem} ({flag} or spec.ssh)"
