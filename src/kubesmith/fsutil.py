@@ -12,15 +12,21 @@ fsync per file (measured: 3,000 files in 20 ms instead of ~1.3 s), then rename t
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
+import hashlib
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 TEMP_MARKER = ".kstmp-"
+CHUNK = 1 << 20  # bytes per read of a file copied or hashed in chunks
+SMALL_FILE_BYTES = 1 << 20  # a settings file, key, certificate or known_hosts named by a user: a few KB
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,8 @@ class Pending:
     path: Path
     data: bytes
     mode: int
+    source: Path | None = None  # copied from this file in chunks instead of `data` (an image archive)
+    limit: int = 0  # the largest `source` accepted
 
 
 def is_temp(path: Path) -> bool:
@@ -130,7 +138,7 @@ def exclusive(lock: Path, waiting: Callable[[str], None] | None = None) -> Itera
     holds it, `waiting` first hears who (the holder writes its pid into the file), then this blocks
     until the holder is done or dies: the kernel drops a dead process's lock, so nothing goes stale."""
     make_dirs(lock.parent)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted link must not be truncated
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -170,12 +178,36 @@ def _write_temp(item: Pending) -> Path:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, item.mode)
     try:
         os.fchmod(fd, item.mode)  # the umask must not widen or narrow the requested mode
-        view = memoryview(item.data)
-        while view:
-            view = view[os.write(fd, view):]
+        for chunk in _chunks(item):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+    except OSError as exc:  # a full disk: the message names the file, and no temp file stays
+        temp.unlink(missing_ok=True)
+        if exc.filename is not None:  # the source it was copied from
+            raise
+        raise OSError(exc.errno, exc.strerror, str(item.path)) from None
     finally:
         os.close(fd)
     return temp
+
+
+def _chunks(item: Pending) -> Iterator[bytes]:
+    if item.source is None:
+        yield item.data
+        return
+    with open_regular(item.source, item.limit, "a file to copy") as source:
+        while chunk := source.read(CHUNK):
+            yield chunk
+
+
+def file_sha256(path: Path, limit: int) -> str:
+    """The sha256 of a regular file, read in chunks."""
+    digest = hashlib.sha256()
+    with open_regular(path, limit, "a file to hash") as file:
+        while chunk := file.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _fsync_path(path: Path) -> None:
@@ -219,3 +251,97 @@ def _syncfs_function():  # type: ignore[no-untyped-def]
     function.argtypes = [ctypes.c_int]
     function.restype = ctypes.c_int
     return function
+
+
+# ---- reading what a user names: regular files only, bounded
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+@contextmanager
+def open_regular(path: Path, limit: int, expected: str) -> Iterator[BinaryIO]:
+    """`path` opened for reading when it is a regular file of at most `limit` bytes: a FIFO would block
+    the open and every read, /dev/zero never ends, so both are refused before any byte is read.
+    OSError (EINVAL, EFBIG) names what it is instead; `expected` says what was wanted."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({file_kind(info.st_mode)}); expected {expected}",
+                          str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {_size(limit)} ({_size(info.st_size)}); expected {expected}",
+                          str(path))
+        os.set_blocking(descriptor, True)
+        yield file
+
+
+def read_regular(path: Path, limit: int, expected: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (see `open_regular`); a file that grows
+    while it is read is refused too."""
+    with open_regular(path, limit, expected) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {_size(limit)}; expected {expected}", str(path))
+    return data
+
+
+def regular_file_problem(path: Path, limit: int, expected: str) -> str | None:
+    """Why `path` cannot be read as `expected` ("does not exist", "not a regular file (a FIFO)...",
+    "larger than ..."), or None when it can; nothing is read."""
+    try:
+        with open_regular(path, limit, expected):
+            return None
+    except FileNotFoundError:
+        return "does not exist"
+    except IsADirectoryError:
+        return f"is a directory; expected {expected}"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+
+
+def _size(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.3g} {unit}"
+    return f"{count} bytes"
+
+
+def escapes(root: Path, path: Path) -> Path | None:
+    """The first existing component of `path` (inside `root`) that leads out of `root` (a symbolic link
+    to elsewhere) or is no directory where one is needed; None when writing `path` stays inside."""
+    top = Path(os.path.realpath(root))
+    current = root
+    for part in path.relative_to(root).parts[:-1]:
+        current = current / part
+        try:
+            info = current.lstat()
+        except FileNotFoundError:
+            return None  # what is missing is created as a plain directory
+        if stat.S_ISLNK(info.st_mode):
+            real = Path(os.path.realpath(current))
+            if real != top and top not in real.parents:
+                return current
+            if not real.is_dir():
+                return current
+        elif not stat.S_ISDIR(info.st_mode):
+            return current
+    return None
+
+
+def link_out(root: Path) -> Path | None:
+    """The first symbolic link under `root` that leads out of it (or nowhere); None when there is none.
+    Links are not followed, so a loop costs nothing."""
+    top = Path(os.path.realpath(root))
+    for directory, subdirectories, names in os.walk(root):
+        for name in (*subdirectories, *names):
+            path = Path(directory, name)
+            if path.is_symlink():
+                real = Path(os.path.realpath(path))
+                if top not in real.parents or not real.exists():
+                    return path
+    return None

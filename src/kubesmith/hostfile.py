@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +23,37 @@ class HostFile:
         if self.digest is None:
             object.__setattr__(self, "digest", hashlib.sha256(self.data).hexdigest())  # a memo of immutable data
         return self.digest  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedFile:
+    """A file for a host that is copied from a file here in chunks, never held in memory whole (an
+    image archive of gigabytes); `source` is read as a regular file of at most `limit` bytes."""
+
+    path: str  # absolute path on the host
+    mode: int
+    owner: str
+    group: str
+    source: Path
+    limit: int
+    digest: str | None = field(default=None, init=False, repr=False, compare=False)  # memo, as HostFile's
+
+    @property
+    def sha256(self) -> str:
+        """Hashed in chunks, once."""
+        if self.digest is None:
+            from kubesmith import fsutil
+
+            object.__setattr__(self, "digest", fsutil.file_sha256(self.source, self.limit))
+        return self.digest  # type: ignore[return-value]
+
+    @property
+    def size(self) -> int:
+        return self.source.stat().st_size
+
+
+def size_of(file: HostFile | StreamedFile) -> int:
+    return file.size if isinstance(file, StreamedFile) else len(file.data)
+
+
+AnyHostFile = HostFile | StreamedFile  # what render resolves a plan's file to, and apply uploads

@@ -38,7 +38,7 @@ from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
-from kubesmith.hostfile import HostFile
+from kubesmith.hostfile import AnyHostFile, HostFile
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
@@ -95,7 +95,7 @@ class HostState:
     """What apply needs to know about one host: desired files, current hashes, previous manifest."""
 
     plan: HostPlan
-    files: tuple[HostFile, ...]
+    files: tuple[AnyHostFile, ...]
     current: dict[str, str | None]
     previous: dict[str, str]
     existing_users: frozenset[str]
@@ -115,7 +115,7 @@ class ApplyReport:
 
 
 def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runtime_bundle.RuntimeBundle,
-                  hosts: Sequence[str] | None = None, units: UnitOptions = UnitOptions()) -> dict[str, list[HostFile]]:
+                  hosts: Sequence[str] | None = None, units: UnitOptions = UnitOptions()) -> dict[str, list[AnyHostFile]]:
     """Everything each selected host must hold, by host name: the rendered tree, which is what
     `kubesmith render --binaries DIR --runtime` writes."""
     shipped = Shipped(binaries.paths, runtime_bundle.host_files(bundle), units)
@@ -123,7 +123,7 @@ def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runti
     return {name: list(files) for name, files in rendered.items()}
 
 
-async def inspect_host(transport: SshTransport, host: HostPlan, files: list[HostFile],
+async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyHostFile],
                        bundle: runtime_bundle.RuntimeBundle) -> HostState:
     address = host.address
     names = " ".join(shlex.quote(user.name) for user in host.users)
@@ -151,7 +151,7 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[Host
     return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
 
 
-def redo(files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],
+def redo(files: Sequence[AnyHostFile], current: dict[str, str | None], previous: dict[str, str],
          changes: HostChanges, runtime_ok: bool, leftovers: Sequence[str],
          renewed: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """What the host needs besides files, judged from content: a runtime that is missing or not
@@ -169,8 +169,8 @@ def redo(files: Sequence[HostFile], current: dict[str, str | None], previous: di
     return tuple(wanted)
 
 
-async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[HostFile],
-                       current: dict[str, str | None]) -> list[HostFile]:
+async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[AnyHostFile],
+                       current: dict[str, str | None]) -> list[AnyHostFile]:
     """Where the host's agent renewed a certificate (or a kubeconfig's), keep the host's newer copy:
     going back to the PKI state's older one would only restart the component."""
     kinds = {f.path: f.source.kind for f in host.files if f.source and f.source.kind in RENEWABLE_SOURCES}
@@ -184,7 +184,7 @@ async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[Host
     return [kept.get(f.path, f) for f in files]
 
 
-def diff_host(host: HostPlan, files: Sequence[HostFile], current: dict[str, str | None], previous: dict[str, str],
+def diff_host(host: HostPlan, files: Sequence[AnyHostFile], current: dict[str, str | None], previous: dict[str, str],
               existing_users: frozenset[str]) -> HostChanges:
     """What an apply would change on one host; pure, so `plan` and tests use the same logic."""
     added = tuple(f.path for f in files if current.get(f.path) is None)
@@ -233,7 +233,7 @@ async def change_host(transport: SshTransport, state: HostState, bundle: runtime
     await phases.run(name, "enable", _enable(transport, state))
 
 
-async def _users(transport: SshTransport, state: HostState, users_file: list[HostFile]) -> None:
+async def _users(transport: SshTransport, state: HostState, users_file: list[AnyHostFile]) -> None:
     await transport.upload(state.plan.address, users_file)
     await _must(transport, state, "systemd-sysusers")
 
@@ -380,7 +380,7 @@ async def record(transport: SshTransport, state: HostState, cluster: str) -> Non
     await transport.upload(state.plan.address, [HostFile(layout.APPLIED_MANIFEST, 0o600, "root", "root", data)])
 
 
-async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
+async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
                       bundle: runtime_bundle.RuntimeBundle, parallel: bool = True,
                       phases: Phases | None = None) -> list[HostState]:
     hosts = [host for host in plan.hosts if host.name in files]
@@ -390,7 +390,7 @@ async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list
                          parallel)
 
 
-async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
+async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
                      membership: etcd_members.Membership | None = None, max_unavailable: int = 1) -> ApplyReport:
@@ -488,7 +488,7 @@ class ApplySession:
     binaries: Binaries
     ignore_preflight: frozenset[str] = frozenset()  # checks `--ignore-preflight` skips
 
-    def desired(self, plan: Plan) -> tuple[dict[str, list[HostFile]], runtime_bundle.RuntimeBundle]:
+    def desired(self, plan: Plan) -> tuple[dict[str, list[AnyHostFile]], runtime_bundle.RuntimeBundle]:
         """Every selected host's files and kubesmith's runtime (PkiError, OSError on the state)."""
         bundle = runtime_bundle.build_bundle(self.state_dir / "cache")
         return desired_files(plan, self.state_dir, self.binaries, bundle, self.hosts), bundle

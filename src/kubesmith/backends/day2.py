@@ -183,10 +183,22 @@ def kubesmith_paths(host: HostPlan) -> list[str]:
     return sorted(owned)
 
 
+def check_removable(host: HostPlan, paths: Sequence[str]) -> None:
+    """Reset deletes only what kubesmith made: a system directory (from a spec applied before such specs
+    were refused, or a manifest edited on the host) stops it before anything is deleted anywhere."""
+    from kubesmith.spec.paths import system_directory_problem
+
+    for path in paths:
+        problem = system_directory_problem(str(path)) if str(path).startswith("/") else f"{path} is not absolute"
+        if problem is not None:
+            raise Day2Error(f"{host.name}: refusing to delete {path}: {problem}; no host was changed")
+
+
 async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str, object],
                      progress: Progress) -> None:
     """Stop and remove kubesmith's units, files and data directories on a host of the cluster."""
     files = sorted(manifest.get("files", {}))  # type: ignore[arg-type]
+    check_removable(host, [*files, *kubesmith_paths(host)])
     units = sorted(Path(path).name for path in files if path.startswith(f"{layout.UNIT_DIR}/"))
     progress(f"{host.name}: stopping {len(units)} units")
     if units:
@@ -208,7 +220,11 @@ async def reset(transport: SshTransport, plan: Plan, hosts: Sequence[str], progr
     etcd member of a cluster that keeps running (some members are not reset) leaves etcd first:
     its data is about to go, and a member that comes back empty under its old identity is unsafe."""
     selected = [plan.host(name) for name in hosts]
+    for host in selected:
+        check_removable(host, kubesmith_paths(host))
     manifests = await asyncio.gather(*(manifest_of(transport, host, plan.cluster) for host in selected))
+    for host, manifest in zip(selected, manifests):
+        check_removable(host, sorted(manifest.get("files", {})))  # type: ignore[arg-type]
     staying = [host for host in members_of(plan) if host.name not in hosts]
     for host in (host for host in members_of(plan) if host.name in hosts and staying):
         progress(f"{host.name}: removing its etcd member (through {staying[0].name})")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import shlex
 from collections.abc import Callable, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
-from kubesmith.hostfile import HostFile
-from kubesmith.modules.container_runtime import IMAGES_DIR
+from kubesmith.hostfile import StreamedFile
+from kubesmith.images import MAX_ARCHIVE_BYTES
+from kubesmith.modules.container_runtime import ARCHIVE_MODE, IMAGES_DIR
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport, TransportError
 
@@ -29,11 +30,12 @@ def loader_argv(host: HostPlan) -> list[str]:
     return [REMOTE_KUBESMITH, *service.argv]
 
 
-async def import_to(transport: SshTransport, hosts: Sequence[HostPlan], archives: dict[str, bytes],
+async def import_to(transport: SshTransport, hosts: Sequence[HostPlan], archives: dict[str, Path],
                     say: Callable[[str], None]) -> None:
-    """Place every archive in the hosts' image directories (atomically), then import them, hosts at once."""
-    files = [HostFile(str(PurePosixPath(IMAGES_DIR) / name), 0o644, "root", "root", data)
-             for name, data in sorted(archives.items())]
+    """Place every archive in the hosts' image directories (atomically, streamed from the files here,
+    root-only there), then import them, hosts at once."""
+    files = [StreamedFile(str(PurePosixPath(IMAGES_DIR) / name), ARCHIVE_MODE, "root", "root", source,
+                          MAX_ARCHIVE_BYTES) for name, source in sorted(archives.items())]
 
     async def one(host: HostPlan) -> None:
         argv = loader_argv(host)

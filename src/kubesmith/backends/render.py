@@ -15,6 +15,7 @@ left alone, and files that a previous render listed but the plan no longer has a
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,9 @@ from kubesmith.agent.checkpoints import component_config
 from kubesmith.agent.configloop import Component
 from kubesmith.backends.systemd import UnitOptions, executable, unit_file_mode, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
-from kubesmith.hostfile import HostFile
+from kubesmith.hostfile import AnyHostFile, HostFile, StreamedFile, size_of
 from kubesmith.health.probespec import probe_argument
-from kubesmith.images import ImageError, image_cache_dir, pause_archive
+from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive, image_cache_dir, pause_archive
 from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
@@ -84,6 +85,8 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
     each removes a killed run's temp files on start, which would be a live run's files."""
     selected = select_hosts(plan, hosts)
     check_owner(store_root(state_dir), plan.cluster)  # before anything is created (checked again under the lock)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RenderError(f"{out_dir} is not a directory: render writes a tree of files into a directory")
     fsutil.make_dirs(out_dir)
     waiting = lambda holder: notify(f"waiting for {holder}, which is rendering into {out_dir}")
     with fsutil.exclusive(out_dir / LOCK, waiting):
@@ -101,6 +104,7 @@ def _render_locked(plan: Plan, state_dir: Path, out_dir: Path, selected: list[Ho
     for host in selected:
         host_dir = out_dir / host.name
         changed, same, stale = _host_changes(host_dir, files[host.name])
+        _check_inside(out_dir, [item.path for item in changed] + stale)
         pending += changed
         unchanged += same
         removed += _remove(stale)
@@ -114,7 +118,7 @@ def _render_locked(plan: Plan, state_dir: Path, out_dir: Path, selected: list[Ho
 
 
 def bundles(plan: Plan, state_dir: Path, hosts: list[str] | None = None,
-            shipped: Shipped | None = None) -> dict[str, tuple[HostFile, ...]]:
+            shipped: Shipped | None = None) -> dict[str, tuple[AnyHostFile, ...]]:
     """Every selected host's files in memory (issuing what the PKI lacks), without writing a bundle."""
     selected = select_hosts(plan, hosts)
     with PkiStore.open(store_root(state_dir), plan) as store:
@@ -122,7 +126,7 @@ def bundles(plan: Plan, state_dir: Path, hosts: list[str] | None = None,
     return files
 
 
-def host_files(plan: Plan, host: str, store: PkiStore) -> tuple[HostFile, ...]:
+def host_files(plan: Plan, host: str, store: PkiStore) -> tuple[AnyHostFile, ...]:
     """One host's files, as (path, mode, owner, group, bytes), resolved against an open store."""
     return _materialise(plan, select_hosts(plan, [host]), store)[1][host]
 
@@ -137,9 +141,9 @@ def select_hosts(plan: Plan, names: Sequence[str] | None) -> list[HostPlan]:
     return [known[name] for name in dict.fromkeys(names)]
 
 
-def manifest(host: str, files: Sequence[HostFile]) -> dict[str, Any]:
+def manifest(host: str, files: Sequence[AnyHostFile]) -> dict[str, Any]:
     return {"host": host, "files": [{"path": f.path, "mode": f"{f.mode:04o}", "owner": f.owner, "group": f.group,
-                                     "sha256": f.sha256, "size": len(f.data)} for f in files]}
+                                     "sha256": f.sha256, "size": size_of(f)} for f in files]}
 
 
 def host_plan_document(plan: Plan, host: HostPlan, host_doc: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -162,11 +166,12 @@ class _Context:
     issued: Mapping[tuple[str, str], Issued]
     documents: dict[tuple[int, str], bytes] = field(default_factory=dict)  # serialised data by object: the plan
     # shares one configuration document between all hosts that have the same one (1,000 kubelets)
-    images: dict[str, bytes] = field(default_factory=dict)  # image archives by source name, read or built once
+    images: dict[str, bytes] = field(default_factory=dict)  # built images by source name, built once
+    archives: dict[tuple[str, str, int], StreamedFile] = field(default_factory=dict)  # operators' archives
 
 
 def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped: Shipped | None = None
-                 ) -> tuple[list[Issued], dict[str, tuple[HostFile, ...]]]:
+                 ) -> tuple[list[Issued], dict[str, tuple[AnyHostFile, ...]]]:
     certificates = store.issue((host.name, request) for host in selected for request in host.certificates)
     ctx = _Context(plan, store, {(item.host, item.name): item for item in certificates})
     files = {host.name: tuple(_rendered(ctx, host, file) for file in host.files) for host in selected}
@@ -209,8 +214,30 @@ def components_file(plan: Plan, host: HostPlan, units: UnitOptions) -> list[Host
     return [HostFile(layout.COMPONENTS_FILE, 0o644, "root", "root", json_bytes(document))]
 
 
-def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile:
+def _rendered(ctx: _Context, host: HostPlan, file: File) -> HostFile | StreamedFile:
+    if file.source is not None and file.source.kind == "image-archive":
+        return _archive(ctx, file)
     return HostFile(file.path, file.mode, file.owner, file.group, _content(ctx, host, file))
+
+
+def _archive(ctx: _Context, file: File) -> StreamedFile:
+    """An operator's image archive, checked (a regular file, bounded, an image), then streamed from
+    its file wherever it goes: an archive of gigabytes is never held in memory."""
+    assert file.source is not None
+    key = (file.source.name, file.path, file.mode)
+    if key not in ctx.archives:
+        source = Path(file.source.name)
+        try:
+            check_archive(source)
+            streamed = StreamedFile(file.path, file.mode, file.owner, file.group, source, MAX_ARCHIVE_BYTES)
+            streamed.sha256  # hashed once, now: a file that cannot be read is said here
+        except ImageError as exc:
+            raise RenderError(f"{file.path}: {source}: {exc} (spec.components.containerRuntime.images)") from None
+        except OSError as exc:
+            raise RenderError(f"{file.path}: cannot read the image archive {source}: {exc.strerror} "
+                              "(spec.components.containerRuntime.images)") from None
+        ctx.archives[key] = streamed
+    return ctx.archives[key]
 
 
 def _content(ctx: _Context, host: HostPlan, file: File) -> bytes:
@@ -249,7 +276,7 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
         return private if kind == "service-account-key" else public
     if kind == "kubeconfig":
         return _kubeconfig(ctx, host, options, path)
-    if kind in ("sandbox-image", "image-archive"):
+    if kind == "sandbox-image":
         return _image(ctx, source, path)
     if kind == "encryption-config":
         secret = ctx.store.encryption_secret(source.name)
@@ -261,15 +288,12 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
 
 
 def _image(ctx: _Context, source: Source, path: str) -> bytes:
-    """kubesmith's sandbox image (built here from source), or an image archive of this machine's."""
+    """kubesmith's sandbox image, built here from source once."""
     if source.name not in ctx.images:
         try:
-            ctx.images[source.name] = pause_archive(image_cache_dir()) if source.kind == "sandbox-image" \
-                else Path(source.name).read_bytes()
+            ctx.images[source.name] = pause_archive(image_cache_dir())
         except ImageError as exc:
             raise RenderError(f"{path}: {exc}") from None
-        except OSError as exc:
-            raise RenderError(f"{path}: cannot read the image archive {source.name}: {exc.strerror}") from None
     return ctx.images[source.name]
 
 
@@ -316,7 +340,8 @@ def target_path(host_dir: Path, path: str) -> Path:
     return host_dir / relative
 
 
-def _host_changes(host_dir: Path, files: Sequence[HostFile]) -> tuple[list[fsutil.Pending], int, list[Path]]:
+def _host_changes(host_dir: Path, files: Sequence[HostFile | StreamedFile]
+                  ) -> tuple[list[fsutil.Pending], int, list[Path]]:
     """(files to write, count unchanged, stale paths from the previous render)."""
     pending: list[fsutil.Pending] = []
     unchanged = 0
@@ -327,17 +352,38 @@ def _host_changes(host_dir: Path, files: Sequence[HostFile]) -> tuple[list[fsuti
         if _same(target, file):
             unchanged += 1
         else:
-            pending.append(fsutil.Pending(target, file.data, file.mode))
+            pending.append(_pending(target, file))
     return pending, unchanged, [path for path in _previous(host_dir) if path not in wanted]
+
+
+def _check_inside(out_dir: Path, paths: Sequence[Path]) -> None:
+    """Nothing is written or removed through a symbolic link that leads out of the output directory
+    (a link planted in an old bundle would have render overwrite /etc); checked before any change."""
+    for path in paths:
+        if (bad := fsutil.escapes(out_dir, path)) is not None:
+            what = f"a symbolic link to {bad.resolve()}" if bad.is_symlink() else "not a directory"
+            raise RenderError(f"{bad} is {what}: render writes only inside {out_dir}; remove it and render again")
 
 
 def _if_changed(target: Path, data: bytes, mode: int = 0o644) -> list[fsutil.Pending]:
     return [] if _same(target, HostFile(str(target), mode, "", "", data)) else [fsutil.Pending(target, data, mode)]
 
 
-def _same(target: Path, file: HostFile) -> bool:
+def _pending(target: Path, file: HostFile | StreamedFile) -> fsutil.Pending:
+    if isinstance(file, StreamedFile):
+        return fsutil.Pending(target, b"", file.mode, file.source, file.limit)
+    return fsutil.Pending(target, file.data, file.mode)
+
+
+def _same(target: Path, file: HostFile | StreamedFile) -> bool:
+    """Whether `target` already is `file`: a regular file (never followed through a link, never a FIFO)."""
     try:
-        return (target.stat().st_mode & 0o7777) == file.mode and target.read_bytes() == file.data
+        info = target.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size_of(file) or (info.st_mode & 0o7777) != file.mode:
+            return False
+        if isinstance(file, StreamedFile):
+            return fsutil.file_sha256(target, file.limit) == file.sha256
+        return target.read_bytes() == file.data
     except OSError:
         return False
 

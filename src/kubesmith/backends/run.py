@@ -108,6 +108,14 @@ def reroot_document(document: Any, root: Path) -> Any:
     return map_strings(document, lambda value: reroot(value, root))
 
 
+COPY_LIMIT = 1 << 40  # a rendered file copied into the run root: the tree is kubesmith's own
+
+
+def rerooted_kind(path: str) -> bool:
+    """Whether the file at `path` is a document `rerooted_bytes` rewrites."""
+    return path.endswith((".toml", ".json", ".yaml", ".yml", ".conf", ".kubeconfig"))
+
+
 def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
     """A rendered file for the run root: YAML/JSON/TOML documents get their host paths re-rooted."""
     if path.endswith(".toml"):
@@ -132,8 +140,11 @@ def prepare_root(paths: RunPaths, host: HostPlan) -> None:
     pending = []
     for entry in manifest["files"]:
         source = paths.rendered / entry["path"].lstrip("/")
-        data = rerooted_bytes(entry["path"], source.read_bytes(), paths.root)
-        pending.append(fsutil.Pending(paths.root / entry["path"].lstrip("/"), data, int(entry["mode"], 8)))
+        target, mode = paths.root / entry["path"].lstrip("/"), int(entry["mode"], 8)
+        if not rerooted_kind(entry["path"]):  # copied as it is, in chunks (an image archive of gigabytes)
+            pending.append(fsutil.Pending(target, b"", mode, source, COPY_LIMIT))
+            continue
+        pending.append(fsutil.Pending(target, rerooted_bytes(entry["path"], source.read_bytes(), paths.root), mode))
     fsutil.write_many(pending)
     for service in host.services:
         for directory in service_directories(service):

@@ -45,6 +45,7 @@ import os
 import secrets
 import string
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -63,6 +64,10 @@ ID_LENGTH, SECRET_LENGTH = 6, 32
 AUTH_DOMAIN = b"kubesmith-authsign-v1\x00"
 WRAP_INFO = b"kubesmith token store v1"
 PRUNE_AFTER = 24 * 3600.0  # expired or revoked records stay listed this long, then disappear
+MAX_TTL = 365 * 86400.0  # a join token lives a year at most (kubeadm's default: a day)
+MAX_DESCRIPTION = 200  # characters of a token's free-text description
+MAX_STORE_BYTES = 16 << 20  # the token store: a record is ~400 bytes
+LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: any later time in a record is damage
 Clock = Callable[[], float]
 LOG = logging.getLogger("kubesmith.ca")
 
@@ -136,6 +141,24 @@ def parse_token(token: str) -> tuple[str, str]:
     return token_id, secret
 
 
+def check_ttl(ttl: float) -> None:
+    """A lifetime a record can hold and a listing can print: positive, at most MAX_TTL (a huge one
+    overflowed every date after it, and `token list` failed for good)."""
+    if not 0 < ttl <= MAX_TTL:
+        raise TokenError(f"a token's lifetime must be more than 0 and at most {MAX_TTL / 86400:.0f} days; "
+                         f"got {ttl:g} seconds")
+
+
+def check_description(description: str) -> None:
+    """Free text printed by `token list`: no control characters (an escape sequence would drive the
+    reader's terminal), bounded."""
+    bad = next((c for c in description if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if bad is not None:
+        raise TokenError(f"the description holds the control character U+{ord(bad):04X}; use plain text")
+    if len(description) > MAX_DESCRIPTION:
+        raise TokenError(f"the description is longer than {MAX_DESCRIPTION} characters")
+
+
 def auth_key(token: str) -> bytes:
     """The HMAC key for cfssl authsign derived from a token (both ends compute it)."""
     parse_token(token)
@@ -172,6 +195,20 @@ class TokenFile:
 
     def records(self) -> list[TokenRecord]:
         return _read_store(self.path)[0]
+
+    def repair(self) -> tuple[int, list[str], Path | None]:
+        """Keep the intact records of a damaged store: (records kept, a line per thing dropped, where the
+        damaged file was set aside). An intact store is left as it is."""
+        with self._locked():
+            try:
+                return len(_read_store(self.path)[0]), [], None
+            except TokenError:
+                pass
+            kept, nodes, dropped = _salvage(self.path)
+            aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+            os.replace(self.path, aside)
+            self._save(kept, nodes)
+            return len(kept), dropped, aside
 
     def revoke(self, token_id: str) -> TokenRecord:
         return self._update(token_id, lambda record, nodes: record if record.revoked is not None
@@ -227,6 +264,8 @@ class TokenStore(TokenFile):
 
     def create(self, ttl: float, node: str | None = None, addresses: tuple[str, ...] = (),
                description: str = "") -> NewToken:
+        check_ttl(ttl)
+        check_description(description)
         token = new_token()
         token_id = parse_token(token)[0]
         now = self._clock()
@@ -277,27 +316,96 @@ class TokenStore(TokenFile):
 
 
 def _read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
-    """The records of a token store and every node name it knows; no CA key is needed."""
-    try:
-        document = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    """The records of a token store and every node name it knows; no CA key is needed. A damaged store
+    is a TokenError naming the file and `kubesmith token repair`."""
+    document = _store_document(path)
+    if document is None:
         return [], frozenset()
-    except (OSError, ValueError) as exc:
-        raise TokenError(f"{path}: unreadable token store ({exc})") from exc
     try:
         records = [_record(item) for item in document["tokens"]]
-        nodes = frozenset(str(name) for name in document.get("nodes", ()))
+        nodes = frozenset(_node_name(name) for name in document.get("nodes", ()))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise TokenError(f"{path}: malformed token store ({exc})") from exc
+        raise TokenError(f"{path}: damaged token store ({_reason(exc)}); `kubesmith token repair` keeps the "
+                         "intact records and sets the file aside") from exc
     return records, nodes | {r.node for r in records if r.node is not None}
 
 
+def _store_document(path: Path) -> dict[str, Any] | None:
+    """The store's JSON object (None: no store yet); bounded, a regular file."""
+    try:
+        document = json.loads(fsutil.read_regular(path, MAX_STORE_BYTES, "a token store"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else _reason(exc)
+        raise TokenError(f"{path}: unreadable token store ({what}); `kubesmith token repair` sets it aside "
+                         "and starts an empty one") from exc
+    if not isinstance(document, dict):
+        raise TokenError(f"{path}: damaged token store (not a JSON object); `kubesmith token repair` sets it "
+                         "aside and starts an empty one")
+    return document
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if not isinstance(exc, KeyError) else f"missing {exc}"
+
+
 def _record(item: dict[str, Any]) -> TokenRecord:
-    return TokenRecord(id=str(item["id"]), created=float(item["created"]), expires=float(item["expires"]),
-                       node=item.get("node"), addresses=tuple(item.get("addresses") or ()),
-                       description=str(item.get("description", "")), nonce=str(item["nonce"]),
-                       wrapped_key=str(item["wrapped_key"]),
-                       revoked=None if item.get("revoked") is None else float(item["revoked"]))
+    """One record, every field checked: a store edited by hand must not fail later, in a listing."""
+    record = TokenRecord(id=_text(item["id"], "id"), created=_time(item["created"], "created"),
+                         expires=_time(item["expires"], "expires"),
+                         node=None if item.get("node") is None else _node_name(item["node"]),
+                         addresses=tuple(_text(a, "addresses") for a in item.get("addresses") or ()),
+                         description=_text(item.get("description", ""), "description"),
+                         nonce=_text(item["nonce"], "nonce"), wrapped_key=_text(item["wrapped_key"], "wrapped_key"),
+                         revoked=None if item.get("revoked") is None else _time(item["revoked"], "revoked"))
+    if len(record.id) != ID_LENGTH or not set(record.id) <= set(ALPHABET):
+        raise ValueError(f"token id {record.id!r} is malformed")
+    return record
+
+
+def _time(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= LATEST_TIME:
+        raise ValueError(f"{field} {value!r} is not a time between 1970 and 9999")
+    return float(value)
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field} {value!r} is not a string")
+    return value
+
+
+def _node_name(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > 253 or \
+            any(unicodedata.category(c).startswith(("C", "Z")) for c in value):
+        raise ValueError(f"node name {value!r} is malformed")
+    return value
+
+
+def _salvage(path: Path) -> tuple[list[TokenRecord], frozenset[str], list[str]]:
+    """The intact records and node names of a damaged store, and a line per thing dropped."""
+    try:
+        document = _store_document(path)
+    except TokenError as exc:
+        return [], frozenset(), [str(exc).split("; `kubesmith")[0]]
+    items = document.get("tokens") if document else None
+    if not isinstance(items, list):
+        return [], frozenset(), ["the list of tokens (missing or not a list)"]
+    kept, dropped = [], []
+    for index, item in enumerate(items):
+        try:
+            kept.append(_record(item))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            dropped.append(f"tokens[{index}] ({_reason(exc)})")
+    names = document.get("nodes", ()) if document else ()
+    nodes = set()
+    for name in names if isinstance(names, list) else ():
+        try:
+            nodes.add(_node_name(name))
+        except ValueError as exc:
+            dropped.append(f"a node name ({exc})")
+    return kept, frozenset(nodes), dropped
 
 
 def _b64(data: bytes) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,13 +34,14 @@ class CommandFailed(click.ClickException):
         self.exit_code = int(code)
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"error: {printable(self.format_message(), keep=chr(10))}", err=True)
 
 
 def run_guarded(command: click.Command) -> int:
     """Run the CLI; anything that escapes is turned into a message, and only bugs show a traceback."""
     try:
         command.main(standalone_mode=False)
+        sys.stdout.flush()  # a full or broken output device fails here, not in the interpreter's exit
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -53,7 +56,45 @@ def run_guarded(command: click.Command) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except OSError as exc:  # what no command expects: a full disk or output device, a vanished pipe
+        return _io_failed(exc)
     return ExitCode.OK
+
+
+def _io_failed(exc: OSError) -> int:
+    """One line for a failed read or write (nothing when the reader of stdout went away), then the
+    output streams are pointed at /dev/null so the interpreter's own flush at exit cannot fail again."""
+    where = f"{exc.filename}" if exc.filename else "writing the output"
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(exc, BrokenPipeError) and stream is sys.stderr:
+            continue
+        _discard_pending(stream)
+    if not isinstance(exc, BrokenPipeError):
+        try:
+            click.echo(f"error: {where}: {exc.strerror or exc}", err=True)
+            sys.stderr.flush()
+        except OSError:
+            _discard_pending(sys.stderr)
+    return ExitCode.IO_ERROR
+
+
+def _discard_pending(stream: Any) -> None:
+    """Send what `stream` still buffers, and all it gets later, to /dev/null (only a stream on a file
+    descriptor: tests hand in memory streams)."""
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        stream.flush()
+        return
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
 
 
 def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:
@@ -63,7 +104,7 @@ def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:
 def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
     errors = sum(1 for problem in problems if problem.severity == "error")
     for problem in problems:
-        click.echo(("error: " if problem.severity == "error" else "") + str(problem), err=True)
+        click.echo(printable(("error: " if problem.severity == "error" else "") + str(problem)), err=True)
     if errors:
         click.echo(f"{errors} error{'s' if errors != 1 else ''} found", err=True)
 
@@ -143,13 +184,16 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
 def read_json_config(path: str, required: bool) -> dict[str, Any]:
     """A settings file written by a module; missing is fine unless the user named it."""
     try:
-        document = json.loads(Path(path).read_text())
+        from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
+
+        document = json.loads(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
             fail(f"{path}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
-        fail(f"{path}: unreadable settings ({exc})", ExitCode.IO_ERROR)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        fail(f"{path}: unreadable settings ({reason})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
         fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
@@ -220,6 +264,15 @@ def preflight_failed(failures: Iterable[Any]) -> NoReturn:
     for line in lines:
         click.echo(line, err=True)
     fail(summary, ExitCode.PREFLIGHT)
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` from a user or a file, safe to print: control, format and line-separator characters
+    (escape sequences that would drive the reader's terminal) are shown as escapes instead; the
+    characters in `keep` (a message's own line breaks) stay."""
+    return "".join(c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
+                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   for c in text)
 
 
 def emit_json(data: Any) -> None:

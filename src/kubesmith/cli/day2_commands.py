@@ -19,6 +19,7 @@ from kubesmith.pki.store import default_state_dir
 from kubesmith.plan.model import Plan
 
 T = TypeVar("T")
+SNAPSHOT_LIMIT = 16 << 30  # an etcd snapshot: etcd's largest backend quota is 8 GiB
 
 
 def _progress(line: str) -> None:
@@ -97,7 +98,13 @@ def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: fl
     """
     from kubesmith.backends.day2 import integrity_problem, restore
 
-    problem = integrity_problem(snapshot_file.read_bytes())
+    from kubesmith.fsutil import read_regular
+
+    try:
+        data = read_regular(snapshot_file, SNAPSHOT_LIMIT, "an etcd snapshot")
+    except OSError as exc:
+        fail(f"{snapshot_file}: {exc.strerror or exc}", ExitCode.USAGE)
+    problem = integrity_problem(data)
     if problem:
         fail(f"{snapshot_file} {problem}; nothing was changed", ExitCode.FAILED)
     _confirm(yes, f"Replace the whole state of this cluster with {snapshot_file}?")
@@ -105,6 +112,23 @@ def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: fl
         transport, plan, snapshot_file, _progress, deadline=deadline))
     click.echo(f"restored {snapshot_file} on {len(removed)} member{'s' if len(removed) != 1 else ''}; "
                "the cluster is healthy and the old data was removed")
+
+
+def _check_purgeable(state: Path, cluster: str) -> None:
+    """--purge deletes a directory kubesmith made for this cluster (its PKI records the cluster), never
+    another (a mistyped --state-dir such as / or $HOME); checked before any host is touched."""
+    from kubesmith.pki.store import PkiError, read_record, store_root
+
+    if not state.exists():
+        return
+    try:
+        record = read_record(store_root(state)) if state.is_dir() else None
+    except PkiError as exc:
+        fail(f"--purge: {exc}", ExitCode.USAGE)
+    if record is None or record.name != cluster:
+        whose = f"cluster {record.name!r}" if record else "no cluster (no pki/cluster.json)"
+        fail(f"--purge: {state} is not the state directory of cluster {cluster!r} (it records {whose}); "
+             "refusing to delete it, and no host was changed", ExitCode.USAGE)
 
 
 @click.command("reset")
@@ -131,14 +155,16 @@ def reset_command(spec_file: str, hosts: tuple[str, ...], yes: bool, purge: bool
     _, plan = load_plan_or_fail(spec_file)
     selected = list(hosts) or [host.name for host in plan.hosts]
     check_host_names(plan, selected, spec_file)
+    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
+    if purge:
+        _check_purgeable(state, plan.cluster)
     _confirm(yes, f"Remove cluster {plan.cluster!r} from {', '.join(selected)} (units, files, etcd data)?")
     _on_hosts(spec_file, ssh_config, known_hosts, identity,
               lambda transport, plan: reset(transport, plan, selected, _progress))
-    state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     if state.is_dir():  # their etcd data is gone: the next apply founds or joins them anew
         forget(state, selected)
         forget_hosts(state, selected)
     click.echo(f"reset {', '.join(selected)}")
-    if purge:
+    if purge and state.is_dir():
         shutil.rmtree(state, ignore_errors=True)
         click.echo(f"removed the state directory {state}")

@@ -106,7 +106,7 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
     from kubesmith.backends.node_images import ImageImportError, import_to
     from kubesmith.backends.ssh_settings import ssh_options
     from kubesmith.cli.common import check_host_names
-    from kubesmith.images import ImageError, archive_names
+    from kubesmith.images import ImageError, check_archive
     from kubesmith.transport.ssh import SshTransport
 
     loaded, plan = load_plan_or_fail(spec_file)
@@ -115,15 +115,19 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
     nodes = [h for h in plan.hosts if "node" in h.roles and (not only_hosts or h.name in only_hosts)]
     if not nodes:
         fail(f"no node host{' among ' + ', '.join(only_hosts) if only_hosts else ''} in {spec_file}", ExitCode.USAGE)
-    contents: dict[str, bytes] = {}
+    contents: dict[str, Path] = {}
     for archive in archives:
-        data = archive.read_bytes()
         try:
-            names = archive_names(data)
+            names = check_archive(archive)  # streamed: an archive is never read whole
         except ImageError as exc:
             fail(f"{archive}: {exc}", ExitCode.USAGE)
+        except OSError as exc:
+            fail(f"{archive}: {exc.strerror or exc}", ExitCode.USAGE)
+        if archive.name in contents:
+            fail(f"{archive}: another archive has the file name {archive.name}; both would land at one path on "
+                 "the nodes", ExitCode.USAGE)
         _say(f"{archive}: {', '.join(names)}")
-        contents[archive.name] = data
+        contents[archive.name] = archive
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
 
     async def run() -> None:

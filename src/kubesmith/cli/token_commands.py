@@ -1,4 +1,4 @@
-"""`kubesmith token create|list|revoke`: join tokens for new nodes, in the CA service's token store."""
+"""`kubesmith token create|list|repair|revoke`: join tokens for new nodes, in the CA service's token store."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from kubesmith.ca import policy as ca_policy, server as ca_service, tokens
 from kubesmith.ca.client import spki_hash
 from kubesmith.cli.ca_commands import ca_config
 from kubesmith.cli.common import (DURATION, OUTPUT_TEXT_JSON, check_addresses, check_node_name, config_option,
-                                  emit_json, fail, load_spec_or_fail, ssh_flags, user_errors)
+                                  emit_json, fail, load_spec_or_fail, printable, ssh_flags, user_errors)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 from kubesmith.pki import keys
 
 
@@ -30,7 +31,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
     """The store, with the CA key checked against the CA certificate where that is readable (a
     token wrapped with another key would never be accepted by the CA service)."""
     with user_errors():
-        key = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
+        key = keys.load(read_regular(config.ca_key, SMALL_FILE_BYTES, "a private key"), str(config.ca_key))
     if ca_cert is not None and not keys.same_public_key(ca_cert.public_key(), key.public_key()):
         fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",
              ExitCode.USAGE)
@@ -40,7 +41,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
 def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | None:
     """The CA certificate, or None where it is not readable here (the token store works without)."""
     try:
-        return x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
+        return x509.load_pem_x509_certificate(read_regular(config.ca_cert, SMALL_FILE_BYTES, "a certificate"))
     except (OSError, ValueError):
         return None
 
@@ -62,13 +63,13 @@ def token_options(command: Any) -> Any:
 
 
 @token_group.command("create")
-@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token (default: the CA service's "
-              "tokenTtl setting, else 1h).")
+@click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token, at most 365d (default: the CA "
+              "service's default_token_ttl setting, else 1h).")
 @click.option("--node", default=None, metavar="NAME",
               help="The node this token may join as (default: the first node name it is used for).")
 @click.option("--address", "addresses", multiple=True, metavar="IP",
               help="IP address the node's serving certificate may carry (repeatable).")
-@click.option("--description", default="", help="Free text shown by `token list`.")
+@click.option("--description", default="", help="Plain text shown by `token list` (at most 200 characters).")
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
 @click.option("--cluster", "cluster_file", default=None, metavar="FILE",
               help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
@@ -94,6 +95,7 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     check_addresses(addresses)
     if node is not None:
         check_node_name(node)
+    _check_token_text(ttl, description, "--ttl")
     if cluster_file is not None:
         request = remote_tokens.TokenRequest(ttl, node, addresses, description)
         _token_create_remote(cluster_file, on_host, (ssh_config, known_hosts, identity), request, output)
@@ -102,7 +104,9 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     certificate = ca_certificate(config)
     store = token_store(config, certificate)
     _check_not_service_sans(node, addresses, config.service_sans)
-    ttl = ttl or config.default_token_ttl
+    if ttl is None:
+        ttl = config.default_token_ttl
+        _check_token_text(ttl, description, f"default_token_ttl of {config_file or layout.CA_SERVICE_CONFIG}")
     with user_errors():
         created = store.create(ttl, node, addresses, description)
     ca_hash = spki_hash(certificate) if certificate is not None else "sha256:<hash of the CA public key>"
@@ -152,10 +156,29 @@ def token_list(output: str, state_dir: str | None, config_file: str | None) -> N
         emit_json(rows)
         return
     lines = [("ID", "NODE", "EXPIRES", "STATE", "DESCRIPTION")]
-    lines += [(r["id"], r["node"] or "-", r["expires"], r["state"], r["description"]) for r in rows]
+    lines += [(printable(r["id"]), printable(r["node"] or "-"), r["expires"], r["state"], printable(r["description"]))
+              for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(5)]
     for line in lines:
         click.echo("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+@token_group.command("repair")
+@store_options
+def token_repair(state_dir: str | None, config_file: str | None) -> None:
+    """Make a damaged token store usable again: its intact records are kept, the damaged file is set
+    aside beside it (tokens.json.damaged-<time>) and each dropped record is named. An intact store
+    is left alone. Needs only the store, not the CA key."""
+    config = ca_config(config_file, state_dir=state_dir)
+    with user_errors():
+        kept, dropped, aside = tokens.TokenFile(config.token_file).repair()
+    if aside is None:
+        click.echo(f"{config.token_file}: intact ({kept} token{'s' if kept != 1 else ''}); nothing to repair")
+        return
+    for line in dropped:
+        click.echo(f"dropped {printable(line)}", err=True)
+    click.echo(f"{config.token_file}: repaired, {kept} token{'s' if kept != 1 else ''} kept, {len(dropped)} "
+               f"damaged part{'s' if len(dropped) != 1 else ''} dropped; the damaged file is {aside}")
 
 
 @token_group.command("revoke")
@@ -196,6 +219,19 @@ def _check_not_service_sans(node: str | None, addresses: tuple[str, ...], servic
         ca_policy.check_service_sans(ca_policy.claimed_names(node, addresses), ca_policy.normalized_sans(service_sans))
     except ca_policy.PolicyError as exc:
         fail(str(exc), ExitCode.USAGE)
+
+
+def _check_token_text(ttl: float | None, description: str, source: str) -> None:
+    """A lifetime and a description the store can hold and `token list` can print, refused up front."""
+    try:
+        if ttl is not None:
+            tokens.check_ttl(ttl)
+    except tokens.TokenError as exc:
+        fail(f"{source}: {exc}", ExitCode.USAGE)
+    try:
+        tokens.check_description(description)
+    except tokens.TokenError as exc:
+        fail(f"--description: {exc}", ExitCode.USAGE)
 
 
 def _iso(timestamp: float) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubesmith import fsutil
 from kubesmith.fsutil import atomic_write
 
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
@@ -31,6 +32,9 @@ COMPILE = ("-static", "-Os", "-s", "-Wall", "-Werror")
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MAX_ARCHIVE_BYTES = 8 << 30  # an image archive on this machine; larger ones are refused before any upload
+MAX_ARCHIVE_MEMBERS = 100_000  # files in one archive (an image's blobs: a few dozen)
+MAX_INDEX_BYTES = 4 << 20  # index.json or manifest.json
 
 
 class ImageError(Exception):
@@ -94,26 +98,85 @@ def pause_archive(cache_dir: Path, compiler: str = "cc") -> bytes:
 
 
 def archive_names(data: bytes) -> tuple[str, ...]:
-    """The image names an archive holds (OCI layout or `docker save` format), for messages and checks."""
+    """The image names an archive in memory holds (OCI layout or `docker save` format)."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            names = archive.getnames()
-            if "index.json" in names:
-                index = json.loads(_member(archive, "index.json"))
-                return tuple(m.get("annotations", {}).get("io.containerd.image.name", "") for m in index["manifests"])
-            if "manifest.json" in names:
-                return tuple(tag for entry in json.loads(_member(archive, "manifest.json"))
-                             for tag in entry.get("RepoTags") or ())
-    except (tarfile.TarError, OSError, ValueError, KeyError, TypeError) as exc:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            return _names(archive)
+    except (tarfile.TarError, OSError, EOFError) as exc:
         raise ImageError(f"not an image archive ({exc})") from None
+
+
+def check_archive(path: Path) -> tuple[str, ...]:
+    """The image names of the archive at `path`, checked without reading it whole: a regular file of
+    at most MAX_ARCHIVE_BYTES, an uncompressed tar whose index (OCI layout) or manifest (`docker save`)
+    is well-formed and names only blobs the tar holds. OSError when it cannot be read as a file."""
+    with fsutil.open_regular(path, MAX_ARCHIVE_BYTES, "an image archive (a tar file)") as file:
+        try:
+            with tarfile.open(fileobj=file, mode="r:") as archive:
+                return _names(archive)
+        except (tarfile.TarError, EOFError) as exc:
+            raise ImageError(f"not an image archive (not a tar file: {exc})") from None
+
+
+def _names(archive: tarfile.TarFile) -> tuple[str, ...]:
+    """The image names of an open archive, after checking its index or manifest (ImageError)."""
+    members: dict[str, tarfile.TarInfo] = {}
+    for count, member in enumerate(archive):
+        if count >= MAX_ARCHIVE_MEMBERS:
+            raise ImageError(f"not an image archive (more than {MAX_ARCHIVE_MEMBERS} members)")
+        members[member.name.removeprefix("./")] = member
+    try:
+        if "index.json" in members:
+            return _oci_names(archive, members)
+        if "manifest.json" in members:
+            return _docker_names(archive, members)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ImageError(f"not an image archive (a malformed index or manifest: {exc!r})") from None
     raise ImageError("not an image archive (no index.json or manifest.json)")
 
 
-def _member(archive: tarfile.TarFile, name: str) -> bytes:
-    handle = archive.extractfile(name)
+def _oci_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) -> tuple[str, ...]:
+    index = json.loads(_member(archive, members, "index.json"))
+    manifests = index["manifests"]
+    if not isinstance(manifests, list) or not manifests:
+        raise ImageError("not an image archive (index.json lists no image)")
+    names = []
+    for entry in manifests:
+        _blob(members, str(entry["digest"]))
+        annotations = entry.get("annotations") or {}
+        names.append(str(annotations.get("io.containerd.image.name") or
+                         annotations.get("org.opencontainers.image.ref.name") or entry["digest"]))
+    return tuple(names)
+
+
+def _docker_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) -> tuple[str, ...]:
+    entries = json.loads(_member(archive, members, "manifest.json"))
+    if not isinstance(entries, list) or not entries:
+        raise ImageError("not an image archive (manifest.json lists no image)")
+    names = []
+    for entry in entries:
+        for part in (str(entry["Config"]), *map(str, entry["Layers"])):
+            if part.removeprefix("./") not in members:
+                raise ImageError(f"not an image archive (manifest.json names {part!r}, which the archive lacks)")
+        names += [str(tag) for tag in entry.get("RepoTags") or ()]
+    return tuple(names)
+
+
+def _blob(members: dict[str, tarfile.TarInfo], digest: str) -> None:
+    algorithm, _, encoded = digest.partition(":")
+    if not algorithm or not encoded or f"blobs/{algorithm}/{encoded}" not in members:
+        raise ImageError(f"not an image archive (index.json names {digest!r}, which the archive lacks)")
+
+
+def _member(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name: str) -> bytes:
+    """A small member's bytes (an index or manifest): bounded, a regular file inside the tar."""
+    info = members[name]
+    if not info.isfile() or info.size > MAX_INDEX_BYTES:
+        raise ImageError(f"not an image archive ({name} is not a file of at most {MAX_INDEX_BYTES >> 10} KiB)")
+    handle = archive.extractfile(info)
     if handle is None:
         raise KeyError(name)
-    return handle.read()
+    return handle.read(MAX_INDEX_BYTES)
 
 
 def _descriptor(media_type: str, blob: bytes) -> dict[str, object]:

@@ -32,6 +32,7 @@ from kubesmith.spec.types import AbsolutePath, ExtraConfig, Port, StrictModel
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
 IMAGES_DIR = f"{layout.LIB}/kubesmith/images"
+ARCHIVE_MODE = 0o600  # an operator's image archive on a node: root imports it, no one else reads it
 
 
 class ContainerRuntimeOptions(StrictModel):
@@ -100,8 +101,9 @@ class ContainerRuntimeModule(Module):
 
 
 def image_files(options: ContainerRuntimeOptions) -> list[File]:
-    """The archives each node imports: kubesmith's sandbox image (when it is the one in use) and the spec's."""
-    files = [File(f"{IMAGES_DIR}/{PurePosixPath(path).name}", 0o644, source=Source("image-archive", path))
+    """The archives each node imports: kubesmith's sandbox image (when it is the one in use) and the spec's.
+    An operator's archive may hold anything private: on the nodes only root (which imports it) reads it."""
+    files = [File(f"{IMAGES_DIR}/{PurePosixPath(path).name}", ARCHIVE_MODE, source=Source("image-archive", path))
              for path in options.images]
     if options.sandbox_image == PAUSE_IMAGE:
         files.append(File(f"{IMAGES_DIR}/kubesmith-pause.tar", 0o644, source=Source("sandbox-image", "pause")))

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubesmith.images import ImageError, archive_names
+from kubesmith.images import ImageError, check_archive
 
 NAMESPACE = "k8s.io"
 SOCKET_URL = "unix://"
@@ -35,7 +35,7 @@ def load_all(directory: Path, endpoint: str, deadline: float, say: Say) -> int:
     imported = 0
     for archive in archives:
         try:
-            names = archive_names(archive.read_bytes())
+            names = check_archive(archive)
         except (ImageError, OSError) as exc:
             raise LoadError(f"{archive}: {exc}") from None
         if names and all(name in present for name in names):

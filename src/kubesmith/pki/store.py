@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import errno
 import json
 import os
 import secrets
@@ -336,12 +337,22 @@ def _load_cert(path: Path, pem: bytes | None = None) -> x509.Certificate:
 
 def default_state_dir(spec_file: Path, cluster: str, override: str | None = None) -> Path:
     """--state-dir, else $KUBESMITH_STATE_DIR, else <directory of the spec file>/.kubesmith/<cluster>."""
-    if override:
-        return Path(override)
     env = os.environ.get("KUBESMITH_STATE_DIR")
-    if env:
-        return Path(env)
-    return spec_file.resolve().parent / ".kubesmith" / cluster
+    chosen = Path(override) if override else Path(env) if env else spec_file.resolve().parent / ".kubesmith" / cluster
+    return checked_state_dir(chosen)
+
+
+def checked_state_dir(path: Path) -> Path:
+    """`path`, when it can be the state directory: missing, or a directory no symbolic link leads out of
+    (keys written through one would land elsewhere); OSError naming the path otherwise."""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory; the state directory holds the cluster's CAs "
+                                 "and keys (give another with --state-dir)", str(path))
+    if path.is_dir() and (link := fsutil.link_out(path)) is not None:
+        raise OSError(errno.EXDEV, f"a symbolic link out of the state directory {path} (to "
+                      f"{os.path.realpath(link)}): kubesmith writes keys only inside it; replace the link with "
+                      "what it points to", str(link))
+    return path
 
 
 def store_root(state_dir: Path) -> Path:

@@ -7,11 +7,11 @@ import unicodedata
 from typing import Any
 
 from kubesmith.modules import MODULES
-from kubesmith import layout
-from kubesmith.spec.errors import LocPart, format_path
+from kubesmith.spec.errors import LocPart
 from kubesmith.spec.managed import managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components
+from kubesmith.spec.paths import path_findings
 from kubesmith.versions.registry import VersionRegistry
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # (location, message, severity)
@@ -25,7 +25,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _pod_ranges(cluster)
     findings += _advertised_addresses(cluster)
     findings += _security(cluster)
-    findings += _state_directories(cluster)
+    findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
         findings += _feature_gates(cluster, registry)
@@ -201,46 +201,6 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
             if problem := registry.check_gate((binary,), name, value, cluster.minor):
                 findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
     return findings
-
-
-def _state_directories(cluster: Cluster) -> list[Finding]:
-    """Components on one host keep their state apart: etcd in the kubelet's directory (or inside it, or
-    around it) would have each delete and chown the other's files."""
-    components = cluster.spec.components
-    runtime = components.container_runtime
-    node = frozenset({"node"})
-    owners = [(frozenset({"etcd"}), "etcd", components.etcd, "data_dir"),
-              (node, "kubelet", components.kubelet, "root_dir")]
-    if runtime.enabled:
-        owners += [(node, "containerRuntime", runtime, "root_dir"), (node, "containerRuntime", runtime, "state_dir")]
-    # the options the file sets come last, so the error stands where the user wrote the clash
-    owners.sort(key=lambda owner: owner[3] in owner[2].model_fields_set)
-    candidates = [(roles, (alias, _alias_of(options, field)), getattr(options, field))
-                  for roles, alias, options, field in owners]
-    fixed = [(frozenset({"control-plane"}), "kubesmith's CA service", layout.CA_SERVICE_STATE),
-             (frozenset({"control-plane", "etcd", "node"}), "kubesmith's agent", layout.AGENT_STATE)]
-    findings: list[Finding] = []
-    reported: set[tuple[LocPart, ...]] = set()
-    for host in cluster.spec.hosts:
-        roles = set(host.roles)
-        present = [(loc, path) for needs, loc, path in candidates if needs & roles]
-        for index, (loc, path) in enumerate(present):
-            others = [(format_path(("spec", "components", *other)), other_path) for other, other_path in present[:index]]
-            others += [(name, other_path) for needs, name, other_path in fixed if needs & roles]
-            clash = next(((name, other) for name, other in others if _nested(path, other)), None)
-            if clash and loc not in reported:
-                reported.add(loc)
-                findings.append((("spec", "components", *loc), f"{path} overlaps {clash[1]}, the state directory of "
-                                 f"{clash[0]}, on host {host.name}: each component needs its own", "error"))
-    return findings
-
-
-def _alias_of(options: Any, field: str) -> str:
-    return type(options).model_fields[field].alias or field
-
-
-def _nested(one: str, other: str) -> bool:
-    return one == other or one.startswith(other.rstrip("/") + "/") or other.startswith(one.rstrip("/") + "/")
 
 
 def _security(cluster: Cluster) -> list[Finding]:

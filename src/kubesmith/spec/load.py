@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import difflib
 import errno
-import os
-import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from kubesmith import fsutil
 from kubesmith.gcpause import gc_paused
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
 from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
@@ -43,22 +42,13 @@ def load_spec_file(path: str | Path, registry: VersionRegistry | None = None) ->
 def read_spec_bytes(path: Path) -> bytes:
     """A regular file of at most MAX_FILE_BYTES: /dev/zero, a FIFO or a directory would hang the
     reader or fill the memory, so they are refused before any byte is read."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
-    with os.fdopen(descriptor, "rb") as file:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({_file_kind(mode)}); expected a cluster file")
-        data = file.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise SpecError([Problem("(document)", f"the file is larger than {MAX_FILE_BYTES >> 20} MiB; "
-                                 "a cluster file is far smaller (80 KB for 1,000 hosts)", Location(str(path), 1, 1))])
-    return data
-
-
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
+    try:
+        return fsutil.read_regular(path, MAX_FILE_BYTES, "a cluster file")
+    except OSError as exc:
+        if exc.errno != errno.EFBIG:
+            raise
+    raise SpecError([Problem("(document)", f"the file is larger than {MAX_FILE_BYTES >> 20} MiB; "
+                             "a cluster file is far smaller (80 KB for 1,000 hosts)", Location(str(path), 1, 1))])
 
 
 def load_spec_text(text: str, filename: str, registry: VersionRegistry | None = None) -> LoadedSpec:

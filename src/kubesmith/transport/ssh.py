@@ -31,7 +31,8 @@ from asyncssh.misc import split_args
 from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
                       wait_exponential_jitter)
 
-from kubesmith.hostfile import HostFile
+from kubesmith import fsutil
+from kubesmith.hostfile import AnyHostFile, StreamedFile
 
 
 UPLOAD_CONCURRENCY = 16  # files in flight per host: hides round trips, which dominate small files
@@ -61,6 +62,7 @@ class HostLost(TransportError):
 _LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError, EOFError)
 TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
 PROXY_EXIT_WAIT = 2.0  # seconds a ProxyCommand gets to exit on its own once its connection closed
+STREAM_CHUNK = 1 << 20  # bytes per write of a streamed upload
 # A host that vanished without closing its connections (powered off, network gone) is noticed after
 # about 30 s of silence rather than never.
 KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10.0, 3
@@ -85,14 +87,18 @@ class SshOptions:
         """Why no connection can even start (a file these settings name is missing), or None. The
         same for every host: a command says it once instead of once per host and operation."""
         known_hosts = self.known_hosts_file()
-        if not known_hosts.is_file():
+        if not known_hosts.exists():
             return (f"known_hosts file {known_hosts} does not exist; kubesmith only talks to hosts whose keys are "
                     "known (give one with --known-hosts or spec.ssh)")
-        for identity in self.identity_files:
-            if not identity.is_file():
-                return f"identity file {identity} does not exist (--identity or spec.ssh)"
-        if self.config_file is not None and not self.config_file.is_file():
-            return f"SSH config file {self.config_file} does not exist (--ssh-config or spec.ssh)"
+        named = [(known_hosts, "known_hosts file", "--known-hosts"),
+                 *((identity, "identity file", "--identity") for identity in self.identity_files)]
+        if self.config_file is not None:
+            named.append((self.config_file, "SSH config file", "--ssh-config"))
+        for path, what, flag in named:
+            problem = fsutil.regular_file_problem(path, fsutil.SMALL_FILE_BYTES, f"an {what}" if what[0] in "ai"
+                                                  else f"a {what}")
+            if problem is not None:
+                return f"{what} {path}: {problem} ({flag} or spec.ssh)"
         return None
 
 
@@ -153,7 +159,7 @@ class SshTransport:
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
-    async def upload(self, host: str, files: Sequence[HostFile],
+    async def upload(self, host: str, files: Sequence[AnyHostFile],
                      staged: Callable[[], Awaitable[None]] | None = None) -> None:
         """Place every file atomically; directories are created as needed (0755, root). `staged`
         runs once every temp file is written, before any rename (a test's pause point)."""
@@ -168,9 +174,12 @@ class SshTransport:
             async with connection.start_sftp_client() as sftp:
                 slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
 
-                async def put(file: HostFile, temp: str) -> None:
+                async def put(file: AnyHostFile, temp: str) -> None:
                     async with slots, sftp.open(temp, "wb", asyncssh.SFTPAttrs(permissions=file.mode)) as handle:
-                        await handle.write(file.data)
+                        if isinstance(file, StreamedFile):
+                            await _stream(file, handle)
+                        else:
+                            await handle.write(file.data)
 
                 await asyncio.gather(*(put(file, temp) for file, temp in temps))
         except _LOST as exc:
@@ -308,6 +317,13 @@ class SshTransport:
                 ours.close()
                 raise TransportError(f"{host}: ProxyCommand {command!r} did not start: {exc}") from None
         return ours
+
+
+async def _stream(file: StreamedFile, handle: asyncssh.SFTPClientFile) -> None:
+    """Copy a local file to an open remote one in chunks (bounded memory, whatever its size)."""
+    with fsutil.open_regular(file.source, file.limit, "a file to upload") as source:
+        while chunk := source.read(STREAM_CHUNK):
+            await handle.write(chunk)
 
 
 HASH_SCRIPT = r"""

@@ -1,0 +1,874 @@
+"""Hostile paths, files and operator-side state: each input ends, quickly, in one clear error (located
+`spec.x.y (file:line:col)` where it comes from the cluster file) and the right exit code, or is
+handled correctly where it is legitimate; never a traceback, a hang or a silent accept.
+
+- directories kubesmith takes over (data, state, snapshot and audit-log directories) are never
+  system directories, never hold one, never lie in /proc, /sys or /dev, and never overlap;
+- files the cluster file or the command line names (image archives, SSH settings, keys, settings,
+  snapshots) are regular files of bounded size and of the expected kind;
+- `reset` and `render` change nothing outside what kubesmith made; the state directory is a directory
+  no link leads out of; a full output device is one line;
+- token lifetimes are bounded, a damaged token store is named and repaired by `token repair`, and
+  user text is printed without terminal control characters.
+
+Each case runs in this process under an alarm (`bounded`): a FIFO or device that blocks fails the
+test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ca_support import ca_args, make_ca
+from conftest import ROOT, Result, kubesmith
+from kubesmith.images import ImageFile, oci_archive
+from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
+
+BASE = """apiVersion: kubesmith.io/v1alpha1
+kind: Cluster
+metadata:
+  name: demo
+spec:
+  kubernetesVersion: "1.33.2"
+  hosts:
+    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node]}
+"""
+SLOW_BOUND = 30.0  # commands that issue a PKI (render) or build a plan
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm() -> None:
+    """Imports and the release registry load once, outside the timed runs."""
+    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
+
+
+def spec_text(components: str = "", extra: str = "") -> str:
+    """BASE with `components` (lines under `components:`, 4 spaces in) and `extra` (spec-level lines)."""
+    text = BASE + extra
+    return text + ("  components:\n" + components if components else "")
+
+
+def validate_text(tmp_path: Path, name: str, text: str) -> Result:
+    (tmp_path / name).write_text(text)
+    with bounded(BOUND_SECONDS):
+        return kubesmith("validate", name, cwd=tmp_path)
+
+
+def assert_clean_failure(result: Result, code: int, *fragments: str) -> None:
+    """The exit code, every fragment on stderr, no traceback, and a single error line."""
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "TookTooLong" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], result.stderr
+
+
+# ---- directories kubesmith takes over: system directories ------------------------------------------
+
+SYSTEM_VALUES = ["/", "/etc", "/usr", "/bin", "/sbin", "/boot", "/lib", "/lib64", "/var", "/var/lib", "/var/log",
+                 "/home", "/root", "/tmp", "/opt", "/srv", "/mnt", "/media", "/run", "/usr/local",
+                 "/usr/local/bin", "/etc/systemd", "/etc/systemd/system", "/var/lib/systemd", "/usr/lib"]
+
+# option -> (the YAML line under components, the option's path)
+DIRECTORY_OPTIONS = {
+    "etcd.dataDir": ("    etcd: {{dataDir: {v}}}\n", "spec.components.etcd.dataDir"),
+    "kubelet.rootDir": ("    kubelet: {{rootDir: {v}}}\n", "spec.components.kubelet.rootDir"),
+    "containerRuntime.rootDir": ("    containerRuntime: {{rootDir: {v}}}\n", "spec.components.containerRuntime.rootDir"),
+    "containerRuntime.stateDir": ("    containerRuntime: {{stateDir: {v}}}\n",
+                                  "spec.components.containerRuntime.stateDir"),
+    "etcd.snapshots.directory": ("    etcd: {{snapshots: {{directory: {v}}}}}\n",
+                                 "spec.components.etcd.snapshots.directory"),
+}
+
+
+@pytest.mark.parametrize("value", SYSTEM_VALUES)
+def test_a_system_directory_as_etcd_data_is_refused(value: str, tmp_path: Path) -> None:
+    line, where = DIRECTORY_OPTIONS["etcd.dataDir"]
+    result = validate_text(tmp_path, "path-system.yaml", spec_text(line.format(v=value)))
+    fragment = f"{value} is a system directory" if value != "/" else "/ is a system directory"
+    assert_one_located_error(result, "path-system.yaml", where, fragment)
+    assert "`kubesmith reset` deletes data directories" in result.stderr
+
+
+@pytest.mark.parametrize("option", sorted(DIRECTORY_OPTIONS))
+@pytest.mark.parametrize("value", ["/var/lib", "/", "/usr/local/bin"])
+def test_every_directory_option_refuses_system_directories(option: str, value: str, tmp_path: Path) -> None:
+    line, where = DIRECTORY_OPTIONS[option]
+    result = validate_text(tmp_path, "path-option.yaml", spec_text(line.format(v=value)))
+    assert_one_located_error(result, "path-option.yaml", where, f"{value} is a system directory")
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("/proc/kubelet", "lies inside /proc, a kernel file system"),
+    ("/sys/fs/etcd", "lies inside /sys, a kernel file system"),
+    ("/dev/shm/etcd", "lies inside /dev, a kernel file system"),
+    ("/home/alice/etcd", "lies inside /home, where users keep their files"),
+    ("/root/etcd", "lies inside /root, where users keep their files"),
+    ("/usr/lib/x", None),  # legitimate: not a system directory, holds none
+])
+def test_kernel_file_systems_are_refused(value: str, fragment: str | None, tmp_path: Path) -> None:
+    result = validate_text(tmp_path, "path-kernel.yaml", spec_text(f"    etcd: {{dataDir: {value}}}\n"))
+    if fragment is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert_one_located_error(result, "path-kernel.yaml", "spec.components.etcd.dataDir", fragment)
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("/var/log/audit.log", "/var/log is a system directory: kubesmith hands the directory of this file"),
+    ("/audit.log", "/ is a system directory"),
+    ("/tmp/audit.log", "/tmp is a system directory"),
+    ("/proc/audit.log", "/proc is a system directory"),
+])
+def test_the_audit_log_directory_is_not_a_system_directory(value: str, fragment: str, tmp_path: Path) -> None:
+    """tmpfiles.d hands the audit log's directory to the API server's user: /var/log must never be it."""
+    text = spec_text(f"    apiserver: {{auditLog: {{path: {value}}}}}\n")
+    result = validate_text(tmp_path, "path-audit.yaml", text)
+    assert_one_located_error(result, "path-audit.yaml", "spec.components.apiserver.auditLog.path", fragment)
+
+
+def test_a_directory_holding_a_system_directory_is_refused(tmp_path: Path) -> None:
+    result = validate_text(tmp_path, "path-holds.yaml", spec_text("    kubelet: {rootDir: /usr/local/lib/../lib}\n"))
+    assert result.returncode == 1  # not normalised: said as such
+    result = validate_text(tmp_path, "path-holds.yaml", spec_text("    kubelet: {rootDir: /etc/systemd}\n"))
+    assert_one_located_error(result, "path-holds.yaml", "spec.components.kubelet.rootDir", "is a system directory")
+
+
+# ---- directories kubesmith takes over: overlaps ------------------------------------------------------
+
+OVERLAPS = {
+    "path-snapshots-in-data": ("    etcd: {dataDir: /srv/etcd, snapshots: {directory: /srv/etcd/snapshots}}\n",
+                               "spec.components.etcd.snapshots.directory",
+                               "overlaps /srv/etcd, the state directory of spec.components.etcd.dataDir"),
+    "path-data-around-snapshots": ("    etcd: {dataDir: /var/backups/kubesmith}\n", "spec.components.etcd.dataDir",
+                                   "overlaps /var/backups/kubesmith/etcd"),
+    "path-audit-in-kubelet": ("    apiserver: {auditLog: {path: /var/lib/kubelet/audit/audit.log}}\n",
+                              "spec.components.apiserver.auditLog.path",
+                              "the state directory of spec.components.kubelet.rootDir"),
+    "path-kubelet-in-kubesmith-etc": ("    kubelet: {rootDir: /etc/kubernetes/kubelet}\n",
+                                      "spec.components.kubelet.rootDir",
+                                      "overlaps /etc/kubernetes, kubesmith's configuration and PKI"),
+    "path-etcd-is-kubesmith-state": ("    etcd: {dataDir: /var/lib/kubesmith}\n", "spec.components.etcd.dataDir",
+                                     "overlaps /var/lib/kubesmith"),
+    "path-containerd-state-in-kubesmith-logs": ("    containerRuntime: {stateDir: /var/log/kubernetes/containerd}\n",
+                                                "spec.components.containerRuntime.stateDir",
+                                                "overlaps /var/log/kubernetes, kubesmith's logs"),
+    "path-containerd-around-kubelet": ("    containerRuntime: {rootDir: /srv/k}\n    kubelet: {rootDir: /srv/k/kubelet}\n",
+                                       "spec.components.containerRuntime.rootDir",
+                                       "the state directory of spec.components.kubelet.rootDir"),
+    "path-audit-is-kubesmith-etc": ("    apiserver: {auditLog: {path: /etc/kubesmith/audit.log}}\n",
+                                    "spec.components.apiserver.auditLog.path", "kubesmith's settings"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(OVERLAPS))
+def test_directories_never_overlap(stem: str, tmp_path: Path) -> None:
+    components, where, fragment = OVERLAPS[stem]
+    result = validate_text(tmp_path, f"{stem}.yaml", spec_text(components))
+    assert_one_located_error(result, f"{stem}.yaml", where, fragment)
+
+
+# ---- paths on the hosts that kubesmith uses without taking them over --------------------------------
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("binary", "/usr/bin"), ("socket", "/run"), ("cniConfDir", "/etc"), ("cniBinDir", "/usr/lib"),
+    ("socket", "/proc/containerd.sock"),
+])
+def test_host_paths_are_no_system_directory(option: str, value: str, tmp_path: Path) -> None:
+    result = validate_text(tmp_path, "path-host.yaml", spec_text(f"    containerRuntime: {{{option}: {value}}}\n"))
+    assert_one_located_error(result, "path-host.yaml", f"spec.components.containerRuntime.{option}",
+                             "system directory" if not value.startswith("/proc/") else "kernel file system")
+
+
+LEGITIMATE = {
+    "own-data-disk": "    etcd: {dataDir: /data/etcd, snapshots: {directory: /data/etcd-snapshots}}\n",
+    "under-srv": "    etcd: {dataDir: /srv/etcd}\n    kubelet: {rootDir: /srv/kubelet}\n",
+    "mounted-disk": "    containerRuntime: {rootDir: /mnt/disk1/containerd}\n",
+    "audit-elsewhere": "    apiserver: {auditLog: {path: /var/log/kube-audit/audit.log}}\n",
+    "opt-kubelet": "    kubelet: {rootDir: /opt/kubelet}\n",
+    "sibling-names": "    etcd: {dataDir: /var/lib/etcd-main}\n    kubelet: {rootDir: /var/lib/etcd-main2}\n",
+}
+
+
+@pytest.mark.parametrize("stem", sorted(LEGITIMATE))
+def test_legitimate_directories_are_accepted(stem: str, tmp_path: Path) -> None:
+    result = validate_text(tmp_path, f"{stem}.yaml", spec_text(LEGITIMATE[stem]))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{stem}.yaml: valid"), result.stdout
+
+
+# ---- image archives named in the cluster file ------------------------------------------------------
+
+def valid_oci(path: Path) -> Path:
+    path.write_bytes(oci_archive("example.local/tool:1", (ImageFile("/tool", b"\x7fELF", 0o755),), ("/tool",)))
+    return path
+
+
+def tar_of(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def valid_docker(path: Path) -> Path:
+    manifest = [{"Config": "c.json", "RepoTags": ["example.local/d:1"], "Layers": ["l/layer.tar"]}]
+    return tar_of(path, {"manifest.json": json.dumps(manifest).encode(), "c.json": b"{}", "l/layer.tar": b""})
+
+
+def make_file(kind: str, tmp_path: Path) -> Path:
+    """A file of `kind` under tmp_path (or a device)."""
+    target = tmp_path / f"{kind}.tar"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "text":
+        target.write_text("hello\n")
+    elif kind == "empty":
+        target.write_bytes(b"")
+    elif kind == "truncated":
+        target.write_bytes(valid_oci(tmp_path / "whole.tar").read_bytes()[:700])
+    elif kind == "no-manifest":
+        tar_of(target, {"etc/passwd": b"root:x:0:0\n"})
+    elif kind == "index-not-json":
+        tar_of(target, {"index.json": b"{not json", "oci-layout": b"{}"})
+    elif kind == "index-missing-blob":
+        index = {"schemaVersion": 2, "manifests": [{"digest": "sha256:" + "a" * 64}]}
+        tar_of(target, {"index.json": json.dumps(index).encode()})
+    elif kind == "index-not-a-list":
+        tar_of(target, {"index.json": b'{"manifests": 7}'})
+    elif kind == "index-empty":
+        tar_of(target, {"index.json": b'{"manifests": []}'})
+    elif kind == "docker-missing-layer":
+        manifest = [{"Config": "c.json", "RepoTags": ["x:1"], "Layers": ["gone/layer.tar"]}]
+        tar_of(target, {"manifest.json": json.dumps(manifest).encode(), "c.json": b"{}"})
+    elif kind == "manifest-a-string":
+        tar_of(target, {"manifest.json": b'"just text"'})
+    elif kind == "huge-index":
+        tar_of(target, {"index.json": b" " * (5 << 20)})
+    elif kind == "gzip":
+        import gzip
+        target.write_bytes(gzip.compress(valid_oci(tmp_path / "whole.tar").read_bytes()))
+    elif kind == "sparse-9-gib":  # no disk used: only the size counts
+        with open(target, "wb") as file:
+            file.truncate(9 << 30)
+    elif kind.startswith("/dev/"):
+        return Path(kind)
+    return target
+
+
+ARCHIVE_PROBLEMS = {
+    "fifo": "not a regular file (a FIFO)",
+    "/dev/zero": "not a regular file (a character device)",
+    "/dev/urandom": "not a regular file (a character device)",
+    "directory": "Is a directory",
+    "text": "not a tar file",
+    "empty": "not a tar file",
+    "truncated": "not an image archive",
+    "no-manifest": "no index.json or manifest.json",
+    "index-not-json": "a malformed index or manifest",
+    "index-missing-blob": "which the archive lacks",
+    "index-not-a-list": "lists no image",
+    "index-empty": "lists no image",
+    "docker-missing-layer": "names 'gone/layer.tar', which the archive lacks",
+    "manifest-a-string": "manifest.json lists no image",
+    "huge-index": "index.json is not a file of at most",
+    "gzip": "not a tar file",
+    "sparse-9-gib": "larger than 8 GiB (9 GiB); expected an image archive",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ARCHIVE_PROBLEMS))
+def test_an_image_archive_in_the_spec_is_a_regular_file_holding_an_image(kind: str, tmp_path: Path) -> None:
+    path = make_file(kind, tmp_path)
+    text = spec_text(f"    containerRuntime: {{images: [{path}]}}\n")
+    result = validate_text(tmp_path, "file-image.yaml", text)
+    assert_one_located_error(result, "file-image.yaml", "spec.components.containerRuntime.images[0]",
+                             ARCHIVE_PROBLEMS[kind])
+
+
+@pytest.mark.parametrize("maker", [valid_oci, valid_docker])
+def test_real_image_archives_are_accepted(maker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = maker(tmp_path / "image.tar")
+    result = validate_text(tmp_path, "file-good.yaml", spec_text(f"    containerRuntime: {{images: [{path}]}}\n"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_missing_archive_is_a_located_warning(tmp_path: Path) -> None:
+    """The cluster file is read on nodes too (join --spec), which have no archives: a warning there,
+    and render refuses it with the option named."""
+    text = spec_text(f"    containerRuntime: {{images: [{tmp_path / 'gone.tar'}]}}\n")
+    result = validate_text(tmp_path, "file-missing.yaml", text)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("warning: spec.components.containerRuntime.images[0]: ")
+    assert "does not exist on this machine" in result.stderr and "(file-missing.yaml:" in result.stderr
+    with bounded(SLOW_BOUND):
+        rendered = kubesmith("render", "file-missing.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert rendered.returncode == 5, rendered.stderr
+    assert "Traceback" not in rendered.stderr and "spec.components.containerRuntime.images" in rendered.stderr
+
+
+def test_two_archives_of_one_file_name_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = valid_oci(tmp_path / "a" / "x.tar"), valid_oci(tmp_path / "b" / "x.tar")
+    result = validate_text(tmp_path, "file-twice.yaml", spec_text(f"    containerRuntime: {{images: [{first}, "
+                                                                  f"{second}]}}\n"))
+    assert_one_located_error(result, "file-twice.yaml", "spec.components.containerRuntime.images[1]",
+                             "the file name of images[0]")
+
+
+def test_an_operator_archive_lands_root_only_on_the_nodes(tmp_path: Path) -> None:
+    """It was 0644 on every node, whatever the source's mode: now 0600 (root imports it)."""
+    archive = valid_oci(tmp_path / "private.tar")
+    archive.chmod(0o600)
+    (tmp_path / "c.yaml").write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    placed = tmp_path / "out" / "h1" / "var/lib/kubesmith/images/private.tar"
+    assert placed.read_bytes() == archive.read_bytes()
+    assert placed.stat().st_mode & 0o777 == 0o600
+    entries = json.loads((tmp_path / "out" / "h1" / "manifest.json").read_text())["files"]
+    assert {e["path"]: e["mode"] for e in entries}["/var/lib/kubesmith/images/private.tar"] == "0600"
+
+
+# ---- image archives on the command line (`images import`) ------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob", "sparse-9-gib"])
+def test_images_import_checks_each_archive_before_connecting(kind: str, tmp_path: Path) -> None:
+    path = make_file(kind, tmp_path)
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        result = kubesmith("images", "import", "c.yaml", str(path), "--known-hosts", str(tmp_path / "none"),
+                           cwd=tmp_path)
+    assert_clean_failure(result, 2, str(path), ARCHIVE_PROBLEMS[kind])
+
+
+# ---- SSH settings files named in the cluster file ----------------------------------------------------
+
+@pytest.mark.parametrize(("field", "kind", "fragment"), [
+    ("identityFile", "fifo", "not a regular file (a FIFO)"),
+    ("knownHostsFile", "/dev/zero", "not a regular file (a character device)"),
+    ("configFile", "directory", "is a directory"),
+    ("identityFile", "big", "larger than 1 MiB"),
+])
+def test_ssh_files_in_the_spec_are_regular_and_bounded(field: str, kind: str, fragment: str, tmp_path: Path) -> None:
+    path = make_file(kind, tmp_path) if kind != "big" else tmp_path / "big"
+    if kind == "big":
+        path.write_bytes(b"#" * (2 << 20))
+    result = validate_text(tmp_path, "file-ssh.yaml", spec_text(extra=f"  ssh: {{{field}: {path}}}\n"))
+    assert_one_located_error(result, "file-ssh.yaml", f"spec.ssh.{field}", fragment)
+
+
+def test_a_fifo_as_known_hosts_on_the_command_line_does_not_hang(tmp_path: Path) -> None:
+    fifo = make_file("fifo", tmp_path)
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        result = kubesmith("status", "c.yaml", "--known-hosts", str(fifo), "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 3, str(fifo), "not a regular file (a FIFO)")
+
+
+# ---- reset: never a path kubesmith did not make ------------------------------------------------------
+
+@pytest.fixture
+def no_ssh(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records any attempt to open an SSH transport (and makes it fail)."""
+    from kubesmith.transport import ssh
+
+    attempts: list[str] = []
+
+    async def refuse(self):  # type: ignore[no-untyped-def]
+        attempts.append("connect")
+        raise AssertionError("an SSH connection was attempted")
+
+    monkeypatch.setattr(ssh.SshTransport, "__aenter__", refuse)
+    return attempts
+
+
+@pytest.mark.parametrize(("components", "where"), [
+    ("    etcd: {dataDir: /var/lib}\n", "spec.components.etcd.dataDir"),
+    ("    kubelet: {rootDir: /}\n", "spec.components.kubelet.rootDir"),
+    ("    containerRuntime: {rootDir: /home}\n", "spec.components.containerRuntime.rootDir"),
+])
+def test_reset_of_a_spec_naming_a_system_directory_fails_at_validation(components: str, where: str, tmp_path: Path,
+                                                                       no_ssh: list[str]) -> None:
+    (tmp_path / "reset-system.yaml").write_text(spec_text(components))
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("reset", "reset-system.yaml", "--yes", "--known-hosts", "/dev/null", cwd=tmp_path)
+    assert_one_located_error(result, "reset-system.yaml", where, "is a system directory")
+    assert no_ssh == []
+
+
+def test_reset_purge_refuses_a_state_directory_of_no_cluster(tmp_path: Path, no_ssh: list[str]) -> None:
+    """--purge deleted any --state-dir, $HOME as well: now only one whose PKI records this cluster."""
+    (tmp_path / "c.yaml").write_text(spec_text())
+    victim = tmp_path / "home"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("mine\n")
+    result = kubesmith("reset", "c.yaml", "--yes", "--purge", "--state-dir", str(victim), cwd=tmp_path)
+    assert_clean_failure(result, 2, "--purge", "not the state directory of cluster 'demo'", "no host was changed")
+    assert (victim / "notes.txt").read_text() == "mine\n" and no_ssh == []
+
+
+def test_reset_purge_refuses_another_clusters_state(tmp_path: Path, no_ssh: list[str]) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    other = tmp_path / "other"
+    (other / "pki").mkdir(parents=True)
+    (other / "pki" / "cluster.json").write_text('{"cluster": "prod", "id": "x"}')
+    result = kubesmith("reset", "c.yaml", "--yes", "--purge", "--state-dir", str(other), cwd=tmp_path)
+    assert_clean_failure(result, 2, "records cluster 'prod'")
+    assert other.is_dir() and no_ssh == []
+
+
+@pytest.mark.parametrize("path", ["/var/lib", "/", "/etc", "relative/dir"])
+def test_reset_refuses_a_system_directory_from_any_plan(path: str) -> None:
+    """An applied spec from before these checks, or a manifest edited on the host, is refused as well."""
+    from kubesmith.backends.day2 import Day2Error, check_removable
+
+    class Host:
+        name = "h1"
+
+    with pytest.raises(Day2Error, match="refusing to delete .*no host was changed"):
+        check_removable(Host(), ["/etc/kubernetes", path])  # type: ignore[arg-type]
+
+
+# ---- output and state directories --------------------------------------------------------------------
+
+def test_render_does_not_write_through_a_link_out_of_its_output(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out" / "h1").mkdir(parents=True)
+    (tmp_path / "out" / "h1" / "etc").symlink_to(elsewhere)
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 5, "out/h1/etc is a symbolic link to", "render writes only inside out")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("out", ["file", "/dev/null"])
+def test_render_into_a_file_is_one_line(out: str, tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    (tmp_path / "file").write_text("mine\n")
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", out, "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 5, f"{out} is not a directory")
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+
+def test_render_does_not_follow_a_planted_lock_link(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".kubesmith-render.lock").symlink_to(victim)
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 3, ".kubesmith-render.lock")
+    assert victim.read_text() == "keep me\n"
+
+
+def test_render_does_not_read_a_fifo_in_place_of_a_rendered_file(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    target = tmp_path / "out" / "h1" / "etc" / "kubernetes"
+    target.mkdir(parents=True)
+    os.mkfifo(target / "admin.conf")
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (target / "admin.conf").is_file()
+
+
+@pytest.mark.parametrize("command", [["render", "c.yaml", "-o", "out"], ["certs", "check-expiration", "c.yaml"],
+                                     ["plan", "c.yaml", "--known-hosts", "/dev/null"],
+                                     ["reset", "c.yaml", "--yes", "--purge"]])
+def test_a_state_directory_that_is_a_file_is_one_line(command: list[str], tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    (tmp_path / "state").write_text("")
+    with bounded(SLOW_BOUND):
+        result = kubesmith(*command, "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 3, "state: not a directory")
+    assert (tmp_path / "state").is_file()
+
+
+def test_a_state_directory_with_a_link_out_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    (tmp_path / "state" / "pki").mkdir(parents=True)
+    (tmp_path / "state" / "pki" / "hosts").symlink_to("/etc")
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 3, "state/pki/hosts: a symbolic link out of the state directory")
+
+
+def run_into_full(*args: str, cwd: Path) -> Result:
+    """`kubesmith ARGS > /dev/full`, in this process."""
+    from kubesmith.cli import cli
+    from kubesmith.cli.common import run_guarded
+
+    err = io.StringIO()
+    saved_argv, saved_cwd = sys.argv, Path.cwd()
+    sys.argv = ["kubesmith", *args]
+    try:
+        os.chdir(cwd)
+        with open("/dev/full", "w") as full, contextlib.redirect_stdout(full), contextlib.redirect_stderr(err):
+            code = run_guarded(cli)
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    return Result(int(code), "", err.getvalue())
+
+
+@pytest.mark.parametrize("command", [["plan", "c.yaml", "--offline"], ["plan", "c.yaml", "--offline", "-o", "json"],
+                                     ["validate", "c.yaml"], ["schema"], ["options"]])
+def test_a_full_output_device_is_one_line(command: list[str], tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        result = run_into_full(*command, cwd=tmp_path)
+    assert_clean_failure(result, 3, "writing the output: No space left on device")
+
+
+def test_a_full_output_device_in_a_real_process_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with open("/dev/full", "w") as full:
+        process = subprocess.run(["kubesmith", "plan", "c.yaml", "--offline"], stdout=full, stderr=subprocess.PIPE,
+                                 text=True, cwd=tmp_path, timeout=60,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert process.returncode == 3, process.stderr
+    assert process.stderr == "error: writing the output: No space left on device\n", process.stderr
+
+
+@contextlib.contextmanager
+def full_tmpfs(directory: Path) -> Iterator[Path]:
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(directory)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def test_render_onto_a_full_file_system_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with full_tmpfs(tmp_path / "small") as small, bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "-o", str(small / "out"), "--state-dir", "state", cwd=tmp_path)
+        leftovers = [p.name for p in (small / "out").rglob("*") if ".kstmp-" in p.name]
+    assert_clean_failure(result, 3, "No space left on device", str(small / "out"))
+    assert leftovers == []
+
+
+# ---- files named on the command line -----------------------------------------------------------------
+
+def test_a_fifo_as_the_ca_key_does_not_hang(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    fifo = make_file("fifo", tmp_path)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("token", "create", "--ca-cert", str(ca.ca_cert), "--ca-key", str(fifo),
+                           "--state-dir", str(tmp_path / "state"))
+    assert_clean_failure(result, 3, "not a regular file (a FIFO)")
+
+
+def test_a_device_as_the_settings_file_does_not_hang(tmp_path: Path) -> None:
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("token", "list", "--config", "/dev/zero")
+    assert_clean_failure(result, 3, "/dev/zero: unreadable settings (not a regular file (a character device)")
+
+
+def test_a_fifo_as_an_etcd_snapshot_does_not_hang(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    fifo = make_file("fifo", tmp_path)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("etcd", "restore", "c.yaml", str(fifo), "--yes", cwd=tmp_path)
+    assert_clean_failure(result, 2, "not a regular file (a FIFO)")
+
+
+def test_a_fifo_as_the_cluster_file_of_a_token_command_does_not_hang(tmp_path: Path) -> None:
+    fifo = make_file("fifo", tmp_path)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("token", "create", "--cluster", str(fifo), "--ttl", "1h")
+    assert_clean_failure(result, 3, "a FIFO")
+
+
+# ---- tokens --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("ttl", "fragment"), [
+    ("99999999999999999999d", "at most 365 days"),
+    ("366d", "at most 365 days"),
+    ("1000000h", "at most 365 days"),
+])
+def test_token_lifetimes_are_bounded(ttl: str, fragment: str, tmp_path: Path) -> None:
+    """A huge --ttl used to be stored, and every `token list` after it failed with a traceback."""
+    ca = make_ca(tmp_path / "ca")
+    result = kubesmith("token", "create", "--ttl", ttl, *ca_args(ca))
+    assert_clean_failure(result, 2, "--ttl", fragment)
+    assert not (ca.directory / "state" / "tokens.json").exists()
+    listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"))
+    assert listed.returncode == 0, listed.stderr
+
+
+def test_the_longest_lifetime_is_accepted_and_listed(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    assert kubesmith("token", "create", "--ttl", "365d", *ca_args(ca)).returncode == 0
+    listed = kubesmith("token", "list", "--state-dir", str(ca.directory / "state"))
+    assert listed.returncode == 0 and "active" in listed.stdout, listed.stderr
+
+
+def test_a_huge_default_lifetime_in_the_settings_is_refused(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    settings = tmp_path / "ca-service.json"
+    settings.write_text(json.dumps({"default_token_ttl": 1e300, "ca_cert": str(ca.ca_cert),
+                                    "ca_key": str(ca.ca_key), "state_dir": str(ca.directory / "state")}))
+    result = kubesmith("token", "create", "--config", str(settings))
+    assert_clean_failure(result, 2, f"default_token_ttl of {settings}: a token's lifetime must be", "365 days")
+    assert not (ca.directory / "state" / "tokens.json").exists()
+
+
+@pytest.mark.parametrize("description", ["\x1b[2J\x1b[31mowned", "line\nbreak", "bidi \u202e txet", "bell\x07",
+                                         "x" * 201])
+def test_token_descriptions_are_plain_text(description: str, tmp_path: Path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    result = kubesmith("token", "create", "--description", description, *ca_args(ca))
+    assert_clean_failure(result, 2, "--description")
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+
+
+def store_with(tmp_path: Path, document: object | bytes) -> Path:
+    """A token store holding one good record and `document` spliced in (or raw bytes)."""
+    from kubesmith.ca import tokens
+    from kubesmith.pki import keys
+
+    state = tmp_path / "state"
+    store = tokens.TokenStore(state / "tokens.json", keys.generate("ecdsa-p256"))
+    store.create(3600, "w1", description="good")
+    if isinstance(document, bytes):
+        (state / "tokens.json").write_bytes(document)
+    elif document is not None:
+        whole = json.loads((state / "tokens.json").read_text())
+        whole["tokens"].append(document)
+        (state / "tokens.json").write_text(json.dumps(whole))
+    return state
+
+
+GOOD_RECORD = {"id": "abcdef", "created": 1.0, "expires": 2e9, "node": None, "addresses": [], "description": "",
+               "nonce": "AAAA", "wrapped_key": "AAAA"}
+DAMAGE = {
+    "expires-huge": {**GOOD_RECORD, "expires": 1e300},
+    "expires-infinite": b'{"version": 1, "tokens": [{"id": "abcdef", "created": 1, "expires": Infinity, '
+                        b'"nonce": "", "wrapped_key": ""}]}',
+    "created-a-string": {**GOOD_RECORD, "created": "yesterday"},
+    "id-malformed": {**GOOD_RECORD, "id": "\x1b[31m"},
+    "record-a-list": [1, 2, 3],
+    "missing-nonce": {key: value for key, value in GOOD_RECORD.items() if key != "nonce"},
+    "node-a-number": {**GOOD_RECORD, "node": 7},
+    "not-json": b"{\"version\": 1, \"tok",
+    "a-list": b"[]",
+    "binary": b"\xff\xfe\x00garbage",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_token_store_is_named_and_repaired(damage: str, tmp_path: Path) -> None:
+    state = store_with(tmp_path, DAMAGE[damage])
+    listed = kubesmith("token", "list", "--state-dir", str(state))
+    assert_clean_failure(listed, 3, str(state / "tokens.json"), "token store", "kubesmith token repair")
+    repaired = kubesmith("token", "repair", "--state-dir", str(state))
+    assert repaired.returncode == 0 and "Traceback" not in repaired.stderr, repaired.stderr
+    assert "repaired" in repaired.stdout and "damaged file is" in repaired.stdout
+    listed = kubesmith("token", "list", "--state-dir", str(state), "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    kept = [row["description"] for row in json.loads(listed.stdout)]
+    assert kept == (["good"] if damage not in ("not-json", "a-list", "binary", "expires-infinite") else [])
+    assert any(path.name.startswith("tokens.json.damaged-") for path in state.iterdir())
+
+
+def test_repairing_an_intact_store_changes_nothing(tmp_path: Path) -> None:
+    state = store_with(tmp_path, None)
+    before = (state / "tokens.json").read_bytes()
+    repaired = kubesmith("token", "repair", "--state-dir", str(state))
+    assert repaired.returncode == 0 and "intact (1 token)" in repaired.stdout, repaired.stderr
+    assert (state / "tokens.json").read_bytes() == before
+
+
+def test_a_fifo_as_the_token_store_does_not_hang(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    os.mkfifo(tmp_path / "state" / "tokens.json")
+    with bounded(BOUND_SECONDS):
+        listed = kubesmith("token", "list", "--state-dir", str(tmp_path / "state"))
+    assert_clean_failure(listed, 3, "not a regular file (a FIFO)", "kubesmith token repair")
+    with bounded(BOUND_SECONDS):
+        repaired = kubesmith("token", "repair", "--state-dir", str(tmp_path / "state"))
+    assert repaired.returncode == 0, repaired.stderr
+    assert kubesmith("token", "list", "--state-dir", str(tmp_path / "state")).returncode == 0
+
+
+def test_an_old_description_with_escapes_is_listed_escaped(tmp_path: Path) -> None:
+    """A record written before descriptions were checked still prints safely."""
+    state = store_with(tmp_path, None)
+    whole = json.loads((state / "tokens.json").read_text())
+    whole["tokens"][0]["description"] = "\x1b]0;pwned\x07 \u202e"
+    (state / "tokens.json").write_text(json.dumps(whole))
+    listed = kubesmith("token", "list", "--state-dir", str(state))
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout and "\u202e" not in listed.stdout
+    assert "\\x1b]0;pwned\\x07 \\u202e" in listed.stdout
+
+
+def test_the_corpus_is_large_enough(request: pytest.FixtureRequest) -> None:
+    cases = [item for item in request.session.items if item.module.__name__ == __name__]
+    assert len(cases) >= 75, len(cases)
+
+
+# ---- archives are streamed to hosts, never read whole ------------------------------------------------
+
+def test_an_archive_is_uploaded_in_chunks_root_only(local_sshd, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from kubesmith.hostfile import StreamedFile
+    from kubesmith.transport import ssh
+    from test_transport_ssh import _options
+
+    source = tmp_path / "big.tar"
+    source.write_bytes(os.urandom(3 << 20))
+    monkeypatch.setattr(ssh, "STREAM_CHUNK", 1 << 19)
+    target = tmp_path / "node" / "images" / "big.tar"
+    reads: list[int] = []
+    real_open = ssh.fsutil.open_regular
+
+    class Counting:
+        def __init__(self, file: io.BufferedReader) -> None:
+            self.file = file
+
+        def read(self, size: int = -1) -> bytes:
+            reads.append(size)
+            return self.file.read(size)
+
+    @contextlib.contextmanager
+    def counting_open(*args: object) -> Iterator[Counting]:
+        with real_open(*args) as file:  # type: ignore[arg-type]
+            yield Counting(file)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssh.fsutil, "open_regular", counting_open)
+
+    async def scenario() -> None:
+        async with ssh.SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", [StreamedFile(str(target), 0o600, "root", "root", source, 8 << 20)])
+
+    asyncio.run(scenario())
+    assert target.read_bytes() == source.read_bytes()
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert reads and all(0 < size <= 1 << 19 for size in reads)  # never one read of the whole file
+
+
+def test_a_fifo_streamed_to_a_host_is_refused(local_sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from kubesmith.hostfile import StreamedFile
+    from kubesmith.transport.ssh import SshTransport, TransportError
+    from test_transport_ssh import _options
+
+    fifo = make_file("fifo", tmp_path)
+
+    async def scenario() -> None:
+        async with SshTransport(_options(local_sshd)) as transport:
+            await transport.upload("127.0.0.1", [StreamedFile(str(tmp_path / "x.tar"), 0o600, "root", "root",
+                                                              fifo, 1 << 20)])
+
+    with bounded(SLOW_BOUND), pytest.raises(TransportError, match="not a regular file"):
+        asyncio.run(scenario())
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_an_error_never_carries_a_terminal_escape(tmp_path: Path) -> None:
+    """An archive's name from the command line is printed with its control characters escaped."""
+    name = "x\x1b[2J\x1b]0;owned\x07\u202ey.tar"
+    (tmp_path / name).write_text("not a tar\n")
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        result = kubesmith("images", "import", "c.yaml", name, cwd=tmp_path)
+    assert_clean_failure(result, 2, "x\\x1b[2J\\x1b]0;owned\\x07\\u202ey.tar: not an image archive")
+    assert not any(c in result.stderr for c in "\x1b\x07\u202e")
+
+
+def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """render (as apply) never reads an operator's archive whole: in chunks to hash, copy and compare."""
+    from kubesmith import fsutil
+
+    archive = tmp_path / "big.tar"
+    archive.write_bytes(oci_archive("example.local/big:1", (ImageFile("/blob", os.urandom(3 << 20), 0o644),),
+                                    ("/blob",)))
+    (tmp_path / "c.yaml").write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
+    reads: list[int] = []
+    real_open = fsutil.open_regular
+
+    class Counting:
+        def __init__(self, file: io.BufferedReader) -> None:
+            self.file = file
+
+        def read(self, size: int = -1) -> bytes:
+            reads.append(size)
+            return self.file.read(size)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.file, name)
+
+    @contextlib.contextmanager
+    def counting_open(path: Path, *args: object) -> Iterator[object]:
+        with real_open(path, *args) as file:  # type: ignore[arg-type]
+            yield Counting(file) if Path(path) == archive else file
+
+    monkeypatch.setattr(fsutil, "open_regular", counting_open)
+    for expected_unchanged in (False, True):
+        with bounded(SLOW_BOUND):
+            result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        placed = tmp_path / "out" / "h1" / "var/lib/kubesmith/images/big.tar"
+        assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
+        assert (" 0 files written" in result.stdout) == expected_unchanged, result.stdout
+    assert reads and all(0 <= size <= fsutil.CHUNK for size in reads), sorted(set(reads))[-3:]
+
+
+def test_run_copies_an_archive_into_its_root_unchanged(tmp_path: Path) -> None:
+    """`kubesmith run` lays the rendered tree into its root: documents re-rooted, the rest (an image
+    archive) copied in chunks as it is, with its mode."""
+    from kubesmith.backends.run import prepare_root
+    from kubesmith.layout import RunPaths
+    from pki_support import plan_of
+
+    archive = valid_oci(tmp_path / "app.tar")
+    spec = tmp_path / "c.yaml"
+    spec.write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
+    import shutil
+    import tempfile
+
+    state = Path(tempfile.mkdtemp(prefix="ks", dir="/tmp"))  # containerd's socket path must stay short
+    try:
+        with bounded(SLOW_BOUND):
+            result = kubesmith("render", "c.yaml", "-o", str(state / "rendered"), "--state-dir", str(state),
+                               cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        paths = RunPaths(state, "h1")
+        prepare_root(paths, plan_of(spec).host("h1"))
+        placed = paths.root / "var/lib/kubesmith/images/app.tar"
+        assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
+        assert str(paths.root) in (paths.root / "etc/containerd/config.toml").read_text()  # re-rooted document
+    finally:
+        shutil.rmtree(state)
