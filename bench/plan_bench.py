@@ -38,7 +38,7 @@ def spec_yaml(hosts: int) -> str:
         "  hosts:",
     ]
     for index in range(hosts):
-        address = f"10.{1 + index // 250}.{index % 250}.{10 + index % 7}"
+        address = f"172.{16 + index // 62500}.{index // 250 % 250}.{1 + index % 250}"  # 172.16.0.0/12: any size
         roles = "[control-plane, etcd]" if index < CONTROL_PLANE else "[node]"
         labels = "" if index < CONTROL_PLANE else f", labels: {{rack: r{index % 20}}}"
         lines.append(f"    - {{name: host{index:04d}, address: {address}, roles: {roles}{labels}}}")
