@@ -6,7 +6,6 @@ downstream re-derives policy. `Plan.to_json()` is byte-identical for the same sp
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -212,7 +211,10 @@ class Plan:
         return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **plain(self)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        """The plan as JSON text; `plan -o json` streams the same bytes (plan/jsonout.py)."""
+        from kubesmith.plan.jsonout import plan_json_chunks
+
+        return "".join(plan_json_chunks(self))
 
 
 def plain(value: Any) -> Any:
