@@ -102,5 +102,5 @@ def _kind(key: Any) -> str:
 
 
 def _part(key: Any) -> LocPart:
-    """A mapping key as a path part: always text (an int would read as a list index)."""
-    return key if isinstance(key, str) else str(key)
+    """A mapping key as a path part: an integer key stays one, as in the type checks' paths."""
+    return key if isinstance(key, (str, int)) and not isinstance(key, bool) else str(key)
