@@ -4,9 +4,10 @@ A flag's value is parsed by Go (pflag; etcd by Go's flag package): a boolean is 
 twelve spellings (`1`, `t`, `TRUE`... and their false twins), a duration is time.ParseDuration's (an int64 of
 nanoseconds), a list is one comma-separated value. And one setting can be reached several ways: the typed
 option, the flag in `extraArgs`, the field of the component's configuration file in `extraConfig` (the
-kubelet's flags win over its file). Here each such setting is named once, in SETTINGS; the file may set it
-in one place only, so what takes effect is never a question of precedence, and security.py reads the value
-from wherever it is set.
+kubelet's flags win over its file). Each setting a security check guards is named once, in SETTINGS; the
+file may set it in one place only, so what takes effect is never a question of precedence, and security.py
+reads the value from wherever it is set. (Other settings keep their documented precedence: extraConfig
+is merged over the typed options.)
 """
 
 from __future__ import annotations
@@ -116,20 +117,9 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("protect-kernel-defaults", ("protectKernelDefaults",), "protect_kernel_defaults", "bool"),
         Setting("streaming-connection-idle-timeout", ("streamingConnectionIdleTimeout",),
                 "streaming_connection_idle_timeout", "duration"),
-        Setting("port", ("port",), "port", "int"),
-        Setting("healthz-port", ("healthzPort",), "healthz_port", "int"),
-        Setting("max-pods", ("maxPods",), "max_pods", "int"),
-        Setting("pod-max-pids", ("podPidsLimit",), "pod_pids_limit", "int"),
-        Setting("cgroup-driver", ("cgroupDriver",), "cgroup_driver", "str"),
-        Setting("cluster-dns", ("clusterDNS",), "cluster_dns", "list"),
-        Setting("cluster-domain", ("clusterDomain",), "cluster_domain", "str"),
-        Setting("container-runtime-endpoint", ("containerRuntimeEndpoint",), "container_runtime_endpoint", "str"),
-        Setting("register-with-taints", ("registerWithTaints",), "register_with_taints", "list"),
     ),
     "proxy": (
         Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str"),
-        Setting("proxy-mode", ("mode",), "mode", "str"),
-        Setting("cluster-cidr", ("clusterCIDR",), "cluster_cidr", "str"),
     ),
 }
 
