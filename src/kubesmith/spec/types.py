@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from kubesmith.durations import check_go_duration
+from kubesmith.durations import check_go_duration, format_duration, parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -169,6 +169,21 @@ def _san(value: str) -> str:
     return value
 
 
+MAX_DURATION_DAYS = 36500  # the longest a CA may live (spec.pki.caValidityDays); timers beyond it never fire
+
+
+def _duration(value: str) -> str:
+    """kubesmith's own durations (`90s`, `12h`, `7d`): positive (a zero interval would spin, a zero lifetime
+    expire at once) and at most MAX_DURATION_DAYS."""
+    if not re.fullmatch(r"(\d+(\.\d+)?[dhms])+", value):
+        raise ValueError(f"{value!r} is not a duration (examples: 90s, 15m, 1h30m, 7d)")
+    seconds = parse_duration(value)
+    if seconds > MAX_DURATION_DAYS * 86400:
+        raise ValueError(f"{value!r} is longer than {MAX_DURATION_DAYS} days "
+                         f"({format_duration(MAX_DURATION_DAYS * 86400)})")
+    return value
+
+
 def _cis_id(value: str) -> str:
     if not re.fullmatch(r"[1-5](\.[0-9]{1,2}){1,2}", value):
         raise ValueError(f"{value!r} is not a CIS Kubernetes Benchmark check id (such as \"1.2.15\")")
@@ -187,6 +202,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 GoDuration = Annotated[str, AfterValidator(check_go_duration)]
+Duration = Annotated[str, AfterValidator(_duration)]
 CisId = Annotated[str, AfterValidator(_cis_id)]
 ListItem = Annotated[str, AfterValidator(_list_item)]
 SubjectName = Annotated[str, AfterValidator(_san)]
