@@ -10,6 +10,7 @@ The bytes are exactly those of `json.dumps(plan.to_dict(), indent=2, sort_keys=T
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import fields
@@ -57,19 +58,22 @@ class _Encoder:
 
     def encode(self, value: Any, level: int) -> str:
         kind = type(value)
-        if kind is str:
-            return _string(value)
-        if hasattr(kind, "__dataclass_fields__"):
-            return self._dataclass(value, level)
+        scalar = _SCALARS.get(kind)
+        if scalar is not None:
+            return scalar(value)
         if kind is dict:
             return self._items([(_key(key), value[key]) for key in sorted(value)], level)
         if kind is list or kind is tuple:
             if not value:
                 return "[]"
             inner = _NEWLINE[level + 1]
-            return "[" + inner + ("," + inner).join(
-                _string(item) if type(item) is str else self.encode(item, level + 1) for item in value) + \
-                _NEWLINE[level] + "]"
+            if all(type(item) is str for item in value):  # argv and other lists of text: no call per item
+                words = ("," + inner).join(map(_string, value))
+            else:
+                words = ("," + inner).join(self.encode(item, level + 1) for item in value)
+            return "[" + inner + words + _NEWLINE[level] + "]"
+        if hasattr(kind, "__dataclass_fields__"):
+            return self._dataclass(value, level)
         return _SCALAR.encode(value)
 
     def _dataclass(self, value: Any, level: int) -> str:
@@ -92,7 +96,14 @@ class _Encoder:
             _NEWLINE[level] + "}"
 
 
+def _float(value: float) -> str:
+    return float.__repr__(value) if math.isfinite(value) else _SCALAR.encode(value)
+
+
 _string = json.encoder.encode_basestring_ascii  # what json.dumps uses for every string (ensure_ascii)
+# how json.dumps writes each scalar type (int.__repr__ and float.__repr__ are what it calls)
+_SCALARS: dict[type, Any] = {str: _string, int: int.__repr__, float: _float,
+                             bool: lambda value: "true" if value else "false", type(None): lambda value: "null"}
 _NEWLINE = tuple("\n" + INDENT * level for level in range(64))  # the plan nests about a dozen levels
 
 
