@@ -24,6 +24,11 @@ _SCALAR = json.JSONEncoder(sort_keys=True)
 SHARED_FRAGMENTS = 4096  # fragments kept for reuse; the shared ones recur on every host and stay
 
 
+def plan_json(plan: Plan) -> str:
+    """The whole JSON text (tests, benchmarks); `plan -o json` streams it with write_plan_json."""
+    return "".join(plan_json_chunks(plan))
+
+
 def write_plan_json(plan: Plan, out: TextIO) -> None:
     """Write `plan` to `out` as JSON, host by host."""
     for chunk in plan_json_chunks(plan):

@@ -1,7 +1,7 @@
 """The plan: the evaluated desired state of every host, as plain immutable data.
 
 Everything downstream (render, systemd, apply, run, status) reads the plan; nothing
-downstream re-derives policy. `Plan.to_json()` is byte-identical for the same spec.
+downstream re-derives policy. Its JSON (plan/jsonout.py) is byte-identical for the same spec.
 """
 
 from __future__ import annotations
@@ -210,11 +210,6 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **plain(self)}
 
-    def to_json(self) -> str:
-        """The plan as JSON text; `plan -o json` streams the same bytes (plan/jsonout.py)."""
-        from kubesmith.plan.jsonout import plan_json_chunks
-
-        return "".join(plan_json_chunks(self))
 
 
 def plain(value: Any) -> Any:

@@ -31,8 +31,7 @@ def value_findings(data: Any) -> list[Finding]:
             config = components.get(section, {}).get("extraConfig") if isinstance(components.get(section), dict) \
                 else None
             where = ("spec", "components", section, "extraConfig")
-            findings += [finding for finding in _representable(config, where, target) if finding[0] not in
-                         {f[0] for f in findings}]
+            findings += _representable(config, where, target)  # numbers were checked above
     return findings
 
 
