@@ -47,8 +47,8 @@ def go_int(value: Any, kind: str = "int") -> int | None:
         number = value
     else:
         text = str(value)
-        if not _GO_INT.fullmatch(text) or "__" in text or text.endswith("_"):
-            return None
+        if len(text) > 80 or not _GO_INT.fullmatch(text) or "__" in text or text.endswith("_"):
+            return None  # 80 characters hold any 64-bit integer, even in binary with separators
         digits = text.lstrip("+-")
         octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
         number = int(text.replace("_", ""), 8) if octal else int(text, 0)
