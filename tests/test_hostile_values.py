@@ -151,7 +151,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     "value-authorization-tab-free-newline": (
         HOSTS + component("apiserver", '{authorizationMode: [Node, "RBAC\\u00a0"]}'),
         f"{APISERVER}.authorizationMode[1]", "holds '\\xa0'"),
-    "value-admission-comma": (HOSTS + component("apiserver", '{enableAdmissionPlugins: ["NodeRestriction,AlwaysAdmit"]}'),
+    "value-admission-comma": (HOSTS + component("apiserver",
+                                                '{enableAdmissionPlugins: ["NodeRestriction,AlwaysAdmit"]}'),
                               f"{APISERVER}.enableAdmissionPlugins[0]", "holds ','"),
     "value-admission-empty": (HOSTS + component("apiserver", '{enableAdmissionPlugins: [NodeRestriction, ""]}'),
                               f"{APISERVER}.enableAdmissionPlugins[1]", "is empty"),
@@ -168,7 +169,8 @@ CASES: dict[str, tuple[str, str, str]] = {
         f"{APISERVER}.extraArgs.disable-admission-plugins", "disables NodeRestriction, which "
         "spec.components.apiserver.enableAdmissionPlugins enables"),
     "flag-disable-required-admission": (
-        HOSTS + component("apiserver", "{extraArgs: {disable-admission-plugins: 'DefaultStorageClass,ServiceAccount'}}"),
+        HOSTS + component("apiserver",
+                          "{extraArgs: {disable-admission-plugins: 'DefaultStorageClass,ServiceAccount'}}"),
         f"{APISERVER}.extraArgs.disable-admission-plugins", "disables ServiceAccount, which CIS 1.2.12 requires"),
     "flag-disable-admission-quoted": (
         HOSTS + component("apiserver", """{extraArgs: {disable-admission-plugins: '"NodeRestriction,X"'}}"""),
@@ -278,7 +280,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     "value-config-bool-key": (HOSTS + kubelet_config("{x: {on: 1}}"), f"{KUBELET}.extraConfig.x.True",
                               "the key True is a boolean"),
     "value-containerd-null": (HOSTS + component("containerRuntime", "{extraConfig: {plugins: {x: null}}}"),
-                              "spec.components.containerRuntime.extraConfig.plugins.x", "null cannot be written to TOML"),
+                              "spec.components.containerRuntime.extraConfig.plugins.x",
+                              "null cannot be written to TOML"),
     "value-containerd-date": (HOSTS + component("containerRuntime", "{extraConfig: {d: 2020-02-02}}"),
                               "spec.components.containerRuntime.extraConfig.d", "which TOML cannot hold"),
     "value-proxy-config-set": (HOSTS + component("proxy", "{extraConfig: {s: !!set {a}}}"),

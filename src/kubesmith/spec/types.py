@@ -153,8 +153,9 @@ def _list_item(value: str) -> str:
     """One item of a list that reaches a comma-separated flag: a `,` would add an item the checks never saw
     (`[Node, "RBAC,AlwaysAllow"]`), quotes change how Go's CSV reader splits, `=` and whitespace are no
     part of any plugin, mode or cipher name."""
-    if not value or (found := _SEPARATORS.search(value)):
-        what = "is empty" if not value else f"holds {found.group()!r} at position {found.start() + 1}"  # type: ignore[union-attr]
+    found = _SEPARATORS.search(value)
+    if not value or found:
+        what = f"holds {found.group()!r} at position {found.start() + 1}" if found else "is empty"
         raise ValueError(f"list item {value!r} {what}: an item of this list may not be empty or hold ',', '=', "
                          "quotes or whitespace; write one name per item")
     return value
