@@ -4,6 +4,7 @@ no flag appears twice in an argv, and a value the user sets always wins over a d
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections import Counter
 from typing import Any
 
@@ -86,6 +87,8 @@ def test_plan_is_deterministic(document: dict[str, Any]) -> None:
     first = plan_of(document)
     assert first == plan_of(document)
     assert plan_json(first) == plan_json(plan_of(document))
+    # streamed host by host, the text is still exactly json.dumps of the whole plan
+    assert plan_json(first) == json.dumps(first.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 @SETTINGS
