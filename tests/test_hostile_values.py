@@ -151,6 +151,10 @@ CASES: dict[str, tuple[str, str, str]] = {
     "value-authorization-tab-free-newline": (
         HOSTS + component("apiserver", '{authorizationMode: [Node, "RBAC\\u00a0"]}'),
         f"{APISERVER}.authorizationMode[1]", "holds '\\xa0'"),
+    "value-feature-gate-injection": (HOSTS.replace("  hosts:", '  featureGates: {"AllAlpha=true,Foo": false}\n  hosts:'),
+                                     "spec.featureGates.AllAlpha=true,Foo.[key]", "is not a feature gate name"),
+    "value-component-gate-comma": (HOSTS + component("kubelet", '{featureGates: {"A,B": true}}'),
+                                   f"{KUBELET}.featureGates.A,B.[key]", "is not a feature gate name"),
     "value-admission-comma": (HOSTS + component("apiserver",
                                                 '{enableAdmissionPlugins: ["NodeRestriction,AlwaysAdmit"]}'),
                               f"{APISERVER}.enableAdmissionPlugins[0]", "holds ','"),

@@ -218,7 +218,15 @@ def _flag_value(value: Any) -> str | int | bool:
 FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]
 ExtraArgs = dict[str, FlagValue]
 ExtraConfig = dict[str, Any]
-FeatureGates = dict[str, bool]
+def _gate_name(value: str) -> str:
+    """A feature gate's name: letters and digits. A name with `=` or `,` would add gates of its own to the
+    comma-separated --feature-gates (`"AllAlpha=true,X": false` turned every alpha gate on)."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,127}", value):
+        raise ValueError(f"{value!r} is not a feature gate name (letters and digits, such as InPlacePodVerticalScaling)")
+    return value
+
+
+FeatureGates = dict[Annotated[str, AfterValidator(_gate_name)], bool]
 
 
 def derived(source: str) -> dict[str, Any]:
