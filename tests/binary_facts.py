@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Literal
 
 FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)\b")
+# pflag's help: `--name type   usage`, no type word for a boolean (a back-quoted word in the usage
+# replaces the type word, so only pflag's own type names count)
+TYPED_FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)(?: ([A-Za-z0-9]+))?(?:\s{2,}|$)")
+CHECKED_TYPES = frozenset({"duration", "int", "int32", "uint", "uint32", "float", "float32", "strings"})
 GATE_LINE = re.compile(r"^\s+(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false \((ALPHA|BETA|GA|DEPRECATED) - default=(true|false)\)")
 GateKind = Literal["unknown", "locked", "deprecated", "settable"]
 PROXY_PROBE = """apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -31,19 +35,25 @@ class HelpFacts:
     flags: frozenset[str]
     deprecated: frozenset[str]
     gates: dict[str, tuple[str, bool]]  # alpha and beta gates: name -> (stage, default)
+    types: dict[str, str] | None = None  # flag -> "bool", "duration", ... (CHECKED_TYPES only)
 
 
 def help_facts(text: str) -> HelpFacts:
-    flags, deprecated, gates = set(), set(), {}
+    flags, deprecated, gates, types = set(), set(), {}, {}
     for line in text.splitlines():
         if match := FLAG_LINE.match(line):
             flags.add(match.group(1))
+            if typed := TYPED_FLAG_LINE.match(line):
+                kind = typed.group(2) or "bool"
+                if kind == "bool" or kind in CHECKED_TYPES:
+                    types[typed.group(1)] = kind
             if "(DEPRECATED:" in line:
                 deprecated.add(match.group(1))
         elif match := GATE_LINE.match(line):
             gates[match.group(1)] = (match.group(2), match.group(3) == "true")
     flags.discard("help")
-    return HelpFacts(frozenset(flags), frozenset(deprecated), gates)
+    types.pop("help", None)
+    return HelpFacts(frozenset(flags), frozenset(deprecated), gates, types)
 
 
 def read_help(binary: Path) -> HelpFacts:

@@ -708,14 +708,14 @@ spec:
   kubernetesVersion: "1.33.2"
   hosts:
     - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}
-    - {name: w12, address: 127.0.0.12, roles: [node]}
+    - {name: w12, address: 10.0.0.12, roles: [node]}
 """
 
 
 def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path, ca, server):
     spec = tmp_path / "cluster.yaml"
     spec.write_text(NODE_SPEC)
-    token = create_token(ca, "--node", "w12", "--address", "127.0.0.12")
+    token = create_token(ca, "--node", "w12", "--address", "10.0.0.12")
     root = tmp_path / "root"
     result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
                        "--node", "w12", "--spec", str(spec), "--root", str(root))

@@ -171,6 +171,8 @@ def test_a_loopback_or_link_local_control_plane_address_is_refused_where_it_is(t
     assert errors == [
         "error: spec.hosts[0].address: 127.0.0.1 is a loopback address: a control-plane host needs an address "
         "other hosts and pods can reach (kubesmith init without --host writes this machine's) (lo.yaml:7:18)",
+        "error: spec.hosts[1].address: 127.0.0.2 is a loopback address: a host needs an address the other hosts "
+        "and kubesmith can reach (lo.yaml:8:18)",
         "error: spec.components.apiserver.advertiseAddress: fe80::1 is a link-local address: the API server "
         "publishes it as the kubernetes Service's endpoint, which pods must reach (lo.yaml:10:17)"]
 

@@ -284,17 +284,36 @@ def late_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
         yield sshd
 
 
+NODE_ADDRESS = "198.51.100.8"  # a documentation address: w1 is this machine, reached through a relay
+
+
 def _node_spec(directory: Path, sshd: LocalSshd, components: dict[str, Any] | None = None) -> Path:
-    """A cluster whose node w1 is this machine, reached over the given sshd (the control plane is elsewhere)."""
+    """A cluster whose node w1 is this machine, reached over the given sshd (the control plane is elsewhere).
+    A host's address may not be loopback, so w1 has an address of its own and the SSH config relays it to
+    the local sshd, as a jump host would."""
+    known_hosts, config = _relay_to(directory, sshd)
     return write_spec(directory, hosts=[{"name": "cp", "address": "198.51.100.7", "roles": ["control-plane", "etcd"]},
-                                        {"name": "w1", "address": "127.0.0.1", "roles": ["node"]}],
+                                        {"name": "w1", "address": NODE_ADDRESS, "roles": ["node"]}],
                       components=components,
-                      ssh={"port": sshd.port, "knownHostsFile": str(sshd.known_hosts),
+                      ssh={"port": sshd.port, "knownHostsFile": str(known_hosts), "configFile": str(config),
                            "identityFile": str(sshd.identity)})
 
 
+def _relay_to(directory: Path, sshd: LocalSshd) -> tuple[Path, Path]:
+    """known_hosts naming w1's address, and an SSH config whose ProxyCommand reaches the local sshd."""
+    known_hosts = directory / "known_hosts"
+    known_hosts.write_text(f"[{NODE_ADDRESS}]:{sshd.port} {sshd.host_key_pub.read_text()}")
+    relay = ("import socket; from kubesmith.lab.proxy import relay; "
+             "relay(socket.create_connection(('127.0.0.1', %p)), 0, 1)")
+    config = directory / "ssh_config"
+    config.write_text(f"Host {NODE_ADDRESS}\n  ProxyCommand {sys.executable} -c \"{relay}\"\n")
+    return known_hosts, config
+
+
 def _over_ssh(sshd: LocalSshd, spec: Path) -> Plan:
-    options = SshOptions(port=sshd.port, known_hosts=sshd.known_hosts, identity_files=(sshd.identity,))
+    known_hosts, config = _relay_to(spec.parent, sshd)
+    options = SshOptions(port=sshd.port, known_hosts=known_hosts, identity_files=(sshd.identity,),
+                         config_file=config)
 
     async def observe() -> Plan:
         async with SshTransport(options) as transport:
@@ -354,7 +373,7 @@ def test_run_reports_every_failure_at_once_and_starts_nothing(netns: str, tmp_pa
     checks = [line.split(": ")[2] for line in lines[:-1]]
     assert sorted(checks) == ["address", "binary-version", "disk-space", "ports", "sysctls"], lines
     assert all(line.startswith(f"error: {HOST}: ") and "; fix: " in line for line in lines[:-1]), lines
-    assert lines[-1] == f"error: 5 preflight failures on 1 host; nothing was changed (skip a check with " \
+    assert lines[-1] == "error: 5 preflight failures on 1 host; nothing was changed (skip a check with " \
                         "--ignore-preflight NAME)"
 
 

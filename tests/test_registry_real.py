@@ -128,3 +128,11 @@ def test_a_cluster_gate_reaches_only_the_components_that_know_it(tmp_path: Path)
     assert any("ControllerManagerReleaseLeaderElectionLockOnExit=true" in a
                for a in host.service("kube-controller-manager").argv)
     assert not any("feature-gates" in a for a in host.service("kube-scheduler").argv)  # 1.36's scheduler knows it not
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_flag_types_are_the_ones_the_binary_shows(binary: str, help_of: dict[str, HelpFacts]) -> None:
+    """The types extraArgs values are checked against (booleans, durations, integers, lists)."""
+    entry = REGISTRY._binaries[binary]  # noqa: SLF001 - the data under test
+    assert help_of[binary].types == entry.types
+    assert entry.types.get("profiling", "bool") == "bool"

@@ -88,7 +88,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "insecure-unknown-opt-out": ("spec.security.allowInsecure[0]", "'everything' is not a CIS Kubernetes Benchmark"),
     "yaml-python-tag": ("(document)", "could not determine a constructor for the tag"),
     "yaml-binary-tag": ("spec.network.dnsDomain", "valid string, got b'hello'"),
-    "huge-integer": ("spec.components.apiserver.securePort", "less than or equal to 65535"),
+    "huge-integer": ("spec.components.apiserver.securePort", "does not fit in 64 bits"),
     "float-port": ("spec.components.apiserver.securePort", "valid integer, got 6443.0"),
     "long-label-value": ("spec.hosts[1].labels.zone", "is not a valid label value"),
 }

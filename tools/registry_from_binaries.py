@@ -69,6 +69,9 @@ def update(data: dict, bin_dir: Path, candidates: list[str]) -> list[str]:
                 changes.append(f"{name}: --{flag} unknown in {minor}")
             elif deprecated_hidden(binary, flag):
                 hidden_deprecated.add(flag)
+        if facts.types and facts.types != entry.get("types"):
+            changes.append(f"{name}: flag types as {evidence} shows them ({len(facts.types)})")
+            entry["types"] = dict(sorted(facts.types.items()))
         deprecated = sorted(facts.deprecated | hidden_deprecated)
         if deprecated != sorted(entry.get("deprecated", [])):
             changes.append(f"{name}: deprecated flags as {evidence} marks them ({len(deprecated)})")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
 # Go's time.ParseDuration, what every Kubernetes component reads: "300ms", "1h30m", "-1.5h", "0"
 _GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
 _UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_UNIT_NS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
+               "h": 3600 * 10**9}
+GO_MAX_NS = (1 << 63) - 1  # Go's time.Duration is an int64 of nanoseconds: about 292 years
+GO_MAX_TEXT = "2562047h47m16.854775807s"
 
 
 def parse_duration(text: str) -> float:
@@ -38,7 +44,22 @@ def format_duration(seconds: float) -> str:
 
 def check_go_duration(text: str) -> str:
     """`text` when Go's time.ParseDuration takes it; raises ValueError with a message fit for users."""
+    go_duration_ns(text)
+    return text
+
+
+def go_duration_ns(text: str) -> int:
+    """Nanoseconds in `text` as Go's time.ParseDuration reads it, refusing what it refuses: other
+    syntax, and magnitudes beyond an int64 of nanoseconds (Go: "invalid duration")."""
     if not _GO_DURATION.fullmatch(text):
         raise ValueError(f"{text!r} is not a Go duration (examples: 90s, 15m, 1h30m, 500ms; units ns, us, ms, s, "
                          "m, h)")
-    return text
+    sign = -1 if text.startswith("-") else 1
+    try:
+        total = sum(Decimal(number) * _GO_UNIT_NS[unit] for number, unit in _GO_PART.findall(text))
+    except InvalidOperation:  # pragma: no cover - the pattern admits decimal numbers only
+        total = Decimal(GO_MAX_NS + 1)
+    if total > GO_MAX_NS:
+        raise ValueError(f"{text!r} is longer than Go's longest duration ({GO_MAX_TEXT}, about 292 years): the "
+                         "binary refuses it")
+    return sign * int(total)

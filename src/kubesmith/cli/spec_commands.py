@@ -79,7 +79,9 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
     if hosts:
         result = dataclasses.replace(result, hosts=tuple(h for h in result.hosts if h.name in hosts))
     if output == "json":
-        sys.stdout.write(result.to_json())
+        from kubesmith.plan.jsonout import write_plan_json
+
+        write_plan_json(result, sys.stdout)
     else:
         sys.stdout.write(plan_text(result, list(result.hosts)))
 

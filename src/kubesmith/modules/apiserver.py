@@ -15,7 +15,8 @@ from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, f
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import AbsolutePath, GoDuration, IPAddress, Port, PortRange, StrictModel
+from kubesmith.spec.types import (AbsolutePath, GoDuration, IPAddress, ListItem, Port, PortRange, StrictModel,
+                                  SubjectName)
 
 STRONG_CIPHERS = (
     "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -50,9 +51,9 @@ class ApiserverOptions(ComponentOptions):
     bind_address: IPAddress = Field(default="0.0.0.0", description="Address the API listens on.")
     advertise_address: IPAddress | None = Field(default=None, description="Address advertised to the cluster; "
                                           "default: the host's address.", json_schema_extra={"x-derived-from": "spec.hosts[].address"})
-    authorization_mode: list[str] = Field(default=["Node", "RBAC"], min_length=1,
+    authorization_mode: list[ListItem] = Field(default=["Node", "RBAC"], min_length=1,
                                           description="Authorizers, in order.")
-    enable_admission_plugins: list[str] = Field(
+    enable_admission_plugins: list[ListItem] = Field(
         default=["NodeRestriction", "EventRateLimit", "DenyServiceExternalIPs"],
         description="Admission plugins enabled in addition to the release's defaults. Not AlwaysPullImages: "
         "it would make every pod pull, and air-gapped nodes run imported images; the kubelet itself "
@@ -63,13 +64,13 @@ class ApiserverOptions(ComponentOptions):
     encrypt_secrets: bool = Field(default=True, description="Encrypt Secrets at rest with a random AES-CBC key.")
     service_node_port_range: PortRange = Field(default="30000-32767", description="Port range for NodePort services.")
     event_ttl: GoDuration = Field(default="1h", description="How long events are kept (a Go duration).")
-    kubelet_preferred_address_types: list[str] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
+    kubelet_preferred_address_types: list[ListItem] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
                                                        description="Order of node addresses used to reach kubelets.")
     service_account_issuer: str | None = Field(
         default=None, description="Service-account token issuer; default: https://kubernetes.default.svc.<dnsDomain>.",
         json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
-    extra_sans: list[str] = Field(default=[], description="Extra names or addresses in the serving certificate.")
-    tls_cipher_suites: list[str] = Field(default=list(STRONG_CIPHERS), description="Allowed TLS cipher suites.")
+    extra_sans: list[SubjectName] = Field(default=[], description="Extra names or addresses in the serving certificate.")
+    tls_cipher_suites: list[ListItem] = Field(default=list(STRONG_CIPHERS), description="Allowed TLS cipher suites.")
     audit_log: AuditLog = Field(default_factory=AuditLog, description="Audit log rotation.")
 
 

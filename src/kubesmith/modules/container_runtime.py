@@ -59,7 +59,7 @@ class ContainerRuntimeOptions(StrictModel):
         default=None, description="Keep containers' oom_score_adj at or above containerd's; default: on where "
         "the host lacks CAP_SYS_RESOURCE.", json_schema_extra={"x-derived-from": "the host's capabilities"})
     extra_config: ExtraConfig = Field(default={}, description="Merged into containerd's config.toml.")
-    load_deadline: float = Field(default=300.0, gt=0, description="Seconds `kubesmith images load` waits for "
+    load_deadline: float = Field(default=300.0, gt=0, le=86400, description="Seconds `kubesmith images load` waits for "
                                  "containerd to answer.")
 
 

@@ -12,12 +12,12 @@ from kubesmith.modules.base import Module, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
-from kubesmith.spec.types import AbsolutePath, ExtraArgs, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, Duration, ExtraArgs, Port, StrictModel
 from kubesmith.urls import url_host
 
 
 class EtcdSnapshotOptions(StrictModel):
-    interval: str | None = Field(default=None, pattern=r"^(\d+(\.\d+)?[dhms])+$",
+    interval: Duration | None = Field(default=None,
                                  description="Take a snapshot on every member this often (e.g. 12h; the first at "
                                              "once); off when unset. The kubesmith agent takes them.")
     keep: int = Field(default=5, ge=1, le=1000, description="Snapshots each member keeps; older ones are deleted.")

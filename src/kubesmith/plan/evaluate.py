@@ -119,7 +119,8 @@ def _host_plan(ctx: HostContext) -> HostPlan:
     files = [file for part in parts for file in part.files]
     for request in requests:
         files += ctx.shared(("certificate-files", request.name), partial(_certificate_files, request))
-    services, files = credentials.hand_over((service for part in parts for service in part.services), files)
+    services, files = credentials.hand_over((service for part in parts for service in part.services), files,
+                                            ctx.memo)
     return HostPlan(
         name=ctx.host.name,
         address=ctx.host.address,

@@ -1,12 +1,11 @@
 """The plan: the evaluated desired state of every host, as plain immutable data.
 
 Everything downstream (render, systemd, apply, run, status) reads the plan; nothing
-downstream re-derives policy. `Plan.to_json()` is byte-identical for the same spec.
+downstream re-derives policy. Its JSON (plan/jsonout.py) is byte-identical for the same spec.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -211,8 +210,6 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan", **plain(self)}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def plain(value: Any) -> Any:

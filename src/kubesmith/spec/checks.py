@@ -7,6 +7,8 @@ import unicodedata
 from typing import Any
 
 from kubesmith.modules import MODULES
+from kubesmith.spec.addresses import address_findings, unusable
+from kubesmith.spec.effective import flag_value_problem, go_strings, setting_findings
 from kubesmith.spec.errors import LocPart
 from kubesmith.spec.managed import managed_flag_problem
 from kubesmith.spec.security import weakenings
@@ -24,6 +26,9 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _hosts(cluster)
     findings += _pod_ranges(cluster)
     findings += _advertised_addresses(cluster)
+    findings += address_findings(cluster)
+    findings += setting_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy"})
+    findings += _admission(cluster)
     findings += _security(cluster)
     findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
@@ -170,14 +175,34 @@ def _advertised_addresses(cluster: Cluster) -> list[Finding]:
 
 
 def _unreachable_from_others(text: str) -> str | None:
-    address = ipaddress.ip_address(text)
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_unspecified:
-        return "the unspecified address"
-    if address.is_link_local:
-        return "a link-local address"
-    return None
+    return unusable(ipaddress.ip_address(text))
+
+
+# admission plugins the CIS benchmark wants on (1.2.12-1.2.14) and ones kubesmith enables by default
+_REQUIRED_ADMISSION = {"ServiceAccount": "CIS 1.2.12", "NamespaceLifecycle": "CIS 1.2.13",
+                       "NodeRestriction": "CIS 1.2.14"}
+
+
+def _admission(cluster: Cluster) -> list[Finding]:
+    """`disable-admission-plugins` in extraArgs, as the API server reads it, may not turn off a plugin that
+    enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything."""
+    options = cluster.spec.components.apiserver
+    findings: list[Finding] = []
+    if "AlwaysAdmit" in options.enable_admission_plugins:
+        index = options.enable_admission_plugins.index("AlwaysAdmit")
+        findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index),
+                         "AlwaysAdmit admits every request and is deprecated (CIS 1.2.10); remove it", "error"))
+    if "disable-admission-plugins" not in options.extra_args:
+        return findings
+    where = ("spec", "components", "apiserver", "extraArgs", "disable-admission-plugins")
+    for plugin in go_strings(options.extra_args["disable-admission-plugins"]):
+        if plugin in options.enable_admission_plugins:
+            findings.append((where, f"disables {plugin}, which spec.components.apiserver.enableAdmissionPlugins "
+                             "enables: remove it there instead", "error"))
+        elif plugin in _REQUIRED_ADMISSION:
+            findings.append((where, f"disables {plugin}, which {_REQUIRED_ADMISSION[plugin]} requires on; "
+                             "kubesmith does not turn it off", "error"))
+    return findings
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
@@ -249,9 +274,11 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         extra = section.get("extraArgs") if isinstance(section, dict) else None
         if module.binary is None or not isinstance(extra, dict):
             continue
-        for flag in extra:
+        for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
-                registry.check_flag(module.binary, str(flag), minor)
+                registry.check_flag(module.binary, str(flag), minor) or \
+                (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value)
+                 if isinstance(value, (str, int)) else None)  # other types: the type check names them
             if message:
                 findings.append((("spec", "components", _alias(module.key), "extraArgs", str(flag)), message, "error"))
     return findings

@@ -18,6 +18,7 @@ from kubesmith.gcpause import gc_paused
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
 from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
 from kubesmith.spec.model import Cluster
+from kubesmith.spec.values import value_findings
 from kubesmith.spec.yamlsource import YamlDocument, parse_yaml
 from kubesmith.versions.registry import VersionRegistry, load_registry
 
@@ -60,7 +61,8 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
     document, problems = parse_yaml(text, filename)
     if document is None:
         raise SpecError(problems)
-    characters = [_located(finding, document) for finding in character_findings(document.data)]
+    characters = [_located(finding, document) for finding in
+                  character_findings(document.data) + value_findings(document.data)]
     flags = characters + [_located(finding, document) for finding in flag_findings(document.data, registry)
                           if not _under(finding[0], characters)]
     try:

@@ -22,6 +22,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",
         "allow-privileged": "allowPrivileged", "anonymous-auth": "anonymousAuth",
         "authorization-mode": "authorizationMode", "enable-admission-plugins": "enableAdmissionPlugins",
+        "authorization-config": "authorizationMode", "admission-control": "enableAdmissionPlugins",
         "admission-control-config-file": "enableAdmissionPlugins (EventRateLimit)",
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI, "tls-cipher-suites": "tlsCipherSuites",
         "tls-min-version": "kubesmith (TLS 1.2 or newer)", "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
@@ -60,6 +61,7 @@ MANAGED: dict[str, dict[str, str]] = {
     "kubelet": _COMMON | {
         "config": CONFIG, "kubeconfig": PKI, "hostname-override": "spec.hosts[].name",
         "node-ip": "spec.hosts[].address", "root-dir": "rootDir", "node-labels": "spec.hosts[].labels",
+        "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name"},
     "etcd": {

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kubesmith.durations import go_duration_ns
+from kubesmith.spec.effective import effective, go_bool, go_int
 from kubesmith.spec.errors import LocPart
 
 Loc = tuple[LocPart, ...]
@@ -55,22 +57,24 @@ def weakenings(components: Any) -> Iterator[tuple[str, Weakening]]:
                 yield alias, Weakening(loc, check, TITLES[check])
 
 
-def _true(value: Any) -> bool:
-    return value is True or str(value).lower() == "true"
+def _set(options: Any, component: str, flag: str, weak: Callable[[Any], bool]) -> list[Loc]:
+    """Where the file sets the setting of `flag` (typed option, flag or configuration field), when the value
+    given there, as the binary reads it, is weak (the defaults are not)."""
+    found = effective(options, component, flag)
+    return [found[0]] if found is not None and weak(found[1]) else []
 
 
-def _flag(options: Any, name: str, test: Callable[[Any], bool]) -> list[Loc]:
-    extra = options.extra_args
-    return [("extraArgs", name)] if name in extra and test(extra[name]) else []
+def _go_true(value: Any) -> bool:
+    """True as Go reads it; a value Go refuses counts as weak too (the flag checks name it as well)."""
+    return go_bool(value) is not False
 
 
-def _config(options: Any, path: Loc, test: Callable[[Any], bool]) -> list[Loc]:
-    value: Any = options.extra_config
-    for part in path:
-        if not isinstance(value, dict) or part not in value:
-            return []
-        value = value[part]
-    return [("extraConfig", *path)] if test(value) else []
+def _go_false(value: Any) -> bool:
+    return go_bool(value) is not True
+
+
+def _nonzero(value: Any) -> bool:
+    return go_int(value) != 0
 
 
 def _when(condition: bool, *loc: LocPart) -> list[Loc]:
@@ -86,7 +90,11 @@ def _not_loopback(value: Any) -> bool:
 
 
 def _zero_duration(value: Any) -> bool:
-    return str(value).strip() in ("0", "0s", "0m", "0h", "0m0s", "0h0m0s")
+    """0 as Go reads it (`0`, `0s`, `0h0m`, `-0.0s`...); an unreadable duration counts as weak too."""
+    try:
+        return go_duration_ns(str(value)) == 0
+    except ValueError:
+        return True
 
 
 _RULES: tuple[tuple[str, str, tuple[tuple[str, Callable[[Any], list[Loc]]], ...]], ...] = (
@@ -107,24 +115,14 @@ _RULES: tuple[tuple[str, str, tuple[tuple[str, Callable[[Any], list[Loc]]], ...]
         ("1.4.2", lambda o: _when(o.bind_address != "127.0.0.1", "bindAddress")),
     )),
     ("kubelet", "kubelet", (
-        ("4.2.1", lambda o: _flag(o, "anonymous-auth", _true)
-         + _config(o, ("authentication", "anonymous", "enabled"), _true)),
-        ("4.2.2", lambda o: _flag(o, "authorization-mode", lambda v: "AlwaysAllow" in str(v))
-         + _config(o, ("authorization", "mode"), lambda v: v == "AlwaysAllow")),
-        ("4.2.4", lambda o: _flag(o, "read-only-port", lambda v: str(v) != "0")
-         + _config(o, ("readOnlyPort",), lambda v: v != 0)),
-        ("4.2.5", lambda o: _when(_zero_duration(o.streaming_connection_idle_timeout),
-                                  "streamingConnectionIdleTimeout")
-         + _flag(o, "streaming-connection-idle-timeout", _zero_duration)
-         + _config(o, ("streamingConnectionIdleTimeout",), _zero_duration)),
-        ("4.2.6", lambda o: _flag(o, "make-iptables-util-chains", lambda v: not _true(v))
-         + _config(o, ("makeIPTablesUtilChains",), lambda v: v is False)),
-        ("4.2.14", lambda o: _when(not o.seccomp_default, "seccompDefault")
-         + _flag(o, "seccomp-default", lambda v: not _true(v))
-         + _config(o, ("seccompDefault",), lambda v: v is False)),
+        ("4.2.1", lambda o: _set(o, "kubelet", "anonymous-auth", _go_true)),
+        ("4.2.2", lambda o: _set(o, "kubelet", "authorization-mode", lambda v: str(v) != "Webhook")),
+        ("4.2.4", lambda o: _set(o, "kubelet", "read-only-port", _nonzero)),
+        ("4.2.5", lambda o: _set(o, "kubelet", "streaming-connection-idle-timeout", _zero_duration)),
+        ("4.2.6", lambda o: _set(o, "kubelet", "make-iptables-util-chains", _go_false)),
+        ("4.2.14", lambda o: _set(o, "kubelet", "seccomp-default", _go_false)),
     )),
     ("proxy", "proxy", (
-        ("4.3.1", lambda o: _when(_not_loopback(o.metrics_bind_address), "metricsBindAddress")
-         + _config(o, ("metricsBindAddress",), _not_loopback)),
+        ("4.3.1", lambda o: _set(o, "proxy", "metrics-bind-address", _not_loopback)),
     )),
 )

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from kubesmith.durations import check_go_duration
+from kubesmith.durations import check_go_duration, format_duration, parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -28,21 +28,34 @@ class StrictModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         use_attribute_docstrings=False,
+        allow_inf_nan=False,  # YAML's .nan and .inf: no option means them, and comparisons with NaN are all false
     )
 
 
 def _ip(value: str) -> str:
+    """The canonical text of an address (`fd00:0::1` -> `fd00::1`): what reaches argv, certificates and
+    configuration files, and what duplicates are found by."""
+    if "%" in value:
+        raise ValueError(f"{value!r} has a zone suffix (%...): write the address alone; no component takes a zone")
     try:
-        return str(ipaddress.ip_address(value))
+        address = ipaddress.ip_address(value)
     except ValueError:
         raise ValueError(f"{value!r} is not a valid IPv4 or IPv6 address") from None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f"{value!r} is an IPv4-mapped IPv6 address: write {str(address.ipv4_mapped)!r}")
+    return str(address)
 
 
 def _cidr(value: str) -> str:
+    if "%" in value:
+        raise ValueError(f"{value!r} has a zone suffix (%...): a range takes none")
     try:
-        return str(ipaddress.ip_network(value, strict=True))
+        network = ipaddress.ip_network(value, strict=True)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a valid CIDR ({exc})") from None
+    if isinstance(network, ipaddress.IPv6Network) and network.network_address.ipv4_mapped is not None:
+        raise ValueError(f"{value!r} is an IPv4-mapped IPv6 range: write the IPv4 range")
+    return str(network)
 
 
 def is_dns_label(value: str) -> bool:
@@ -63,10 +76,16 @@ def _dns_subdomain(value: str) -> str:
 
 
 def _host_port(value: str) -> str:
+    """HOST:PORT in canonical form: an address as `_ip` writes it, the port without leading zeros."""
     match = _HOST_PORT.match(value)
     if not match or not 1 <= int(match["port"]) <= 65535 or not _is_host(match["host"]):
         raise ValueError(f"{value!r} must be HOST:PORT (for example 10.0.0.10:6443)")
-    return value
+    host = match["host"]
+    if host.startswith("["):
+        host = f"[{_ip(host[1:-1])}]"
+    elif host[0].isdigit() and re.fullmatch(r"[0-9.]+", host):
+        host = _ip(host)
+    return f"{host}:{int(match['port'])}"
 
 
 def _is_host(text: str) -> bool:
@@ -127,6 +146,45 @@ def _port_range(value: str) -> str:
     return value
 
 
+_SEPARATORS = re.compile(r"[,=\"'\s]")
+
+
+def _list_item(value: str) -> str:
+    """One item of a list that reaches a comma-separated flag: a `,` would add an item the checks never saw
+    (`[Node, "RBAC,AlwaysAllow"]`), quotes change how Go's CSV reader splits, `=` and whitespace are no
+    part of any plugin, mode or cipher name."""
+    found = _SEPARATORS.search(value)
+    if not value or found:
+        what = f"holds {found.group()!r} at position {found.start() + 1}" if found else "is empty"
+        raise ValueError(f"list item {value!r} {what}: an item of this list may not be empty or hold ',', '=', "
+                         "quotes or whitespace; write one name per item")
+    return value
+
+
+def _san(value: str) -> str:
+    """A certificate name: an address (canonical) or a DNS name, `*.` allowed in front."""
+    if ":" in value or re.fullmatch(r"[0-9.]+", value):
+        return _ip(value)
+    if not _DNS_SUBDOMAIN.match(value.removeprefix("*.")):
+        raise ValueError(f"{value!r} must be an IP address or a DNS name (lower-case letters, digits, '-', '.')")
+    return value
+
+
+MAX_DURATION_DAYS = 36500  # the longest a CA may live (spec.pki.caValidityDays); timers beyond it never fire
+
+
+def _duration(value: str) -> str:
+    """kubesmith's own durations (`90s`, `12h`, `7d`): positive (a zero interval would spin, a zero lifetime
+    expire at once) and at most MAX_DURATION_DAYS."""
+    if not re.fullmatch(r"(\d+(\.\d+)?[dhms])+", value):
+        raise ValueError(f"{value!r} is not a duration (examples: 90s, 15m, 1h30m, 7d)")
+    seconds = parse_duration(value)
+    if seconds > MAX_DURATION_DAYS * 86400:
+        raise ValueError(f"{value!r} is longer than {MAX_DURATION_DAYS} days "
+                         f"({format_duration(MAX_DURATION_DAYS * 86400)})")
+    return value
+
+
 def _cis_id(value: str) -> str:
     if not re.fullmatch(r"[1-5](\.[0-9]{1,2}){1,2}", value):
         raise ValueError(f"{value!r} is not a CIS Kubernetes Benchmark check id (such as \"1.2.15\")")
@@ -145,7 +203,10 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 GoDuration = Annotated[str, AfterValidator(check_go_duration)]
+Duration = Annotated[str, AfterValidator(_duration)]
 CisId = Annotated[str, AfterValidator(_cis_id)]
+ListItem = Annotated[str, AfterValidator(_list_item)]
+SubjectName = Annotated[str, AfterValidator(_san)]
 
 
 def _flag_value(value: Any) -> str | int | bool:
@@ -157,7 +218,15 @@ def _flag_value(value: Any) -> str | int | bool:
 FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]
 ExtraArgs = dict[str, FlagValue]
 ExtraConfig = dict[str, Any]
-FeatureGates = dict[str, bool]
+def _gate_name(value: str) -> str:
+    """A feature gate's name: letters and digits. A name with `=` or `,` would add gates of its own to the
+    comma-separated --feature-gates (`"AllAlpha=true,X": false` turned every alpha gate on)."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,127}", value):
+        raise ValueError(f"{value!r} is not a feature gate name (letters and digits, such as InPlacePodVerticalScaling)")
+    return value
+
+
+FeatureGates = dict[Annotated[str, AfterValidator(_gate_name)], bool]
 
 
 def derived(source: str) -> dict[str, Any]:

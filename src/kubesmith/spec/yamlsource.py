@@ -69,6 +69,7 @@ def _location(filename: str, mark: Any) -> Location | None:
 def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse one YAML document; syntax errors and duplicate keys come back as located problems."""
     loader = _Loader(text)
+    root: yaml.Node | None = None
     try:
         if too_deep := _too_deep(text, filename):
             return None, [too_deep]
@@ -86,9 +87,27 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
         return None, [Problem("(document)", f"YAML syntax error: {reason}", _location(filename, mark))]
     except yaml.YAMLError as exc:  # non-marked errors are rare but must not escape as tracebacks
         return None, [Problem("(document)", f"YAML error: {exc}", Location(filename, 1, 1))]
+    except ValueError:  # Python refuses to convert integers of more than 4,300 digits
+        return None, [_oversized_integer(root, filename)]
     finally:
         loader.dispose()
     return YamlDocument(filename, data, root), problems
+
+
+def _oversized_integer(root: yaml.Node | None, filename: str) -> Problem:
+    """The first integer scalar too long to convert, located (found without recursion)."""
+    stack: list[tuple[yaml.Node, tuple[LocPart, ...]]] = [(root, ())] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int" and len(node.value) > 4000:
+            return Problem(format_path(where), f"an integer of {len(node.value):,} digits: no option takes one",
+                           _location(filename, node.start_mark))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((value, (*where, key.value if isinstance(key, yaml.ScalarNode) else "?"))
+                         for key, value in reversed(node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*where, index)) for index, item in reversed(list(enumerate(node.value))))
+    return Problem("(document)", "a value could not be converted (an integer too long?)", Location(filename, 1, 1))
 
 
 def _too_deep(text: str, filename: str) -> Problem | None:

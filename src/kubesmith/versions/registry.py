@@ -33,6 +33,7 @@ class BinaryFlags:
     flags: frozenset[str]
     deprecated: frozenset[str]
     history: tuple[FlagChange, ...]
+    types: dict[str, str]  # flag -> bool, duration, int, ... (flags not named: strings or kinds not checked)
 
     def accepted(self, minor: str, minors: tuple[str, ...]) -> frozenset[str]:
         if self.documented_in not in minors:  # etcd: not versioned with Kubernetes
@@ -107,6 +108,11 @@ class VersionRegistry:
 
     def accepts(self, binary: str, flag: str, minor: str) -> bool:
         return flag in self.flags(binary, minor)
+
+    def flag_type(self, binary: str, flag: str) -> str | None:
+        """How `binary` parses `flag`'s value (bool, duration, int, strings, ...); None when not known."""
+        entry = self._binaries.get(binary)
+        return entry.types.get(flag) if entry else None
 
     def check_flag(self, binary: str, flag: str, minor: str) -> str | None:
         """None when accepted; otherwise a message that says why and what to use instead."""
@@ -194,6 +200,7 @@ def _binary(entry: dict[str, Any]) -> BinaryFlags:
         history=tuple(FlagChange(item["flag"], item.get("added_in"), item.get("removed_in"),
                                  item.get("replacement"), item.get("note"))
                       for item in entry.get("history", ())),
+        types=dict(entry.get("types", {})),
     )
 
 

@@ -1,0 +1,129 @@
+"""The plan as JSON, written as it is encoded: `plan -o json` of 10,000 hosts is about 300 MB of text.
+
+Building the whole document first (the plan as dicts, then one string from json.dumps with an indent,
+which CPython encodes in pure Python) took 2 GB and half a minute. Here each host is encoded and written
+in turn, and a dataclass the plan shares between hosts (the same kubelet configuration file, certificate
+files, CA requests...) is encoded once per nesting depth: the plan is immutable, so its text cannot differ.
+The bytes are exactly those of `json.dumps(plan.to_dict(), indent=2, sort_keys=True)`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import fields
+from functools import cache, lru_cache
+from typing import Any, TextIO
+
+from kubesmith.plan.model import Plan
+
+INDENT = "  "
+_SCALAR = json.JSONEncoder(sort_keys=True)
+SHARED_FRAGMENTS = 4096  # fragments kept for reuse; the shared ones recur on every host and stay
+
+
+def plan_json(plan: Plan) -> str:
+    """The whole JSON text (tests, benchmarks); `plan -o json` streams it with write_plan_json."""
+    return "".join(plan_json_chunks(plan))
+
+
+def write_plan_json(plan: Plan, out: TextIO) -> None:
+    """Write `plan` to `out` as JSON, host by host."""
+    for chunk in plan_json_chunks(plan):
+        out.write(chunk)
+
+
+def plan_json_chunks(plan: Plan) -> Iterator[str]:
+    encoder = _Encoder()
+    top = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan",
+           **{name: getattr(plan, name) for name in _field_names(type(plan))}}
+    yield "{"
+    for position, key in enumerate(sorted(top)):
+        yield ("," if position else "") + "\n" + INDENT + _key(key)
+        value = top[key]
+        if key == "hosts" and value:
+            yield "["
+            for index, host in enumerate(value):
+                yield ("," if index else "") + "\n" + INDENT * 2 + encoder.encode(host, 2)
+            yield "\n" + INDENT + "]"
+        else:
+            yield encoder.encode(value, 1)
+    yield "\n}\n"
+
+
+class _Encoder:
+    """json.dumps(indent=2, sort_keys=True) of plan values, with shared dataclasses encoded once. Scalars are
+    encoded inline as the json module does (its C string encoder, int and float repr): a call per value
+    was most of the time."""
+
+    def __init__(self) -> None:
+        self._fragments: OrderedDict[tuple[int, int], str] = OrderedDict()
+
+    def encode(self, value: Any, level: int) -> str:
+        kind = type(value)
+        scalar = _SCALARS.get(kind)
+        if scalar is not None:
+            return scalar(value)
+        if kind is dict:
+            return self._items([(_key(key), value[key]) for key in sorted(value)], level)
+        if kind is list or kind is tuple:
+            if not value:
+                return "[]"
+            inner = _NEWLINE[level + 1]
+            if all(type(item) is str for item in value):  # argv and other lists of text: no call per item
+                words = ("," + inner).join(map(_string, value))
+            else:
+                words = ("," + inner).join(self.encode(item, level + 1) for item in value)
+            return "[" + inner + words + _NEWLINE[level] + "]"
+        if hasattr(kind, "__dataclass_fields__"):
+            return self._dataclass(value, level)
+        return _SCALAR.encode(value)
+
+    def _dataclass(self, value: Any, level: int) -> str:
+        key = (id(value), level)  # the plan holds every value while it is written: ids stay unique
+        if (text := self._fragments.get(key)) is not None:
+            self._fragments.move_to_end(key)
+            return text
+        text = self._items([(_key(name), getattr(value, name)) for name in _sorted_fields(type(value))], level)
+        self._fragments[key] = text
+        if len(self._fragments) > SHARED_FRAGMENTS:
+            self._fragments.popitem(last=False)
+        return text
+
+    def _items(self, items: list[tuple[str, Any]], level: int) -> str:
+        if not items:
+            return "{}"
+        inner = _NEWLINE[level + 1]
+        return "{" + inner + ("," + inner).join(
+            key + (_string(item) if type(item) is str else self.encode(item, level + 1)) for key, item in items) + \
+            _NEWLINE[level] + "}"
+
+
+def _float(value: float) -> str:
+    return float.__repr__(value) if math.isfinite(value) else _SCALAR.encode(value)
+
+
+_string = json.encoder.encode_basestring_ascii  # what json.dumps uses for every string (ensure_ascii)
+# how json.dumps writes each scalar type (int.__repr__ and float.__repr__ are what it calls)
+_SCALARS: dict[type, Any] = {str: _string, int: int.__repr__, float: _float,
+                             bool: lambda value: "true" if value else "false", type(None): lambda value: "null"}
+_NEWLINE = tuple("\n" + INDENT * level for level in range(64))  # the plan nests about a dozen levels
+
+
+@lru_cache(maxsize=4096)
+def _key(key: Any) -> str:
+    """A mapping key and its separator as json.dumps writes them (true/false/null/numbers as text)."""
+    return _string(key if isinstance(key, str) else _SCALAR.encode(key)) + ": "
+
+
+@cache
+def _sorted_fields(kind: type) -> tuple[str, ...]:
+    return tuple(sorted(_field_names(kind)))
+
+
+@cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The fields a plan dataclass shows (those marked plan=False are internal)."""
+    return tuple(f.name for f in fields(kind) if f.metadata.get("plan", True))

@@ -1,0 +1,191 @@
+"""Values as their binaries read them, so a check sees what takes effect and not what the file spells.
+
+A flag's value is parsed by Go (pflag; etcd by Go's flag package): a boolean is any of strconv.ParseBool's
+twelve spellings (`1`, `t`, `TRUE`... and their false twins), a duration is time.ParseDuration's (an int64 of
+nanoseconds), a list is one comma-separated value. And one setting can be reached several ways: the typed
+option, the flag in `extraArgs`, the field of the component's configuration file in `extraConfig` (the
+kubelet's flags win over its file). Each setting a security check guards is named once, in SETTINGS; the
+file may set it in one place only, so what takes effect is never a question of precedence, and security.py
+reads the value from wherever it is set. (Other settings keep their documented precedence: extraConfig
+is merged over the typed options.)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubesmith.durations import go_duration_ns
+from kubesmith.spec.errors import LocPart
+
+Loc = tuple[LocPart, ...]
+Finding = tuple[Loc, str, str]
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+_GO_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|0[0-7_]*|[1-9][0-9_]*)")
+_INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1), "uint": (0, (1 << 64) - 1),
+               "uint32": (0, (1 << 32) - 1)}
+_LIST_SEPARATORS = re.compile(r"[\"'\s]")
+
+
+def go_bool(value: Any) -> bool | None:
+    """strconv.ParseBool of the flag's text (YAML's true renders `true`, 1 renders `1`); None: refused."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    return True if text in GO_TRUE else False if text in GO_FALSE else None
+
+
+def go_int(value: Any, kind: str = "int") -> int | None:
+    """strconv.ParseInt(text, 0, bits) as pflag calls it (0x, 0o, 0b, a leading 0 for octal, `_`); None: refused."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    else:
+        text = str(value)
+        if len(text) > 80 or not _GO_INT.fullmatch(text) or "__" in text or text.endswith("_"):
+            return None  # 80 characters hold any 64-bit integer, even in binary with separators
+        digits = text.lstrip("+-")
+        octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+        number = int(text.replace("_", ""), 8) if octal else int(text, 0)
+    low, high = _INT_RANGES.get(kind, _INT_RANGES["int"])
+    return number if low <= number <= high else None
+
+
+def go_strings(value: Any) -> list[str]:
+    """A string-list flag's items: pflag reads one CSV record (items with quotes or spaces are refused first)."""
+    text = _text(value)
+    return text.split(",") if text else []
+
+
+def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> str | None:
+    """Why `binary` cannot parse `value` for `flag` of type `kind`, or None (unknown kinds are not checked)."""
+    text = _text(value)
+    if kind == "bool" and go_bool(value) is None:
+        return (f"{binary} reads --{flag} as a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False), "
+                f"not {text!r}")
+    if kind == "duration":
+        try:
+            go_duration_ns(text)
+        except ValueError as exc:
+            return f"{binary} reads --{flag} as a Go duration: {exc}"
+    if kind in _INT_RANGES and go_int(value, kind) is None:
+        low, high = _INT_RANGES[kind]
+        return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
+    if kind in ("float", "float32") and not _finite(text):
+        return f"{binary} reads --{flag} as a finite number, not {text!r}"
+    if kind == "strings" and (found := _LIST_SEPARATORS.search(text)):
+        return (f"{binary} reads --{flag} as a comma-separated list; an item may not hold quotes or whitespace "
+                f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
+    return None
+
+
+def _finite(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _text(value: Any) -> str:
+    """The flag's text as render_flags writes it."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting of a component and every place the file can give it."""
+
+    flag: str
+    config: tuple[str, ...] | None  # field path in the component's configuration document (extraConfig)
+    option: str | None  # the typed option (attribute name), when there is one
+    kind: str  # what the configuration document holds: bool, int, str, duration, list
+
+
+SETTINGS: dict[str, tuple[Setting, ...]] = {
+    "kubelet": (
+        Setting("anonymous-auth", ("authentication", "anonymous", "enabled"), None, "bool"),
+        Setting("authentication-token-webhook", ("authentication", "webhook", "enabled"), None, "bool"),
+        Setting("authorization-mode", ("authorization", "mode"), None, "str"),
+        Setting("read-only-port", ("readOnlyPort",), None, "int"),
+        Setting("make-iptables-util-chains", ("makeIPTablesUtilChains",), None, "bool"),
+        Setting("seccomp-default", ("seccompDefault",), "seccomp_default", "bool"),
+        Setting("protect-kernel-defaults", ("protectKernelDefaults",), "protect_kernel_defaults", "bool"),
+        Setting("streaming-connection-idle-timeout", ("streamingConnectionIdleTimeout",),
+                "streaming_connection_idle_timeout", "duration"),
+    ),
+    "proxy": (
+        Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str"),
+    ),
+}
+
+
+def config_value(options: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    """(found, value) of `path` in the options' extraConfig."""
+    value: Any = getattr(options, "extra_config", {})
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
+    """Where the file sets `setting`, with the value given there (loc under spec.components.<c>)."""
+    found: list[tuple[Loc, Any]] = []
+    if setting.option and setting.option in options.model_fields_set:
+        alias = type(options).model_fields[setting.option].alias or setting.option
+        found.append(((alias,), getattr(options, setting.option)))
+    if setting.flag in options.extra_args:
+        found.append((("extraArgs", setting.flag), options.extra_args[setting.flag]))
+    if setting.config is not None:
+        present, value = config_value(options, setting.config)
+        if present:
+            found.append((("extraConfig", *setting.config), value))
+    return found
+
+
+def effective(options: Any, component: str, flag: str) -> tuple[Loc, Any] | None:
+    """Where and how the file sets the setting of `flag` (one place: setting_findings refuses more)."""
+    setting = next(s for s in SETTINGS[component] if s.flag == flag)
+    found = places(options, setting)
+    return found[0] if found else None
+
+
+def setting_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
+    """A setting given in two places, and configuration fields of the wrong type, each located."""
+    for component, settings in SETTINGS.items():
+        options = getattr(components, aliases[component])
+        for setting in settings:
+            found = places(options, setting)
+            for loc, _ in found[1:]:
+                yield (("spec", "components", component, *loc), f"sets what {_path(component, found[0][0])} "
+                       "already sets: give each setting in one place (the component would take one and ignore "
+                       "the other)", "error")
+            if setting.config is not None:
+                present, value = config_value(options, setting.config)
+                if present and (problem := _config_type_problem(setting, value)):
+                    yield (("spec", "components", component, "extraConfig", *setting.config), problem, "error")
+
+
+def _path(component: str, loc: Loc) -> str:
+    return "spec.components." + component + "." + ".".join(str(part) for part in loc)
+
+
+def _config_type_problem(setting: Setting, value: Any) -> str | None:
+    field = ".".join(setting.config or ())
+    expected = {"bool": (bool,), "int": (int,), "str": (str,), "duration": (str,), "list": (list,)}[setting.kind]
+    if not isinstance(value, expected) or (setting.kind == "int" and isinstance(value, bool)):
+        names = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
+                 "duration": "a Go duration such as 4h", "list": "a list"}
+        return f"the component reads {field} as {names[setting.kind]}; got {value!r}"
+    if setting.kind == "duration":
+        try:
+            go_duration_ns(value)
+        except ValueError as exc:
+            return str(exc)
+    return None
