@@ -147,7 +147,7 @@ def own_files(options: JoinOptions) -> tuple[dict[str, bytes], tuple[str, ...]]:
                 made[file.path] = pause_archive(image_cache_dir())
             except ImageError as exc:
                 raise JoinError(f"{file.path}: {exc}") from None
-        elif file.source.kind == "image-archive":
+        elif file.source.kind in ("image-archive", "coredns-image"):
             skipped.append(file.source.name)
     return made, tuple(skipped)
 

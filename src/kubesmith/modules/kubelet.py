@@ -54,6 +54,11 @@ class KubeletOptions(ComponentOptions):
                                           description="Fail when kernel tunables differ from the kubelet's needs.")
     streaming_connection_idle_timeout: GoDuration = Field(default="4h",
                                                    description="Idle timeout of exec/attach/port-forward streams.")
+    shutdown_grace_period: GoDuration = Field(
+        default="30s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
+        "it this long (a logind inhibitor) to stop the pods, so Services stop sending to them first (0s: off).")
+    shutdown_grace_period_critical_pods: GoDuration = Field(
+        default="10s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
@@ -151,6 +156,10 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
         "serverTLSBootstrap": False,
         "registerWithTaints": [_taint(text) for text in options.register_with_taints] or None,
         "featureGates": gates or None,
+        # graceful node shutdown needs logind, which only a systemd host has
+        "shutdownGracePeriod": options.shutdown_grace_period if environment.init_system == "systemd" else None,
+        "shutdownGracePeriodCriticalPods": options.shutdown_grace_period_critical_pods
+        if environment.init_system == "systemd" else None,
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}
     return document

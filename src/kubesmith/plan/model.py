@@ -16,7 +16,7 @@ from kubesmith.urls import url_host
 ProbeKind = Literal["https", "http", "tcp", "etcd"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
                      "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config",
-                     "sandbox-image", "image-archive"]
+                     "sandbox-image", "image-archive", "coredns-image"]
 
 
 @dataclass(frozen=True, slots=True)
