@@ -440,7 +440,7 @@ async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, l
     step = next(s for s in host.services if s.name == addons.SERVICE)
     command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, "--wait"))
     progress(f"{host.name}: applying the add-ons")
-    result = await transport.run(host.address, command, timeout=deadline + 120)
+    result = await transport.run(host.address, command, timeout=deadline + 420)  # beyond the rollout deadline
     if not result.ok:
         raise ApplyError(f"{host.name}: the add-ons step ({step.name}) failed: "
                          f"{(result.stderr or result.stdout).strip()[-800:]}")

@@ -31,6 +31,7 @@ NAMESPACE = "kube-system"
 ADDON = "coredns"
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 APP_LABELS = {"k8s-app": "kube-dns"}
+IMAGE_FILE = "kubesmith-coredns.tar"  # on every node that runs kubesmith's DNS (status asks there)
 RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
 
 
@@ -69,7 +70,7 @@ class CoreDnsModule(Module):
         files: list[File] = []
         runtime: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
         if "node" in ctx.host.roles and runtime.enabled and options.image == COREDNS_IMAGE:
-            files.append(File(f"{IMAGES_DIR}/kubesmith-coredns.tar", 0o644,
+            files.append(File(f"{IMAGES_DIR}/{IMAGE_FILE}", 0o644,
                               source=Source("coredns-image", "coredns", (("binary", options.binary or ""),))))
         if "control-plane" in ctx.host.roles:
             from kubesmith.modules.addons import addon_file  # same rung: the add-on step's file layout
