@@ -438,7 +438,9 @@ async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, l
     if host is None:
         return
     step = next(s for s in host.services if s.name == addons.SERVICE)
-    command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, "--wait"))
+    # roll-outs need nodes: with none in the spec yet (they join later), the objects are applied only
+    wait = ("--wait",) if any("node" in h.roles for h in plan.hosts) else ()
+    command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, *wait))
     progress(f"{host.name}: applying the add-ons")
     result = await transport.run(host.address, command, timeout=deadline + 420)  # beyond the rollout deadline
     if not result.ok:

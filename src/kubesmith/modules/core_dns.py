@@ -91,9 +91,6 @@ class CoreDnsModule(Module):
                 options.extra_server_blocks.count("{") != options.extra_server_blocks.count("}"):
             problems.append(OptionProblem(("extraServerBlocks",), "unbalanced braces: each server block is "
                                           "ZONE { ... }"))
-        if options.enabled and not any("node" in host.roles for host in spec.spec.hosts):
-            problems.append(OptionProblem(("enabled",), "no host has the node role to run CoreDNS; set "
-                                          "enabled: false", "warning"))
         return problems
 
 
