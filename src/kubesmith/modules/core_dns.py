@@ -48,8 +48,9 @@ class CoreDnsOptions(StrictModel):
                                                    "domain -> resolvers (ADDRESS or ADDRESS:PORT).")
     cache_ttl: int = Field(default=30, ge=0, le=86400, description="Longest time (seconds) an answer is cached; "
                            "0 turns the cache off.")
-    extra_server_blocks: str = Field(default="", description="Corefile text appended as is (further server "
-                                     "blocks); CoreDNS checks it when the pods start.")
+    extra_server_blocks: dict[str, list[str]] = Field(
+        default={}, description="Further Corefile server blocks: ZONE[:PORT] -> its directives, one line each "
+        "(\"forward . 192.0.2.1\"); CoreDNS checks them when its pods start.")
     binary: AbsolutePath | None = Field(
         default=None, description="The static coredns binary (on the machine running kubesmith) the image is "
         "built from; default: `coredns` in --binaries DIR, else on PATH.",
@@ -87,10 +88,12 @@ class CoreDnsModule(Module):
                 problems.append(OptionProblem(("stubDomains", domain), "name at least one resolver"))
             problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
                          enumerate(servers) if (message := resolver_problem(server))]
-        if "{" in options.extra_server_blocks and \
-                options.extra_server_blocks.count("{") != options.extra_server_blocks.count("}"):
-            problems.append(OptionProblem(("extraServerBlocks",), "unbalanced braces: each server block is "
-                                          "ZONE { ... }"))
+        for zone, lines in options.extra_server_blocks.items():
+            if not zone or any(c in zone for c in " {}") or not lines:
+                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (no spaces or "
+                                              "braces) with at least one directive"))
+            elif sum(line.count("{") - line.count("}") for line in lines) != 0:
+                problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
         return problems
 
 
@@ -139,8 +142,8 @@ def corefile(ctx: HostContext, options: CoreDnsOptions) -> str:
             "}\n")
     for domain, servers in sorted(options.stub_domains.items()):
         text += f"{domain}:53 {{\n    errors\n{cache}    forward . {' '.join(servers)}\n}}\n"
-    if options.extra_server_blocks.strip():
-        text += options.extra_server_blocks.strip() + "\n"
+    for zone, lines in options.extra_server_blocks.items():
+        text += f"{zone} {{\n" + "".join(f"    {line}\n" for line in lines) + "}\n"
     return text
 
 
