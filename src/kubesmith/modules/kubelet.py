@@ -55,10 +55,11 @@ class KubeletOptions(ComponentOptions):
     streaming_connection_idle_timeout: GoDuration = Field(default="4h",
                                                    description="Idle timeout of exec/attach/port-forward streams.")
     shutdown_grace_period: GoDuration = Field(
-        default="30s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
-        "it this long (a logind inhibitor) to stop the pods, so Services stop sending to them first (0s: off).")
+        default="15s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
+        "it at most this long (a logind inhibitor) to stop the pods, so Services stop sending to them before the "
+        "host goes (0s: off). Pods stopped so end Failed; their controllers replace them.")
     shutdown_grace_period_critical_pods: GoDuration = Field(
-        default="10s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last.")
+        default="5s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
