@@ -191,3 +191,28 @@ def test_the_plan_lists_the_addon_step_on_control_plane_hosts() -> None:
     assert not any(s.name == "kubesmith-addons" for s in plan.host("w1").services)
     admins = next(f for f in plan.host("cp").files if f.path == "/etc/kubernetes/addons/kubesmith-admins.yaml")
     assert yaml.safe_dump(admins.data)  # a plain document
+
+
+def test_status_reports_dns_per_node_and_for_the_cluster() -> None:
+    """Each node's lookup through the DNS Service and its CoreDNS pods; one cluster line; a failed
+    lookup makes the cluster unhealthy."""
+    from kubesmith.health.status import ClusterStatus, DnsState, HostStatus, NodeState, dns_probe, status_lines
+
+    plan = plan_of()
+    probe = dns_probe(plan.host("w1"))
+    assert probe is not None and format_probe(probe) == "dns://10.32.0.10:53/kubernetes.default.svc.cluster.local"
+    assert dns_probe(plan_of("      {enabled: false}").host("w1")) is None
+    answered = DnsState(True, "kubernetes.default.svc.cluster.local -> 10.32.0.1", 2.5)
+    hosts = (HostStatus("cp", (), node=NodeState(True, "", 3, 3, 1, 1), dns=answered),
+             HostStatus("w1", (), node=NodeState(True, "", 2, 2, 1, 1), dns=answered))
+    lines = status_lines(ClusterStatus("dns", hosts))
+    assert "  dns: ready (kubernetes.default.svc.cluster.local -> 10.32.0.1, 2.5 ms; CoreDNS pods here: 1/1 " \
+           "Ready)" in lines
+    assert lines[-2:] == ["cluster DNS: ready: 2/2 CoreDNS pods Ready; lookups answered on 2/2 nodes",
+                          "cluster healthy"]
+    failed = (hosts[0], HostStatus("w1", (), node=NodeState(True, "", 2, 2, 0, 1),
+                                   dns=DnsState(False, "timed out")))
+    status = ClusterStatus("dns", failed)
+    assert not status.healthy
+    assert status_lines(status)[-2:] == ["cluster DNS: NOT READY: 1/2 CoreDNS pods Ready; lookups answered on 1/2 "
+                                         "nodes", "cluster UNHEALTHY"]
