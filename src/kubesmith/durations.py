@@ -42,3 +42,13 @@ def check_go_duration(text: str) -> str:
         raise ValueError(f"{text!r} is not a Go duration (examples: 90s, 15m, 1h30m, 500ms; units ns, us, ms, s, "
                          "m, h)")
     return text
+
+
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def go_seconds(text: str) -> float:
+    """Seconds in a Go duration already checked by `check_go_duration` ("15s", "1m30s", "0")."""
+    sign = -1.0 if text.startswith("-") else 1.0
+    return sign * sum(float(number) * _GO_UNIT[unit] for number, unit in _GO_PART.findall(text))

@@ -21,6 +21,7 @@ from kubesmith.modules.apiserver import STRONG_CIPHERS
 from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.durations import go_seconds
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -89,6 +90,10 @@ class KubeletModule(Module):
             "v": options.verbosity,
         }
         watched = (serving.cert_path, serving.key_path, kubeconfig.path)
+        grace = shutdown_seconds(ctx, options)
+        logind = [File(LOGIND_DROP_IN, 0o644, content=f"[Login]\nInhibitDelayMaxSec={grace:g}\n")] if grace else []
+        # logind must allow the delay before the kubelet asks for it (node/logind.py says why)
+        pre = (("ExecStartPre", f"-{layout.BIN}/kubesmith node shutdown-delay --seconds {grace:g}"),) if grace else ()
         service = Service(
             name="kubelet",
             component=self.key,
@@ -107,12 +112,23 @@ class KubeletModule(Module):
             state_directory=options.root_dir,
             ports=(options.port, options.healthz_port),
             hardening=False,
+            unit_settings=pre,
         )
         return Contribution(
             services=[service],
-            files=[kubeconfig, config],
+            files=[kubeconfig, config, *logind],
             certificates=["kubelet-serving", "kubelet-client"],
         )
+
+
+LOGIND_DROP_IN = "/etc/systemd/logind.conf.d/99-kubesmith-kubelet.conf"
+
+
+def shutdown_seconds(ctx: HostContext, options: KubeletOptions) -> float:
+    """The graceful shutdown delay this host's kubelet asks logind for: 0 without systemd."""
+    if ctx.host.environment.init_system != "systemd":
+        return 0.0
+    return go_seconds(options.shutdown_grace_period)
 
 
 def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str, Any]:
