@@ -159,19 +159,11 @@ def manifests(ctx: HostContext, options: CoreDnsOptions) -> list[dict[str, Any]]
                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
                 subjects=[{"kind": "ServiceAccount", "name": "coredns", "namespace": NAMESPACE}]),
         _object("v1", "ConfigMap", "coredns", data={"Corefile": text}),
-        deployment(options, default_replicas(ctx), hashlib.sha256(text.encode()).hexdigest(),
-                   image_nodes(ctx, options)),
+        deployment(options, default_replicas(ctx), hashlib.sha256(text.encode()).hexdigest()),
         _object("policy/v1", "PodDisruptionBudget", "coredns",
                 spec={"maxUnavailable": 1, "selector": {"matchLabels": APP_LABELS}}),
         service(ctx.cluster.dns_service_ip),
     ]
-
-
-def image_nodes(ctx: HostContext, options: CoreDnsOptions) -> tuple[str, ...]:
-    """The hosts that get kubesmith's CoreDNS image (none to name when another image is used)."""
-    if options.image != COREDNS_IMAGE or not ctx.spec.spec.components.container_runtime.enabled:
-        return ()
-    return tuple(host.name for host in ctx.spec.spec.hosts if "node" in host.roles)
 
 
 def default_replicas(ctx: HostContext) -> int:
@@ -179,9 +171,8 @@ def default_replicas(ctx: HostContext) -> int:
     return 2 if nodes > 1 else 1
 
 
-def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str,
-               nodes: tuple[str, ...] = ()) -> dict[str, Any]:
-    """`nodes`: where the pods may run (kubesmith's image is imported on the spec's nodes only)."""
+def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str) -> dict[str, Any]:
+    """The same for every node count beyond one: adding a node changes no other host's files."""
     container = {
         "name": "coredns",
         "image": options.image,
@@ -207,10 +198,7 @@ def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str,
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                         {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]},
-                     **({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-                                                "values": list(nodes)}]}]}}} if nodes else {})},
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]}},
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                                        "whenUnsatisfiable": "ScheduleAnyway",
                                        "labelSelector": {"matchLabels": APP_LABELS}}],
