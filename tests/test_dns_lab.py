@@ -28,6 +28,8 @@ from k8s_support import coredns_dir
 from lab_cluster import Cluster
 from polling import poll
 
+from kubesmith.lab.errors import LabError
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 UPSTREAM = "10.213.0.1"  # the lab bridge, in the lab's network namespace
@@ -309,8 +311,11 @@ def test_lookups_keep_answering_when_a_coredns_pod_is_deleted_and_then_its_host_
                                        "| grep -i 'shutdown' | tail -5", check=False).stdout
 
     def reboot() -> None:
-        cluster.lab.reboot(host)
-        poll(lambda: _node_ready(cluster, admin, host), 180, f"{host} Ready after its reboot")
+        try:
+            cluster.lab.reboot(host)
+        except LabError:  # seen once: under load, the boot passed the lab's 120 s; the node's return decides
+            pass
+        poll(lambda: _node_ready(cluster, admin, host), 300, f"{host} Ready after its reboot")
         back_to_two()
 
     ok, failed, timeline = lookups_during(reboot)
