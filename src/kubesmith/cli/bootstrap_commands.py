@@ -18,7 +18,7 @@ from kubesmith.exitcodes import ExitCode
 def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     """Bind admin.conf's group (kubesmith:cluster-admins) to cluster-admin, unless the binding exists.
 
-    Run by the `kubesmith-admins` unit on control-plane hosts; deleting the binding takes admin.conf's
+    The `kubesmith-addons` step now creates it (an EnsureExists add-on); deleting the binding takes admin.conf's
     rights back (until this step runs again), which no change can do for super-admin.conf.
     """
     from kubesmith.apiclient import ApiError
