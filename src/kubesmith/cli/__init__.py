@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("kubesmith.cli.wait_commands", "wait_command"),
     "probe": ("kubesmith.cli.wait_commands", "probe_command"),
     "bootstrap-admins": ("kubesmith.cli.bootstrap_commands", "bootstrap_admins"),
+    "addons": ("kubesmith.cli.bootstrap_commands", "addons_group"),
 }
 
 
