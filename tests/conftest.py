@@ -53,14 +53,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             (Path("/proc/sys") / name).write_text(value)
 
 
+# The lab modules run on two labs side by side, a worker and a lab of four hosts each (a lab's hosts
+# are one pytest process's own), split so that both take about as long: the lab tests are the
+# suite's critical path, and much of their time is waiting (trials, reboots, restarts) that the
+# other lab and the local tests fill. A module not named here runs on the first lab.
+SECOND_LAB = frozenset({"test_day2_lab", "test_join_lab", "test_rollout_lab"})
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """`local`, `lab` or `lab2`: the worker (and so the lab) an item runs on."""
+    if not item.get_closest_marker("lab"):
+        return "local"
+    return "lab2" if item.module is not None and item.module.__name__ in SECOND_LAB else "lab"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Two groups that run side by side under xdist (`--dist loadgroup`, a worker each): the lab
-    tests, which share the session's lab hosts, and the rest. Without xdist the lab tests come last:
-    the lab hosts run a whole cluster until the session ends, and on two cores that would slow every
-    test after them (the order within each group stays)."""
+    """Three groups that run side by side under xdist (`--dist loadgroup`, a worker each): the two
+    labs' tests and the rest. Without xdist the lab tests come last, on one lab: the lab hosts run a
+    whole cluster until the session ends, and on two cores that would slow every test after them
+    (the order within each group stays)."""
     for item in items:
-        item.add_marker(pytest.mark.xdist_group("lab" if item.get_closest_marker("lab") else "local"))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
     items.sort(key=lambda item: item.get_closest_marker("lab") is not None)
 
 

@@ -2,7 +2,8 @@
 
 One cluster per session, shared by test_apply_lab and test_join_lab: one state directory (PKI,
 runtime bundle cache), so each module's first `apply` finds the other's cluster in place and
-changes nothing. Modules that change the cluster put it back (`cluster.apply()`) before they end.
+changes nothing. A module may leave the cluster changed: the next module's first `applied()` puts
+examples/lab.yaml back (a module that ends with an apply of its own would pay that apply twice).
 """
 
 from __future__ import annotations
