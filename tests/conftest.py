@@ -53,26 +53,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             (Path("/proc/sys") / name).write_text(value)
 
 
-# The lab modules run on two labs side by side, a worker and a lab of four hosts each (a lab's hosts
-# are one pytest process's own), split so that both take about as long: the lab tests are the
-# suite's critical path, and much of their time is waiting (trials, reboots, restarts) that the
-# other lab and the local tests fill. A module not named here runs on the first lab.
-SECOND_LAB = frozenset({"test_day2_lab", "test_join_lab", "test_rollout_lab"})
+# The lab tests are the suite's critical path, and much of their time is waiting (trials, reboots,
+# restarts) that other work can fill. So they run on three labs, a worker and a lab of four hosts
+# each (a lab's hosts are one pytest process's own): `lab` and `lab2` from the start, beside the
+# local tests, and `lab3` on the local tests' worker once they are done (xdist hands a worker a
+# further group only when it has at most two tests left, and orders groups by size: `lab2` must
+# keep more tests than `lab3`). The split keeps the three about even (docs/testing.md has the
+# figures); a module not named here runs on the first lab.
+LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2",
+                 "test_dns_lab": "lab3", "test_upgrade_lab": "lab3"}
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """`local`, `lab` or `lab2`: the worker (and so the lab) an item runs on."""
+    """`local`, or the lab an item runs on: the worker it runs on under xdist."""
     if not item.get_closest_marker("lab"):
         return "local"
-    return "lab2" if item.module is not None and item.module.__name__ in SECOND_LAB else "lab"
+    return LAB_OF_MODULE.get(item.module.__name__ if item.module is not None else "", "lab")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Three groups that run side by side under xdist (`--dist loadgroup`, a worker each): the two
-    labs' tests and the rest. Without xdist the lab tests come last, on one lab: the lab hosts run a
-    whole cluster until the session ends, and on two cores that would slow every test after them
-    (the order within each group stays)."""
+    """Each item in its group (above). Without xdist the lab tests come last, on one lab: the lab
+    hosts run a whole cluster until the session ends, and on two cores that would slow every test
+    after them (the order within each group stays)."""
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
     items.sort(key=lambda item: item.get_closest_marker("lab") is not None)
