@@ -75,3 +75,40 @@ def test_lab_status_without_a_lab_is_unhealthy_not_failed(tmp_path, monkeypatch)
     monkeypatch.setenv("KUBESMITH_LAB_STATE", str(tmp_path / "lab"))
     result = kubesmith("lab", "status")
     assert result.returncode == ExitCode.UNHEALTHY and "no lab is up" in result.stderr
+
+
+def test_help_lists_every_command_once_without_importing_any() -> None:
+    """`kubesmith --help` reads the command table only: the operators' commands, then those the
+    units on hosts run, each once; not one command module is imported (each costs asyncssh,
+    pydantic and the planner: seconds on a busy machine)."""
+    import subprocess
+    import sys
+
+    from kubesmith.cli import COMMANDS
+
+    program = ("import sys; sys.argv = ['kubesmith', '--help']\nfrom kubesmith.cli import cli\n"
+               "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+               "print('IMPORTED', sorted(m for m in sys.modules if m.endswith('_commands') or "
+               "m.startswith('kubesmith.backends')))")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "IMPORTED []", out
+    operators, _, on_hosts = out.partition("\nCommands:\n")[2].partition("Run by kubesmith on the hosts:")
+    listed = [line.split()[0] for line in (operators + on_hosts).splitlines() if line[:2] == "  " and line[2:3].strip()]
+    assert sorted(listed) == sorted(COMMANDS) and len(listed) == len(set(listed)), listed
+    for name, entry in COMMANDS.items():
+        assert f"  {name} " in (on_hosts if entry.on_hosts else operators), name
+        command = cli.get_command(click.Context(cli), name)
+        assert command is not None and command.get_short_help_str(limit=200) == entry.summary, name
+
+
+def test_completion_scripts_complete_commands_for_each_shell() -> None:
+    import os
+    import subprocess
+
+    for shell in ("bash", "zsh", "fish"):
+        script = kubesmith("completion", shell)
+        assert script.returncode == 0 and "_KUBESMITH_COMPLETE" in script.stdout, (shell, script.stderr)
+    answer = subprocess.run(["kubesmith"], capture_output=True, text=True, check=True, env={
+        **os.environ, "_KUBESMITH_COMPLETE": "bash_complete", "COMP_WORDS": "kubesmith ap", "COMP_CWORD": "1"})
+    assert answer.stdout.split() == ["plain,apply"], answer.stdout
+    assert kubesmith("completion", "tcsh").returncode == 2

@@ -5,42 +5,67 @@ from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import dataclass
 
 import click
 
 from kubesmith import __version__
 from kubesmith.cli.common import run_guarded
 
-# command name -> (module, attribute); the order is the order of `kubesmith --help`
-COMMANDS: dict[str, tuple[str, str]] = {
-    "init": ("kubesmith.cli.spec_commands", "init"),
-    "validate": ("kubesmith.cli.spec_commands", "validate"),
-    "plan": ("kubesmith.cli.spec_commands", "plan"),
-    "apply": ("kubesmith.cli.host_commands", "apply"),
-    "status": ("kubesmith.cli.runtime_commands", "status_command"),
-    "render": ("kubesmith.cli.pki_commands", "render"),
-    "certs": ("kubesmith.cli.pki_commands", "certs"),
-    "kubeconfig": ("kubesmith.cli.access_commands", "kubeconfig"),
-    "token": ("kubesmith.cli.token_commands", "token_group"),
-    "join": ("kubesmith.cli.join_commands", "join_command"),
-    "images": ("kubesmith.cli.node_commands", "images_group"),
-    "run": ("kubesmith.cli.runtime_commands", "run_command"),
-    "etcd": ("kubesmith.cli.day2_commands", "etcd_group"),
-    "reset": ("kubesmith.cli.day2_commands", "reset_command"),
-    "lab": ("kubesmith.cli.lab_commands", "lab"),
-    "binaries": ("kubesmith.cli.host_commands", "binaries"),
-    "options": ("kubesmith.cli.spec_commands", "options"),
-    "schema": ("kubesmith.cli.spec_commands", "schema"),
-    "version": ("kubesmith.cli.spec_commands", "version"),
-    "ca": ("kubesmith.cli.ca_commands", "ca_group"),
-    "agent": ("kubesmith.cli.agent_commands", "agent_command"),
-    "config": ("kubesmith.cli.config_commands", "config_group"),
-    "network": ("kubesmith.cli.node_commands", "network_group"),
-    "node": ("kubesmith.cli.node_commands", "node_group"),
-    "wait": ("kubesmith.cli.wait_commands", "wait_command"),
-    "probe": ("kubesmith.cli.wait_commands", "probe_command"),
-    "bootstrap-admins": ("kubesmith.cli.bootstrap_commands", "bootstrap_admins"),
-    "addons": ("kubesmith.cli.bootstrap_commands", "addons_group"),
+@dataclass(frozen=True)
+class Entry:
+    """Where a command lives, and the line `kubesmith --help` shows for it: listing the commands
+    then imports none of them (all of them import asyncssh, pydantic and the planner: seconds)."""
+
+    module: str
+    attribute: str
+    summary: str
+    on_hosts: bool = False  # run by kubesmith's units on the hosts, not by operators
+
+
+# the order is the order of `kubesmith --help`
+COMMANDS: dict[str, Entry] = {
+    "init": Entry("kubesmith.cli.spec_commands", "init", "Write a starting cluster file to standard output."),
+    "validate": Entry("kubesmith.cli.spec_commands", "validate", "Check a cluster file: every mistake, located."),
+    "plan": Entry("kubesmith.cli.spec_commands", "plan", "Show what `apply` would do."),
+    "apply": Entry("kubesmith.cli.host_commands", "apply",
+                   "Make the hosts match the cluster file over SSH, in order, until healthy."),
+    "status": Entry("kubesmith.cli.runtime_commands", "status_command",
+                    "Every component on every host: running, ready, version, certificates."),
+    "render": Entry("kubesmith.cli.pki_commands", "render", "Write every host's files to a directory."),
+    "certs": Entry("kubesmith.cli.pki_commands", "certs", "Inspect and renew the cluster's certificates."),
+    "kubeconfig": Entry("kubesmith.cli.access_commands", "kubeconfig",
+                        "Personal, short-lived, revocable kubeconfigs."),
+    "token": Entry("kubesmith.cli.token_commands", "token_group", "Join tokens for new nodes."),
+    "join": Entry("kubesmith.cli.join_commands", "join_command", "Join this machine as a node."),
+    "images": Entry("kubesmith.cli.node_commands", "images_group", "Container images without a registry."),
+    "run": Entry("kubesmith.cli.runtime_commands", "run_command",
+                 "Run one host's services in the foreground, where no systemd runs."),
+    "etcd": Entry("kubesmith.cli.day2_commands", "etcd_group", "Snapshots of the cluster's etcd, and restores."),
+    "reset": Entry("kubesmith.cli.day2_commands", "reset_command",
+                   "Remove kubesmith's units, files and data from the hosts."),
+    "lab": Entry("kubesmith.cli.lab_commands", "lab", "Local hosts to try kubesmith on (systemd-nspawn)."),
+    "binaries": Entry("kubesmith.cli.host_commands", "binaries", "Kubernetes release binaries."),
+    "options": Entry("kubesmith.cli.spec_commands", "options", "Every option of the cluster file, documented."),
+    "schema": Entry("kubesmith.cli.spec_commands", "schema", "The JSON Schema of the cluster file, for editors."),
+    "version": Entry("kubesmith.cli.spec_commands", "version",
+                     "kubesmith's version and the Kubernetes releases it supports."),
+    "completion": Entry("kubesmith.cli.completion_commands", "completion",
+                        "Print a shell completion script (bash, zsh, fish)."),
+    "ca": Entry("kubesmith.cli.ca_commands", "ca_group", "The cluster CA service.", on_hosts=True),
+    "agent": Entry("kubesmith.cli.agent_commands", "agent_command", "Renew this host's certificates; keep its "
+                   "configurations.", on_hosts=True),
+    "config": Entry("kubesmith.cli.config_commands", "config_group", "Configurations the agent keeps on this host.",
+                    on_hosts=True),
+    "network": Entry("kubesmith.cli.node_commands", "network_group", "A node's pod network.", on_hosts=True),
+    "node": Entry("kubesmith.cli.node_commands", "node_group", "A node leaving the cluster.", on_hosts=True),
+    "wait": Entry("kubesmith.cli.wait_commands", "wait_command", "Wait until a probe passes.", on_hosts=True),
+    "probe": Entry("kubesmith.cli.wait_commands", "probe_command", "Run a batch of probes from this host.",
+                   on_hosts=True),
+    "bootstrap-admins": Entry("kubesmith.cli.bootstrap_commands", "bootstrap_admins",
+                              "Bind admin.conf's group to cluster-admin.", on_hosts=True),
+    "addons": Entry("kubesmith.cli.bootstrap_commands", "addons_group", "Keep the cluster's add-ons applied.",
+                    on_hosts=True),
 }
 
 
@@ -49,20 +74,19 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module, attribute = COMMANDS[cmd_name]
-        command: click.Command = getattr(importlib.import_module(module), attribute)
+        command: click.Command = getattr(importlib.import_module(entry.module), entry.attribute)
+        command.short_help = entry.summary  # one text for the list and the command's own line
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
-        for name in self.list_commands(ctx):
-            command = self.get_command(ctx, name)
-            if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(limit=formatter.width - 20)))
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        """Operators' commands first; those kubesmith's units run on hosts apart, still listed."""
+        for title, on_hosts in (("Commands", False), ("Run by kubesmith on the hosts", True)):
+            with formatter.section(title):
+                formatter.write_dl([(name, entry.summary) for name, entry in COMMANDS.items()
+                                    if entry.on_hosts is on_hosts])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
