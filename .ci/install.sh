@@ -10,5 +10,8 @@ apt-get install -y -qq --no-install-recommends \
     gcc libc6-dev haproxy keepalived faketime \
     >/dev/null
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
-# The real Kubernetes binaries, unpacked once per machine (tests/k8s_support.py asks the same script for the directory).
+# The real Kubernetes binaries (both releases, for the upgrade tests) and CoreDNS, unpacked once per
+# machine (tests/k8s_support.py asks the same script for the directories).
 bash ../shared/k8s/install.sh >/dev/null
+bash ../shared/k8s/install.sh --version v1.35.6 >/dev/null
+bash ../shared/k8s/install.sh --coredns >/dev/null

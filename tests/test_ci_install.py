@@ -24,7 +24,9 @@ from kubesmith.lab import rootfs
 
 SOURCES = ("src", "tests", "bench", "tools")
 LITERAL = re.compile(r"""["']((?:/usr)?/s?bin/)?([a-z][a-z0-9_.+-]{1,40})["'\s]""")
-BASE_PRIORITIES = ("required", "important")  # in every Debian installation, a minimal one included
+BASE_PRIORITIES = ("required", "important")
+# programs that come with pip (pyproject.toml) or from ../shared/k8s/install.sh (Kubernetes, CoreDNS)
+PROVIDED_OTHERWISE = ("site-packages", "/.pyenv/", "/venv", "/.cache/kubesmith-k8s/")  # in every Debian installation, a minimal one included
 
 # Words in the code that are commands of a package CI does not install, but are not run here.
 NOT_RUN_HERE = {
@@ -40,6 +42,8 @@ NOT_RUN_HERE = {
     "curl": "run on lab hosts only (the lab image has it: kubesmith.lab.rootfs.PACKAGES)",
     "/bin/tool": "a file inside a test image, not a program here",
     "issues": "a word (the issues of a certificate request), not a program",
+    "red": "a word (a colour), not ed's restricted editor",
+    "strings": "a word (a type of values), not binutils' strings",
     "cc": "the pause image is compiled with gcc, which .ci/install.sh installs (gcc-12 provides cc)",
 }
 
@@ -105,8 +109,8 @@ def test_every_program_the_suite_runs_comes_from_the_install_script_or_the_base_
         if found is None:
             if word.startswith("/"):  # an absolute path the code runs: it must exist here
                 unaccounted.append(f"{word} (named in {sorted(files)[0]}) is not on this machine")
-        elif not any(part in str(Path(found).resolve()) for part in ("site-packages", "/.pyenv/", "/venv")):
-            programs[found] = (word, sorted(files)[0])  # (a Python package's program comes with pip)
+        elif not any(part in str(Path(found).resolve()) for part in PROVIDED_OTHERWISE):
+            programs[found] = (word, sorted(files)[0])
     owners = packages_of(set(programs))
     base = base_packages(set(owners.values()))
     for path, (word, file) in sorted(programs.items()):
