@@ -60,6 +60,8 @@ def test_skew_verdicts(name: str, versions, target: str, changing, kind: str, re
         assert any(refusal in text for text in result.refusals), result.refusals
     if note is not None:
         assert any(note in text for text in result.notes), result.notes
+    else:
+        assert not result.notes
 
 
 def test_refusal_names_host_component_and_what_to_do() -> None:

@@ -154,7 +154,7 @@ def _judge_move(entry: Running, goal: Release, apiservers: list[Release], findin
                             f"support once every API server runs {now.minor_name}: keep {now.minor_name} "
                             f"(set kubernetesVersion to {now.minor_name}.x) or restore an etcd snapshot taken "
                             f"before the upgrade (`kubesmith etcd restore`)")
-    elif goal.patch < now.patch:
+    elif goal.minor == now.minor and goal.patch < now.patch:
         findings.note(f"{entry.host}: {entry.component} goes back from {now} to {goal} (a patch downgrade; "
                       "allowed within a minor release)")
 

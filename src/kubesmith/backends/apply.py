@@ -33,17 +33,20 @@ from pathlib import Path
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from kubesmith import layout
-from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle
+from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle, upgrade
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
+from kubesmith.health.remote import ssh_view
+from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.skew import Verdict
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport
 from kubesmith.versions.registry import VersionRegistry
@@ -497,16 +500,18 @@ class ApplySession:
         """Hosts the last applied spec had and this one has not (RemovalRefused: too many at once)."""
         return removal.removal(removal.load_applied(self.state_dir), self.cluster, self.registry, record)
 
-    async def inspect(self) -> tuple[list[HostState], removal.Removal]:
-        """What an apply would change on each host, and which hosts it would remove; changing nothing."""
+    async def inspect(self) -> tuple[list[HostState], removal.Removal, Verdict]:
+        """What an apply would change on each host, which hosts it would remove and the verdict on its
+        release (`kubesmith.skew`: refusals are shown, not raised); changing nothing."""
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
             await self.forget_wiped(transport, record, lambda _: None)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
+            verdict = upgrade.verdict_of(await self.versions(transport), plan.kubernetes_version, self.hosts)
             files, bundle = self.desired(plan)
-            return await inspect_all(transport, plan, files, bundle), gone
+            return await inspect_all(transport, plan, files, bundle), gone, verdict
 
     async def forget_wiped(self, transport: SshTransport, record: dict[str, Bootstrap], progress: Progress) -> None:
         """Members whose etcd data is gone are planned as joining again (`etcd_members.wiped`)."""
@@ -523,6 +528,7 @@ class ApplySession:
             await self.forget_wiped(transport, record, progress)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
+            await self.judge_release(transport, plan, progress)  # UpgradeRefused
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
             started = time.monotonic()
@@ -538,6 +544,30 @@ class ApplySession:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}
         removal.save_applied(self.state_dir, self.cluster)
         return report
+
+
+    async def versions(self, transport: SshTransport) -> dict[str, dict[str, upgrade.Installed]]:
+        """What every host of the spec runs now, asked of the hosts (the skew policy needs them all)."""
+        return await upgrade.host_versions(transport, {h.name: h.address for h in self.cluster.spec.hosts}, self.hosts)
+
+    async def judge_release(self, transport: SshTransport, plan: Plan, progress: Progress,
+                            versions: dict[str, dict[str, upgrade.Installed]] | None = None) -> Verdict:
+        """Refuse (UpgradeRefused) a change of release the skew policy forbids, or one that would start
+        on an unhealthy cluster; changing nothing. Notes (a patch downgrade) go to `progress`."""
+        versions = versions if versions is not None else await self.versions(transport)
+        verdict = upgrade.verdict_of(versions, plan.kubernetes_version, self.hosts)
+        sick: list[str] = []
+        if verdict.allowed and verdict.changes_release:
+            status = await cluster_status(plan, lambda host: ssh_view(transport, host, 3.0))
+            sick = upgrade.unhealthy(status)
+        lines = upgrade.refusal_lines(verdict, sick)
+        if lines:
+            raise upgrade.UpgradeRefused(lines)
+        for note in verdict.notes:
+            progress(note)
+        if verdict.changes_release:
+            progress(f"upgrade: {verdict.kind} from {verdict.oldest} to {verdict.target}")
+        return verdict
 
 
 async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,

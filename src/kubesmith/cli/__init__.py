@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("kubesmith.cli.spec_commands", "plan"),
     "apply": ("kubesmith.cli.host_commands", "apply"),
     "status": ("kubesmith.cli.runtime_commands", "status_command"),
+    "upgrade": ("kubesmith.cli.upgrade_commands", "upgrade_group"),
     "render": ("kubesmith.cli.pki_commands", "render"),
     "certs": ("kubesmith.cli.pki_commands", "certs"),
     "kubeconfig": ("kubesmith.cli.access_commands", "kubeconfig"),
