@@ -51,7 +51,8 @@ def step(store: CheckpointStore, config: ComponentConfig, root: Path, policy: tr
     on the samples and the decision carried out. Returns the records as they are afterwards."""
     records = store.records(config.name)
     disk = snapshot(config, root)
-    began = trial.begin(records, disk.hash, now, policy.seconds)
+    healthy = trial.came_up_healthy(records, samples, watched_since)
+    began = trial.begin(records, disk.hash, now, policy.seconds, healthy)
     if began:
         carry_out(began, store, config.name, root, disk, restart)
         return Outcome(store.records(config.name), trial.Decision("keep", "a new configuration is on trial"), True)
