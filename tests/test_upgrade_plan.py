@@ -88,3 +88,35 @@ def test_upgrade_plan_text_and_order() -> None:
     assert "target: Kubernetes 1.36.2 (minor-upgrade)" in text
     assert "h1: etcd 3.6.5, kube-apiserver 1.35.6, kubelet 1.35.6" in text and "note:" not in text
     assert "order: etcd snapshot, then h1 -> h2 -> h3" in text and "verdict: allowed" in text
+
+
+def test_snapshot_before_an_upgrade_is_kept_with_the_periodic_ones() -> None:
+    import datetime as dt
+
+    from kubesmith.agent.snapshots import PREFIX, SUFFIX
+
+    name = upgrade.snapshot_name(dt.datetime(2026, 11, 27, 1, 2, 3, tzinfo=dt.timezone.utc), "1.35.6", "1.36.2")
+    assert name == "snapshot-20261127T010203Z-upgrade-1.35.6-to-1.36.2.db"
+    assert name.startswith(PREFIX) and name.endswith(SUFFIX)  # the agent's glob: kept and pruned with them
+    plan = plan_of_text(Path("examples/lab.yaml").read_text())
+    assert upgrade.snapshot_directory(plan.host("h1")).startswith("/")
+
+
+def test_nodes_are_drained_through_a_control_plane_host_outside_their_wave() -> None:
+    plan = plan_of_text(Path("examples/lab.yaml").read_text())
+    assert upgrade.drain_via(plan, ["h1"]).name == "h2"  # type: ignore[union-attr]
+    assert upgrade.drain_via(plan, ["h2"]).name == "h1"  # type: ignore[union-attr]
+
+
+def test_status_shows_each_hosts_release_and_a_change_in_progress() -> None:
+    from kubesmith.health.status import status_lines
+
+    def host(name: str, version: str) -> HostStatus:
+        return HostStatus(name, (ComponentStatus(name, "kube-apiserver", True, True, "ok", 1.0, "p", f"v{version}"),
+                                 ComponentStatus(name, "etcd", True, True, "ok", 1.0, "p", "3.6.5")))
+
+    lines = status_lines(ClusterStatus("lab", (host("h1", "1.36.2"), host("h2", "1.35.6"), host("h3", "1.35.6"))))
+    assert "host h1: healthy, Kubernetes 1.36.2" in lines
+    assert "release change in progress (or halted): h2, h3 at 1.35.6; h1 at 1.36.2" in lines
+    same = status_lines(ClusterStatus("lab", (host("h1", "1.36.2"), host("h2", "1.36.2"))))
+    assert not any("in progress" in line for line in same)

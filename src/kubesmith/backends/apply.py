@@ -396,9 +396,11 @@ async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[HostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
-                     membership: etcd_members.Membership | None = None, max_unavailable: int = 1) -> ApplyReport:
+                     membership: etcd_members.Membership | None = None, max_unavailable: int = 1,
+                     upgrading: bool = False) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
-    with every host's state (`pause`: a test's pause point, see `phases.PausePoint`)."""
+    with every host's state (`pause`: a test's pause point, see `phases.PausePoint`). `upgrading`
+    (the release changes): each rolling node is drained before it changes and uncordoned after."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
@@ -420,7 +422,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     by_name = {state.plan.name: state for state in rolling}
     for wave in rollout.waves([state.plan for state in rolling], max_unavailable):
         await _roll_wave(transport, [by_name[host.name] for host in wave], bundle, progress, deadline, report.timings,
-                         phases, membership, plan.cluster)
+                         phases, membership, plan.cluster, plan if upgrading else None)
     phases.done.update(phases.hosts)
     report.timings["total"] = clock() - started
     return report
@@ -442,12 +444,19 @@ def rolling_hosts(states: Sequence[HostState]) -> list[HostState]:
 
 async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle: runtime_bundle.RuntimeBundle,
                      progress: Progress, deadline: float, timings: dict[str, float], phases: Phases,
-                     membership: etcd_members.Membership | None, cluster: str) -> None:
+                     membership: etcd_members.Membership | None, cluster: str, draining: Plan | None = None) -> None:
     """One wave of a roll-out: change its hosts, restart what changed, wait for every trial to pass
-    (a failure halts here: TrialFailed), then for the targets; the next wave begins only after."""
-    progress(f"rolling out to {', '.join(state.plan.name for state in wave)}")
+    (a failure halts here: TrialFailed), then for the targets; the next wave begins only after.
+    With `draining` (an upgrade's plan), the wave's nodes are drained first and uncordoned at the end."""
+    names = [state.plan.name for state in wave]
+    progress(f"rolling out to {', '.join(names)}")
     since = dict(zip((state.plan.name for state in wave), await settled(
         phases, wave, lambda state: phases.run(state.plan.name, "clock", rollout.host_clock(transport, state.plan)))))
+    nodes = [state for state in wave if draining is not None and "node" in state.plan.roles]
+    via = upgrade.drain_via(draining, names) if draining is not None else None
+    if via is not None:
+        await settled(phases, nodes, lambda state: phases.run(state.plan.name, "drain", upgrade.drain_node(
+            transport, via, state.plan.name)))
     _announce_uploads(wave, progress)
     await settled(phases, wave, lambda state: change_host(transport, state, bundle, phases))
     trials = {state.plan.name: rollout.on_trial(state.plan, state.changes.restart) for state in wave}
@@ -466,6 +475,10 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
                                                             _etcd_healthy(transport, state, progress)))
     await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
+    if via is not None:
+        await settled(phases, nodes, lambda state: phases.run(state.plan.name, "uncordon", upgrade.uncordon_node(
+            transport, via, state.plan.name)))
+        progress(f"{', '.join(state.plan.name for state in nodes)}: upgraded, Ready and uncordoned")
     phases.done.update(state.plan.name for state in wave)
 
 
@@ -528,9 +541,11 @@ class ApplySession:
             await self.forget_wiped(transport, record, progress)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
-            await self.judge_release(transport, plan, progress)  # UpgradeRefused
+            verdict = await self.judge_release(transport, plan, progress)  # UpgradeRefused
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
+            if verdict.changes_release and verdict.oldest is not None:
+                await upgrade.snapshot_before(transport, plan, str(verdict.oldest), plan.kubernetes_version, progress)
             started = time.monotonic()
             await removal.remove_hosts(transport, plan, gone, self.state_dir, progress)
             removing = time.monotonic() - started
@@ -538,7 +553,8 @@ class ApplySession:
             report = await apply_plan(transport, plan, files, bundle, progress, deadline,
                                       pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
                                       membership=etcd_members.Membership(self.state_dir, record, plan),
-                                      max_unavailable=self.cluster.spec.rollout.max_unavailable)
+                                      max_unavailable=self.cluster.spec.rollout.max_unavailable,
+                                      upgrading=verdict.changes_release)
         report.removed = gone.names
         if gone.hosts:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}

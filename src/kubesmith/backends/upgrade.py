@@ -11,14 +11,18 @@ before anything changes; a refusal is `UpgradeRefused` (exit 6, nothing changed)
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubesmith import layout
-from kubesmith.backends import rollout
+from kubesmith.backends import etcd_members, removal, rollout
+from kubesmith.backends.phases import StepError
 from kubesmith.health.status import ClusterStatus
-from kubesmith.plan.model import Plan
+from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.skew import Verdict, judge, running_from
 from kubesmith.transport.ssh import SshTransport, TransportError
 from kubesmith.versions.registry import VersionRegistry
@@ -33,6 +37,15 @@ VERSIONS_COMMAND = (  # each component at once; a line is one short write, so an
     "if [ -n \"$pid\" ] && [ \"$pid\" != 0 ]; then exe=/proc/$pid/exe; state=running; "
     f"elif [ -x {layout.BIN}/$c ]; then exe={layout.BIN}/$c; state=stopped; else exit 0; fi; "
     "echo \"$c $state $(\"$exe\" --version 2>&1 | tr '\\n' ' ' | cut -c1-200)\" ) & done; wait")
+
+
+SNAPSHOT_DIRECTORY = "/var/backups/kubesmith/etcd"  # spec.components.etcd.snapshots.directory's default
+DRAIN_TIMEOUT = 120.0
+Progress = Callable[[str], None]
+
+
+class UpgradeError(StepError):
+    """A step of an upgrade failed (the snapshot before it, a drain): the message names host and cause."""
 
 
 class UpgradeRefused(Exception):
@@ -151,3 +164,63 @@ def config_api_differences(registry: VersionRegistry, old_minor: str, new_minor:
     apis = registry._config_apis  # noqa: SLF001 - the registry's own table, read-only
     return [f"{kind}: {table.get(old_minor)} -> {table.get(new_minor)}" for kind, table in sorted(apis.items())
             if table.get(old_minor) != table.get(new_minor)]
+
+
+def snapshot_name(now: dt.datetime, old: str, new: str) -> str:
+    """Named for the two releases, with the periodic snapshots' prefix and suffix: the agent keeps and
+    prunes it with them (`agent.snapshots`), and `kubesmith etcd restore` takes it like any other."""
+    return f"snapshot-{now.strftime('%Y%m%dT%H%M%SZ')}-upgrade-{old}-to-{new}.db"
+
+
+def snapshot_directory(host: HostPlan) -> str:
+    settings = next((f.data for f in host.files if f.path == layout.AGENT_CONFIG), None)
+    found = settings.get("etcd_snapshots") if isinstance(settings, dict) else None
+    return str(found["directory"]) if isinstance(found, dict) and found.get("directory") else SNAPSHOT_DIRECTORY
+
+
+async def snapshot_before(transport: SshTransport, plan: Plan, old: str, new: str, progress: Progress) -> str | None:
+    """Before the first host changes: a checked snapshot on the first healthy etcd member, in its own
+    snapshot directory (None: the cluster has no etcd member to take one from). UpgradeError when none
+    can be taken: an upgrade does not start without a way back."""
+    problems = []
+    for host in etcd_members.members_of(plan):
+        etcdctl = etcd_members.etcdctl(host, layout.BIN)
+        directory = snapshot_directory(host)
+        path = f"{directory}/{snapshot_name(dt.datetime.now(dt.timezone.utc), old, new)}"
+        command = (f"install -d -m 0700 {shlex.quote(directory)} && {etcdctl} snapshot save {shlex.quote(path)} "
+                   f">/dev/null && chmod 0600 {shlex.quote(path)} && {layout.BIN}/etcdutl snapshot status "
+                   f"{shlex.quote(path)} -w json || {{ rm -f {shlex.quote(path)} {shlex.quote(path)}.part; exit 1; }}")
+        result = await transport.run(host.address, command, timeout=300)
+        if result.ok:
+            revision = json.loads(result.stdout or "{}").get("revision", "?")
+            progress(f"{host.name}: etcd snapshot {path} (revision {revision}) before the upgrade")
+            return path
+        problems.append(f"{host.name}: {(result.stderr or result.stdout).strip()[-200:]}")
+    if problems:
+        raise UpgradeError("no etcd snapshot could be taken before the upgrade, so nothing was changed: "
+                           + "; ".join(problems))
+    return None
+
+
+def drain_via(plan: Plan, wave: Sequence[str]) -> HostPlan | None:
+    """The control-plane host to drain a wave's nodes through: one outside the wave, whose API server
+    keeps serving while the wave's hosts change (else the wave's own, still running at drain time)."""
+    control = [host for host in plan.hosts if "control-plane" in host.roles]
+    return next((host for host in control if host.name not in wave), control[0] if control else None)
+
+
+async def drain_node(transport: SshTransport, via: HostPlan, node: str) -> None:
+    """Cordon and drain (PodDisruptionBudgets honoured); UpgradeError names the pods that block it."""
+    await _node_step(transport, via, f"draining {node}",
+                     f"node drain {shlex.quote(node)} --timeout {DRAIN_TIMEOUT:.0f}")
+
+
+async def uncordon_node(transport: SshTransport, via: HostPlan, node: str) -> None:
+    await _node_step(transport, via, f"uncordoning {node}", f"node uncordon {shlex.quote(node)}")
+
+
+async def _node_step(transport: SshTransport, via: HostPlan, step: str, arguments: str) -> None:
+    try:
+        await removal.on_control_plane(transport, via, step, arguments)
+    except removal.RemovalError as exc:
+        raise UpgradeError(f"{exc}; the roll-out stopped before this host changed") from None

@@ -184,7 +184,7 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         fail(str(exc), ExitCode.FAILED)
     except removal.RemovalRefused as exc:
         fail(str(exc), ExitCode.USAGE)
-    except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError) as exc:  # the host, phase, cause
+    except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError, upgrade.UpgradeError) as exc:  # the host, phase, cause
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:
         fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)
