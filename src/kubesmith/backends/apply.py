@@ -454,7 +454,8 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
         phases, wave, lambda state: phases.run(state.plan.name, "clock", rollout.host_clock(transport, state.plan)))))
     nodes = [state for state in wave if draining is not None and "node" in state.plan.roles]
     via = upgrade.drain_via(draining, names) if draining is not None else None
-    if via is not None:
+    if via is not None and nodes:
+        progress(f"{', '.join(state.plan.name for state in nodes)}: cordoning and draining (through {via.name})")
         await settled(phases, nodes, lambda state: phases.run(state.plan.name, "drain", upgrade.drain_node(
             transport, via, state.plan.name)))
     _announce_uploads(wave, progress)
@@ -475,7 +476,7 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
                                                             _etcd_healthy(transport, state, progress)))
     await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
-    if via is not None:
+    if via is not None and nodes:
         await settled(phases, nodes, lambda state: phases.run(state.plan.name, "uncordon", upgrade.uncordon_node(
             transport, via, state.plan.name)))
         progress(f"{', '.join(state.plan.name for state in nodes)}: upgraded, Ready and uncordoned")
