@@ -60,6 +60,9 @@ def test_registry_differences_name_removed_flags_with_their_replacement() -> Non
     assert any(d.binary == "kube-apiserver" and d.flag == "tls-curve-preferences" and d.change == "added"
                for d in differences)
     assert upgrade.registry_differences(load_registry(), "1.36", "1.36") == []
+    assert "AuthenticationConfiguration: None -> apiserver.config.k8s.io/v1alpha1" in \
+        upgrade.config_api_differences(load_registry(), "1.28", "1.29")
+    assert upgrade.config_api_differences(load_registry(), "1.35", "1.36") == []
 
 
 def test_unhealthy_names_every_reason_not_to_start() -> None:

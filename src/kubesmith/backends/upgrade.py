@@ -161,9 +161,7 @@ def registry_differences(registry: VersionRegistry, old_minor: str, new_minor: s
 
 def config_api_differences(registry: VersionRegistry, old_minor: str, new_minor: str) -> list[str]:
     """Configuration documents whose API version changes between the two releases."""
-    apis = registry._config_apis  # noqa: SLF001 - the registry's own table, read-only
-    return [f"{kind}: {table.get(old_minor)} -> {table.get(new_minor)}" for kind, table in sorted(apis.items())
-            if table.get(old_minor) != table.get(new_minor)]
+    return [f"{kind}: {before} -> {after}" for kind, before, after in registry.config_api_changes(old_minor, new_minor)]
 
 
 def snapshot_name(now: dt.datetime, old: str, new: str) -> str:

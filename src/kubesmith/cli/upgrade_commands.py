@@ -14,7 +14,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.plan.model import Plan
-from kubesmith.skew import Release
+from kubesmith.skew import Release, Verdict
 from kubesmith.transport.ssh import SshTransport, TransportError
 from kubesmith.versions.registry import load_registry
 
@@ -62,7 +62,7 @@ def plan_command(spec_file: str, output: str, ssh_config: str | None, known_host
              ExitCode.PREFLIGHT)
 
 
-def describe(plan: Plan, versions: dict[str, dict[str, upgrade.Installed]], verdict: Any, sick: list[str],
+def describe(plan: Plan, versions: dict[str, dict[str, upgrade.Installed]], verdict: Verdict, sick: list[str],
              max_unavailable: int) -> dict[str, Any]:
     """The upgrade plan as data (the JSON form; the text is made from it)."""
     registry = load_registry()
