@@ -348,3 +348,14 @@ def test_a_crash_while_a_superseded_trial_is_promoted(tmp_path: Path, cut: int) 
     else:
         assert records.last_known_good == Record(first, 30.0)
         store.load(CONFIG.name, first)
+
+
+def test_a_restarted_agent_still_knows_the_superseded_configuration_came_up(tmp_path: Path) -> None:
+    """The apply that supersedes a trial changes the components file too, which restarts the agent:
+    its samples are gone, but the trial's record says the configuration was seen ready."""
+    store, first = _first_config_on_trial(tmp_path)
+    step(store, CONFIG, tmp_path, POLICY, ready(5), 5.0, 0.0, lambda _: None)
+    assert store.records(CONFIG.name).active == Active(first, "trial", 0.0, 60.0, seen_ready=True)
+    _write(tmp_path, "bad")
+    outcome = step(store, CONFIG, tmp_path, POLICY, down(20), 20.0, 20.0, lambda _: None)  # a fresh agent
+    assert outcome.began and store.records(CONFIG.name).last_known_good == Record(first, 20.0)

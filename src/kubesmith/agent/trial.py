@@ -61,6 +61,8 @@ class Active:
     trial_seconds: float = 0.0
     failed: str | None = None  # the hash that failed its trial (rolling-back, rolled-back, failed)
     reason: str = ""  # why, in words: what `status` shows
+    seen_ready: bool = False  # seen ready during its trial: recorded, so an agent restarted by the very
+    # apply that supersedes this trial (its components file changed too) still knows (`begin`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +209,19 @@ def begin(records: Records, on_disk: str, now: float, trial_seconds: float,
         return ()
     lkg = records.last_known_good
     promote: tuple[Effect, ...] = ()
-    if (active is not None and active.phase == "trial" and healthy_so_far
+    if (active is not None and active.phase == "trial" and (healthy_so_far or active.seen_ready)
             and (lkg is None or lkg.hash != active.hash)):
         promote = (WriteLastKnownGood(Record(active.hash, now)),)
     return (*promote, SaveCheckpoint(on_disk), WriteAssigned(Record(on_disk, now)),
             WriteActive(Active(on_disk, "trial", now, trial_seconds)))
+
+
+def mark_ready(records: Records, samples: Sequence[Sample], watched_since: float) -> tuple[Effect, ...]:
+    """Record, once, that the configuration on trial was seen ready (see `Active.seen_ready`)."""
+    active = records.active
+    if active is None or active.seen_ready or not came_up_healthy(records, samples, watched_since):
+        return ()
+    return (WriteActive(replace(active, seen_ready=True)),)
 
 
 def came_up_healthy(records: Records, samples: Sequence[Sample], watched_since: float) -> bool:
