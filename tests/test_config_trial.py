@@ -293,3 +293,69 @@ def test_a_failed_trial_is_the_verdict_only_when_it_belongs_to_this_roll_out() -
                             trial.Active(NEW_HASH, "failed", 530.0, failed=NEW_HASH, reason="never ready"))
     found = trial.verdict("etcd", gave_up, NEW_HASH, since=500.0)
     assert found is not None and not found.passed and found.running == ""
+
+
+def _first_config_on_trial(root: Path) -> tuple[CheckpointStore, str]:
+    """A fresh host: its first configuration was just put on trial (no last-known-good yet)."""
+    store = CheckpointStore(root / "var/lib/kubesmith/config")
+    first = _write(root, "first")
+    step(store, CONFIG, root, POLICY, [], 0.0, 0.0, lambda _: None)
+    assert store.records(CONFIG.name).active == Active(first, "trial", 0.0, 60.0)
+    assert store.records(CONFIG.name).last_known_good is None
+    return store, first
+
+
+def test_a_change_during_the_first_trial_can_go_back_to_a_configuration_that_came_up(tmp_path: Path) -> None:
+    """The bug this guards: a bad change applied seconds after the first apply found no last-known-good
+    configuration and left the component down. The first one came up ready: it becomes the one to go
+    back to, and the bad change is rolled back to it."""
+    store, first = _first_config_on_trial(tmp_path)
+    bad = _write(tmp_path, "bad")
+    # the pass that finds `bad` may already sample it (the apply restarted the component): ready before counts
+    outcome = step(store, CONFIG, tmp_path, POLICY, ready(5, 10) + down(12), 12.0, 0.0, lambda _: None)
+    assert outcome.began and store.records(CONFIG.name).last_known_good == Record(first, 12.0)
+    restarts: list[str] = []
+    crash_loop = down(13) + down(20, restarts=1) + down(25, restarts=3)
+    outcome = step(store, CONFIG, tmp_path, POLICY, crash_loop, 25.0, 12.0, restarts.append)
+    assert outcome.decision.action == "rollback" and restarts == [CONFIG.name]
+    records = store.records(CONFIG.name)
+    assert records.active is not None and records.active.phase == "rolled-back"
+    assert records.active.hash == first and records.active.failed == bad
+    assert snapshot(CONFIG, tmp_path).hash == first
+
+
+def test_a_first_configuration_that_never_came_up_is_not_promoted(tmp_path: Path) -> None:
+    store, first = _first_config_on_trial(tmp_path)
+    second = _write(tmp_path, "second")
+    outcome = step(store, CONFIG, tmp_path, POLICY, down(5, 10), 10.0, 0.0, lambda _: None)
+    records = store.records(CONFIG.name)
+    assert outcome.began and records.last_known_good is None and records.active == Active(second, "trial", 10.0, 60.0)
+    assert first != second
+
+
+@pytest.mark.parametrize("cut", range(5))
+def test_a_crash_while_a_superseded_trial_is_promoted(tmp_path: Path, cut: int) -> None:
+    store, first = _first_config_on_trial(tmp_path)
+    new = _write(tmp_path, "new")
+    effects = trial.begin(store.records(CONFIG.name), new, 30.0, 60.0, healthy_so_far=True)
+    assert len(effects) == 4 and isinstance(effects[0], trial.WriteLastKnownGood) and cut in _cuts(effects)
+    carry_out(effects[:cut], store, CONFIG.name, tmp_path, snapshot(CONFIG, tmp_path), lambda _: None)
+    step(store, CONFIG, tmp_path, POLICY, [], 40.0, 40.0, lambda _: None)  # reboot: nothing watched yet
+    records = store.records(CONFIG.name)
+    assert records.active is not None and records.active.hash == new and records.active.phase == "trial"
+    if cut == 0:  # nothing was written: the first trial is superseded with no sample seen, so not promoted
+        assert records.last_known_good is None
+    else:
+        assert records.last_known_good == Record(first, 30.0)
+        store.load(CONFIG.name, first)
+
+
+def test_a_restarted_agent_still_knows_the_superseded_configuration_came_up(tmp_path: Path) -> None:
+    """The apply that supersedes a trial changes the components file too, which restarts the agent:
+    its samples are gone, but the trial's record says the configuration was seen ready."""
+    store, first = _first_config_on_trial(tmp_path)
+    step(store, CONFIG, tmp_path, POLICY, ready(5), 5.0, 0.0, lambda _: None)
+    assert store.records(CONFIG.name).active == Active(first, "trial", 0.0, 60.0, seen_ready=True)
+    _write(tmp_path, "bad")
+    outcome = step(store, CONFIG, tmp_path, POLICY, down(20), 20.0, 20.0, lambda _: None)  # a fresh agent
+    assert outcome.began and store.records(CONFIG.name).last_known_good == Record(first, 20.0)

@@ -51,13 +51,16 @@ def step(store: CheckpointStore, config: ComponentConfig, root: Path, policy: tr
     on the samples and the decision carried out. Returns the records as they are afterwards."""
     records = store.records(config.name)
     disk = snapshot(config, root)
-    began = trial.begin(records, disk.hash, now, policy.seconds)
+    healthy = trial.came_up_healthy(records, samples, watched_since)
+    began = trial.begin(records, disk.hash, now, policy.seconds, healthy)
     if began:
         carry_out(began, store, config.name, root, disk, restart)
         return Outcome(store.records(config.name), trial.Decision("keep", "a new configuration is on trial"), True)
     decision = trial.decide(config.name, records, samples, policy, now, watched_since)
-    carry_out(trial.effects(records, decision, now), store, config.name, root, None, restart)
-    return Outcome(store.records(config.name) if decision.action not in ("none", "keep") else records, decision)
+    marked = trial.mark_ready(records, samples, watched_since) if decision.action == "keep" else ()
+    carry_out(trial.effects(records, decision, now) + marked, store, config.name, root, None, restart)
+    changed = decision.action not in ("none", "keep") or marked
+    return Outcome(store.records(config.name) if changed else records, decision)
 
 
 def condition_document(component: str, records: trial.Records, updated: str) -> dict[str, str | None]:

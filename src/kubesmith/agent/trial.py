@@ -61,6 +61,8 @@ class Active:
     trial_seconds: float = 0.0
     failed: str | None = None  # the hash that failed its trial (rolling-back, rolled-back, failed)
     reason: str = ""  # why, in words: what `status` shows
+    seen_ready: bool = False  # seen ready during its trial: recorded, so an agent restarted by the very
+    # apply that supersedes this trial (its components file changed too) still knows (`begin`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,14 +194,45 @@ class Restart:
 Effect = SaveCheckpoint | WriteAssigned | WriteActive | WriteLastKnownGood | RestoreFiles | Restart
 
 
-def begin(records: Records, on_disk: str, now: float, trial_seconds: float) -> tuple[Effect, ...]:
+def begin(records: Records, on_disk: str, now: float, trial_seconds: float,
+          healthy_so_far: bool = False) -> tuple[Effect, ...]:
     """A new configuration is on disk (the active record names another, or none): put it on trial.
-    Nothing while a rollback is under way: its own files are being put back."""
+    Nothing while a rollback is under way: its own files are being put back.
+
+    A change that lands while the previous configuration is still on trial supersedes that trial.
+    When the superseded configuration came up healthy (`healthy_so_far`, see `came_up_healthy`) it
+    becomes last-known-good first: otherwise a bad change applied seconds after a cluster's first
+    apply would find nothing to go back to and leave the component down. One that did not come up
+    healthy is not promoted: the new one is tried against the older last-known-good, if any."""
     active = records.active
     if active is not None and (active.hash == on_disk or active.phase == "rolling-back"):
         return ()
-    return (SaveCheckpoint(on_disk), WriteAssigned(Record(on_disk, now)),
+    lkg = records.last_known_good
+    promote: tuple[Effect, ...] = ()
+    if (active is not None and active.phase == "trial" and (healthy_so_far or active.seen_ready)
+            and (lkg is None or lkg.hash != active.hash)):
+        promote = (WriteLastKnownGood(Record(active.hash, now)),)
+    return (*promote, SaveCheckpoint(on_disk), WriteAssigned(Record(on_disk, now)),
             WriteActive(Active(on_disk, "trial", now, trial_seconds)))
+
+
+def mark_ready(records: Records, samples: Sequence[Sample], watched_since: float) -> tuple[Effect, ...]:
+    """Record, once, that the configuration on trial was seen ready (see `Active.seen_ready`)."""
+    active = records.active
+    if active is None or active.seen_ready or not came_up_healthy(records, samples, watched_since):
+        return ()
+    return (WriteActive(replace(active, seen_ready=True)),)
+
+
+def came_up_healthy(records: Records, samples: Sequence[Sample], watched_since: float) -> bool:
+    """Whether the configuration on trial was seen ready during its trial (a failed one is no longer on
+    trial: `decide` took it off): what makes a superseded trial's configuration good enough to go back
+    to (`begin`). Any ready sample counts, not only the last: the samples of the pass that finds the new
+    configuration on disk may already be the new one's, restarted by the apply that wrote it."""
+    active = records.active
+    if active is None or active.phase != "trial":
+        return False
+    return any(s.ready for s in samples if s.at >= max(active.since, watched_since))
 
 
 def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, ...]:

@@ -33,11 +33,13 @@ from pathlib import Path
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from kubesmith import layout
-from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle
+from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle, upgrade
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
+from kubesmith.health.remote import ssh_view
+from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
 from kubesmith.modules import addons
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
@@ -45,6 +47,7 @@ from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.skew import Verdict
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport
 from kubesmith.versions.registry import VersionRegistry
@@ -396,9 +399,11 @@ async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
-                     membership: etcd_members.Membership | None = None, max_unavailable: int = 1) -> ApplyReport:
+                     membership: etcd_members.Membership | None = None, max_unavailable: int = 1,
+                     upgrading: bool = False) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
-    with every host's state (`pause`: a test's pause point, see `phases.PausePoint`)."""
+    with every host's state (`pause`: a test's pause point, see `phases.PausePoint`). `upgrading`
+    (the release changes): each rolling node is drained before it changes and uncordoned after."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
@@ -420,7 +425,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     by_name = {state.plan.name: state for state in rolling}
     for wave in rollout.waves([state.plan for state in rolling], max_unavailable):
         await _roll_wave(transport, [by_name[host.name] for host in wave], bundle, progress, deadline, report.timings,
-                         phases, membership, plan.cluster)
+                         phases, membership, plan.cluster, plan if upgrading else None)
     phases.done.update(phases.hosts)
     mark = clock()
     await keep_addons(transport, plan, files, progress, deadline)
@@ -467,12 +472,20 @@ def rolling_hosts(states: Sequence[HostState]) -> list[HostState]:
 
 async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle: runtime_bundle.RuntimeBundle,
                      progress: Progress, deadline: float, timings: dict[str, float], phases: Phases,
-                     membership: etcd_members.Membership | None, cluster: str) -> None:
+                     membership: etcd_members.Membership | None, cluster: str, draining: Plan | None = None) -> None:
     """One wave of a roll-out: change its hosts, restart what changed, wait for every trial to pass
-    (a failure halts here: TrialFailed), then for the targets; the next wave begins only after."""
-    progress(f"rolling out to {', '.join(state.plan.name for state in wave)}")
+    (a failure halts here: TrialFailed), then for the targets; the next wave begins only after.
+    With `draining` (an upgrade's plan), the wave's nodes are drained first and uncordoned at the end."""
+    names = [state.plan.name for state in wave]
+    progress(f"rolling out to {', '.join(names)}")
     since = dict(zip((state.plan.name for state in wave), await settled(
         phases, wave, lambda state: phases.run(state.plan.name, "clock", rollout.host_clock(transport, state.plan)))))
+    nodes = [state for state in wave if draining is not None and "node" in state.plan.roles]
+    via = upgrade.drain_via(draining, names) if draining is not None else None
+    if via is not None and nodes:
+        progress(f"{', '.join(state.plan.name for state in nodes)}: cordoning and draining (through {via.name})")
+        await settled(phases, nodes, lambda state: phases.run(state.plan.name, "drain", upgrade.drain_node(
+            transport, via, state.plan.name)))
     _announce_uploads(wave, progress)
     await settled(phases, wave, lambda state: change_host(transport, state, bundle, phases))
     trials = {state.plan.name: rollout.on_trial(state.plan, state.changes.restart) for state in wave}
@@ -491,6 +504,10 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
                                                             _etcd_healthy(transport, state, progress)))
     await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
+    if via is not None and nodes:
+        await settled(phases, nodes, lambda state: phases.run(state.plan.name, "uncordon", upgrade.uncordon_node(
+            transport, via, state.plan.name)))
+        progress(f"{', '.join(state.plan.name for state in nodes)}: upgraded, Ready and uncordoned")
     phases.done.update(state.plan.name for state in wave)
 
 
@@ -525,16 +542,18 @@ class ApplySession:
         """Hosts the last applied spec had and this one has not (RemovalRefused: too many at once)."""
         return removal.removal(removal.load_applied(self.state_dir), self.cluster, self.registry, record)
 
-    async def inspect(self) -> tuple[list[HostState], removal.Removal]:
-        """What an apply would change on each host, and which hosts it would remove; changing nothing."""
+    async def inspect(self) -> tuple[list[HostState], removal.Removal, Verdict]:
+        """What an apply would change on each host, which hosts it would remove and the verdict on its
+        release (`kubesmith.skew`: refusals are shown, not raised); changing nothing."""
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
             await self.forget_wiped(transport, record, lambda _: None)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
+            verdict = upgrade.verdict_of(await self.versions(transport), plan.kubernetes_version, self.hosts)
             files, bundle = self.desired(plan)
-            return await inspect_all(transport, plan, files, bundle), gone
+            return await inspect_all(transport, plan, files, bundle), gone, verdict
 
     async def forget_wiped(self, transport: SshTransport, record: dict[str, Bootstrap], progress: Progress) -> None:
         """Members whose etcd data is gone are planned as joining again (`etcd_members.wiped`)."""
@@ -551,8 +570,11 @@ class ApplySession:
             await self.forget_wiped(transport, record, progress)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
+            verdict = await self.judge_release(transport, plan, progress)  # UpgradeRefused
             preflight.require(plan, self.hosts, self.binaries.paths, self.ignore_preflight)  # PreflightError
             files, bundle = self.desired(plan)
+            if verdict.changes_release and verdict.oldest is not None:
+                await upgrade.snapshot_before(transport, plan, str(verdict.oldest), plan.kubernetes_version, progress)
             started = time.monotonic()
             await removal.remove_hosts(transport, plan, gone, self.state_dir, progress)
             removing = time.monotonic() - started
@@ -560,12 +582,37 @@ class ApplySession:
             report = await apply_plan(transport, plan, files, bundle, progress, deadline,
                                       pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
                                       membership=etcd_members.Membership(self.state_dir, record, plan),
-                                      max_unavailable=self.cluster.spec.rollout.max_unavailable)
+                                      max_unavailable=self.cluster.spec.rollout.max_unavailable,
+                                      upgrading=verdict.changes_release)
         report.removed = gone.names
         if gone.hosts:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}
         removal.save_applied(self.state_dir, self.cluster)
         return report
+
+
+    async def versions(self, transport: SshTransport) -> dict[str, dict[str, upgrade.Installed]]:
+        """What every host of the spec runs now, asked of the hosts (the skew policy needs them all)."""
+        return await upgrade.host_versions(transport, {h.name: h.address for h in self.cluster.spec.hosts}, self.hosts)
+
+    async def judge_release(self, transport: SshTransport, plan: Plan, progress: Progress,
+                            versions: dict[str, dict[str, upgrade.Installed]] | None = None) -> Verdict:
+        """Refuse (UpgradeRefused) a change of release the skew policy forbids, or one that would start
+        on an unhealthy cluster; changing nothing. Notes (a patch downgrade) go to `progress`."""
+        versions = versions if versions is not None else await self.versions(transport)
+        verdict = upgrade.verdict_of(versions, plan.kubernetes_version, self.hosts)
+        sick: list[str] = []
+        if verdict.allowed and verdict.changes_release:
+            status = await cluster_status(plan, lambda host: ssh_view(transport, host, 3.0))
+            sick = upgrade.unhealthy(status)
+        lines = upgrade.refusal_lines(verdict, sick)
+        if lines:
+            raise upgrade.UpgradeRefused(lines)
+        for note in verdict.notes:
+            progress(note)
+        if verdict.changes_release:
+            progress(f"upgrade: {verdict.kind} from {verdict.oldest} to {verdict.target}")
+        return verdict
 
 
 async def observed_plan(transport: SshTransport, cluster: Cluster, registry: VersionRegistry,

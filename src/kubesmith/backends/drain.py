@@ -67,6 +67,14 @@ async def drain(credentials: Credentials, node: str, timeout: float, progress: P
     return len(pods)
 
 
+async def uncordon(credentials: Credentials, node: str) -> bool:
+    """Let pods be scheduled on `node` again (after an upgrade brought it back Ready); False if it is gone."""
+    status, _ = await api_request(credentials, "PATCH", f"/api/v1/nodes/{quote(node)}",
+                                  {"spec": {"unschedulable": False}}, 30, accept=(404,),
+                                  content_type="application/merge-patch+json")
+    return status != 404
+
+
 def _name(pod: dict[str, Any]) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 

@@ -169,7 +169,7 @@ async def remove_hosts(transport: SshTransport, plan: Plan, gone: Removal, state
         manifest = await _step(host, "reading its manifest", manifest_of(transport, host, plan.cluster))
         if "node" in host.roles and control_plane is not None:
             progress(f"{host.name}: draining the node (through {control_plane.name})")
-            await _on(transport, control_plane, f"draining {host.name}",
+            await on_control_plane(transport, control_plane, f"draining {host.name}",
                       f"node drain {shlex.quote(host.name)} --timeout {DRAIN_TIMEOUT:.0f}")
         if any(service.name == "etcd" for service in host.services) and members:
             progress(f"{host.name}: removing its etcd member (through {members[0].name})")
@@ -178,7 +178,7 @@ async def remove_hosts(transport: SshTransport, plan: Plan, gone: Removal, state
         await _step(host, "resetting it", reset_host(transport, host, manifest, progress))
         forget_host_keys(state_dir, host.name)
         if "node" in host.roles and control_plane is not None:
-            await _on(transport, control_plane, f"deleting the Node {host.name}",
+            await on_control_plane(transport, control_plane, f"deleting the Node {host.name}",
                       f"node delete {shlex.quote(host.name)}")
         progress(f"{host.name}: removed from the cluster")
 
@@ -190,7 +190,7 @@ async def _step(host: HostPlan, step: str, work):  # type: ignore[no-untyped-def
         raise RemovalError(f"{host.name}: {step} failed: {exc}") from None
 
 
-async def _on(transport: SshTransport, via: HostPlan, step: str, arguments: str) -> None:
+async def on_control_plane(transport: SshTransport, via: HostPlan, step: str, arguments: str) -> None:
     """A `kubesmith node ...` step on a control-plane host that stays, with its super-admin.conf, asking
     its own API server (the endpoint may be a virtual IP the leaving host holds)."""
     kubeconfig = layout.kubeconfig_path("super-admin")

@@ -32,6 +32,8 @@ COMMANDS: dict[str, Entry] = {
                    "Make the hosts match the cluster file over SSH, in order, until healthy."),
     "status": Entry("kubesmith.cli.runtime_commands", "status_command",
                     "Every component on every host: running, ready, version, certificates."),
+    "upgrade": Entry("kubesmith.cli.upgrade_commands", "upgrade_group",
+                     "Plan a move to another Kubernetes release: versions, skew, order."),
     "render": Entry("kubesmith.cli.pki_commands", "render", "Write every host's files to a directory."),
     "certs": Entry("kubesmith.cli.pki_commands", "certs", "Inspect and renew the cluster's certificates."),
     "kubeconfig": Entry("kubesmith.cli.access_commands", "kubeconfig",

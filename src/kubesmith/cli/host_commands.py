@@ -12,7 +12,7 @@ import click
 
 from kubesmith.backends import apply as applying
 from kubesmith.backends.phases import ApplyFailed
-from kubesmith.backends import preflight, removal
+from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
@@ -114,10 +114,18 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
     session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
-    states, gone = _on_hosts(session.inspect)
+    states, gone, verdict = _on_hosts(session.inspect)
     if output == "json":
-        emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names})
+        emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names,
+                   "release": verdict.as_dict()})
         return
+    if verdict.changes_release or verdict.refusals:
+        click.echo(f"release: {verdict.kind} from {verdict.oldest} to {verdict.target} "
+                   f"(details: kubesmith upgrade plan {spec_file})")
+        for line in verdict.notes:
+            click.echo(f"  note: {line}")
+        for line in verdict.refusals:
+            click.echo(f"  refused: {line}")
     for state in states:
         click.echo(_describe(state.changes, verbose=True))
     for host in gone.hosts:
@@ -168,16 +176,26 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(work())
     except preflight.PreflightError as exc:
         preflight_failed(exc.failures)
+    except upgrade.UpgradeRefused as exc:
+        upgrade_refused(exc.lines)
     except ForeignStateError as exc:
         fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:
         fail(str(exc), ExitCode.FAILED)
     except removal.RemovalRefused as exc:
         fail(str(exc), ExitCode.USAGE)
-    except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError) as exc:  # the host, phase, cause
+    except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError, upgrade.UpgradeError) as exc:  # the host, phase, cause
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:
         fail(f"{exc.filename or 'state'}: {exc.strerror}", ExitCode.IO_ERROR)
+
+
+def upgrade_refused(lines: tuple[str, ...]) -> None:
+    """Each reason on its own `error:` line, then the summary; exit 6 (a refused change, as preflight's)."""
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    fail(f"{len(lines)} reason{'s' if len(lines) != 1 else ''} not to change the release; nothing was changed",
+         ExitCode.PREFLIGHT)
 
 
 def _progress(line: str) -> None:

@@ -185,6 +185,21 @@ def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) 
     _say(f"{node}: drained ({evicted} pod{'s' if evicted != 1 else ''} evicted)")
 
 
+@node_group.command("uncordon")
+@click.argument("node")
+@_kubeconfig_option
+def node_uncordon(node: str, kubeconfig: Path, server: str | None) -> None:
+    """Mark NODE schedulable again (what an upgrade does once the node is back Ready)."""
+    from kubesmith.apiclient import ApiError
+    from kubesmith.backends.drain import uncordon
+
+    try:
+        found = asyncio.run(uncordon(_credentials(kubeconfig, server), node))
+    except ApiError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    _say(f"{node}: uncordoned" if found else f"{node}: no such Node")
+
+
 @node_group.command("delete")
 @click.argument("node")
 @_kubeconfig_option

@@ -428,9 +428,11 @@ async def cluster_status(plan: Plan, view_for: ViewFor, hosts: list[str] | None 
 def status_lines(status: ClusterStatus) -> list[str]:
     """The text report: one line per component, then etcd's view, then the verdict."""
     lines: list[str] = []
+    releases = host_releases(status)
     for host in status.hosts:
         verdict = 'healthy' if host.healthy else 'UNHEALTHY'
-        lines.append(f"host {host.host}: " + (f"UNREACHABLE ({host.problem})" if host.problem else verdict))
+        release = f", Kubernetes {releases[host.host]}" if releases.get(host.host) else ""
+        lines.append(f"host {host.host}: " + (f"UNREACHABLE ({host.problem})" if host.problem else verdict + release))
         for c in host.components:
             running = {True: "running", False: "not running", None: "running?"}[c.running]
             ready = "ready" if c.ready else "NOT READY"
@@ -456,6 +458,9 @@ def status_lines(status: ClusterStatus) -> list[str]:
         if host.agent is not None:
             lines += agent_lines(host.agent)
     lines += dns_summary(status)
+    progress = upgrade_in_progress(releases)
+    if progress:
+        lines.append(progress)
     lines.append("cluster healthy" if status.healthy else "cluster UNHEALTHY")
     return lines
 
@@ -471,6 +476,29 @@ def dns_summary(status: ClusterStatus) -> list[str]:
     verdict = "ready" if ready and len(answered) == len(asked) else "NOT READY"
     return [f"cluster DNS: {verdict}: {ready}/{pods} CoreDNS pods Ready; lookups answered on "
             f"{len(answered)}/{len(asked)} nodes"]
+
+
+def host_releases(status: ClusterStatus) -> dict[str, str]:
+    """Each host's Kubernetes release, as its components' /version tells (etcd is versioned on its own);
+    hosts whose components disagree show each release ("1.35.6/1.36.2": in the middle of a change)."""
+    found: dict[str, str] = {}
+    for host in status.hosts:
+        releases = sorted({c.version.removeprefix("v") for c in host.components
+                           if c.version and c.service != "etcd" and c.version.startswith("v1.")})
+        if releases:
+            found[host.host] = "/".join(releases)
+    return found
+
+
+def upgrade_in_progress(releases: dict[str, str]) -> str | None:
+    """A line saying the hosts run different releases (an upgrade under way or halted), or None."""
+    by_release: dict[str, list[str]] = {}
+    for host, release in releases.items():
+        by_release.setdefault(release, []).append(host)
+    if len(by_release) < 2:
+        return None
+    parts = "; ".join(f"{', '.join(hosts)} at {release}" for release, hosts in sorted(by_release.items()))
+    return f"release change in progress (or halted): {parts}"
 
 
 def agent_lines(report: AgentReport, shown_errors: int = 5) -> list[str]:

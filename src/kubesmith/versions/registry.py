@@ -163,6 +163,11 @@ class VersionRegistry:
                     f"Kubernetes {minor}; remove it from the spec")
         return None
 
+    def config_api_changes(self, old: str, new: str) -> list[tuple[str, str | None, str | None]]:
+        """(kind, API version at `old`, at `new`) of each configuration document whose API differs."""
+        return [(kind, table.get(old), table.get(new)) for kind, table in sorted(self._config_apis.items())
+                if table.get(old) != table.get(new)]
+
     def config_api(self, kind: str, minor: str) -> str:
         api = self._config_apis[kind].get(minor)
         if api is None:

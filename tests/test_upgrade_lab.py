@@ -1,0 +1,199 @@
+"""Upgrades on the lab, with the real binaries of both releases: h1..h3 reset and applied at 1.35.6,
+refusals that touch no host, then the upgrade to 1.36.2 under a client loop through the control-plane VIP.
+
+The module leaves the cluster as examples/lab.yaml applies it (1.36.2), as the other lab modules expect.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from lab_cluster import Cluster
+from polling import poll
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+OLD, NEW = "1.35.6", "1.36.2"
+VIP = "https://10.213.0.10:6443"
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+
+
+def older_binaries() -> Path:
+    from k8s_support import INSTALLER
+
+    out = subprocess.run(["bash", str(INSTALLER), "--version", f"v{OLD}"], capture_output=True, text=True,
+                         timeout=600, check=True).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+def spec_at(cluster: Cluster, directory: Path, version: str) -> Path:
+    document = yaml.safe_load(cluster.spec.read_text())
+    document["spec"]["kubernetesVersion"] = version
+    path = directory / f"lab-{version}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def apply_with(cluster: Cluster, spec: Path, binaries: Path) -> subprocess.CompletedProcess[str]:
+    return cluster.kubesmith("apply", "--binaries", str(binaries), "--deadline", "240", spec=spec)
+
+
+def fresh_at_old_release(cluster: Cluster, old_spec: Path) -> None:
+    """Reset the hosts another module applied (a downgrade is refused by design), then apply 1.35.6."""
+    applied = [name for name in cluster.hosts
+               if cluster.lab.ssh(name, "test -e /var/lib/kubesmith/applied.json", check=False).returncode == 0]
+    if applied:
+        reset = cluster.kubesmith("reset", "--yes", "--hosts", ",".join(applied), spec=old_spec)
+        assert reset.returncode == 0, reset.stdout + reset.stderr
+    result = apply_with(cluster, old_spec, older_binaries())
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+class ApiLoop:
+    """Asks the API through the VIP once a second from inside the lab; records the longest outage."""
+
+    def __init__(self, cluster: Cluster, kubeconfig: Path) -> None:
+        self.cluster, self.kubeconfig = cluster, kubeconfig
+        self.stop = threading.Event()
+        self.longest = 0.0
+        self.failures = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        down_since: float | None = None
+        while not self.stop.is_set():
+            ok = self.cluster.kubectl(self.kubeconfig, "get", "--raw", "/readyz", server=VIP,
+                                      timeout=20).returncode == 0
+            now = time.monotonic()
+            if ok and down_since is not None:  # an outage lasts from its first failure to the next success
+                self.longest = max(self.longest, now - down_since)
+                down_since = None
+            elif not ok:
+                self.failures += 1
+                down_since = down_since or now
+            self.stop.wait(1.0)
+
+    def __enter__(self) -> ApiLoop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def component_releases(cluster: Cluster) -> dict[str, dict[str, str | None]]:
+    """`kubesmith upgrade plan --output json`: what each host's components report (`--version`)."""
+    plan = cluster.kubesmith("upgrade plan", "--output", "json", state=False, timeout=300)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    report = json.loads(plan.stdout)
+    return {host: {name: entry["release"] for name, entry in components.items() if name != "etcd"}
+            for host, components in report["hosts"].items()}
+
+
+@pytest.fixture(scope="module")
+def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
+    """The session's cluster, reset and applied at 1.35.6; at the end, examples/lab.yaml's 1.36.2 again."""
+    directory = tmp_path_factory.mktemp("upgrade")
+    old_spec = spec_at(lab_cluster, directory, OLD)
+    fresh_at_old_release(lab_cluster, old_spec)
+    yield lab_cluster, old_spec
+    lab_cluster.applied()
+
+
+def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_at_old: tuple[Cluster, Path],
+                                                                           tmp_path: Path) -> None:
+    cluster, old_spec = cluster_at_old
+    admin = cluster.admin_kubeconfig(tmp_path)
+    written = cluster.kubectl(admin, "create", "configmap", "before-upgrade", f"--from-literal=release={OLD}")
+    assert written.returncode == 0, written.stderr
+    before = {name: cluster.unit_state(name) for name in cluster.hosts}
+
+    skipped = apply_with(cluster, spec_at(cluster, tmp_path, "1.37.0"), cluster.binaries)
+    assert skipped.returncode == 6 and "skips 1.36" in skipped.stderr, skipped.stderr
+    wrong = apply_with(cluster, cluster.spec, older_binaries())  # the spec says 1.36.2, the binaries 1.35.6
+    assert wrong.returncode == 6 and "binary-version" in wrong.stderr, wrong.stderr
+    cluster.lab.ssh("h3", "systemctl stop kubelet")
+    try:
+        sick = apply_with(cluster, cluster.spec, cluster.binaries)
+        assert sick.returncode == 6 and "h3: kubelet is not ready" in sick.stderr, sick.stderr
+        assert "must be healthy" in sick.stderr
+    finally:
+        cluster.lab.ssh("h3", "systemctl start kubelet")
+    poll(lambda: cluster.kubesmith("status", timeout=120).returncode == 0, 180, "the cluster healthy again")
+    assert {name: cluster.unit_state(name) for name in cluster.hosts} == before  # no refusal touched a host
+
+    plan = cluster.kubesmith("upgrade plan", state=False, timeout=300)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert f"target: Kubernetes {NEW} (minor-upgrade)" in plan.stdout, plan.stdout
+    assert "order: etcd snapshot, then h1 -> h2 -> h3" in plan.stdout, plan.stdout
+    print(plan.stdout)
+
+    started = time.monotonic()
+    with ApiLoop(cluster, admin) as loop:
+        upgraded = apply_with(cluster, cluster.spec, cluster.binaries)
+    took = time.monotonic() - started
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    print(upgraded.stderr)
+    print(f"upgrade took {took:.0f}s; longest API outage through the VIP {loop.longest:.1f}s "
+          f"({loop.failures} failed requests)")
+    assert "etcd snapshot" in upgraded.stderr and "draining (through h2)" in upgraded.stderr, upgraded.stderr
+    assert "uncordoned" in upgraded.stderr, upgraded.stderr
+    assert loop.longest < 30, f"the API was unreachable for {loop.longest:.1f}s through the VIP"
+
+    assert component_releases(cluster) == {name: dict.fromkeys(COMPONENTS, NEW) for name in cluster.hosts}
+    kubelets = cluster.kubectl(admin, "get", "nodes", "-o", "jsonpath={.items[*].status.nodeInfo.kubeletVersion}")
+    assert kubelets.stdout.split() == [f"v{NEW}"] * 3, kubelets.stdout
+    kept = cluster.kubectl(admin, "get", "configmap", "before-upgrade", "-o", "jsonpath={.data.release}")
+    assert kept.stdout == OLD, kept.stderr
+    snapshots = cluster.lab.ssh("h1", "ls /var/backups/kubesmith/etcd/", check=False).stdout
+    assert f"-upgrade-{OLD}-to-{NEW}.db" in snapshots, snapshots
+
+    status = cluster.kubesmith("status", timeout=300)
+    assert f"Kubernetes {NEW}" in status.stdout and "in progress" not in status.stdout, status.stdout
+    units = {name: cluster.unit_state(name) for name in cluster.hosts}
+    downgrade = apply_with(cluster, old_spec, older_binaries())
+    assert downgrade.returncode == 6 and "minor downgrade" in downgrade.stderr, downgrade.stderr
+    assert {name: cluster.unit_state(name) for name in cluster.hosts} == units  # no host touched
+
+
+# long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
+TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
+          "kube-proxy": 20}
+
+
+def keeping_spec(cluster: Cluster, directory: Path, name: str, extra_args: dict[str, object]) -> Path:
+    """examples/lab.yaml with the configuration keeper on (short trials) and these kube-apiserver flags."""
+    document = yaml.safe_load(cluster.spec.read_text())
+    components = document["spec"]["components"]
+    components["agent"] = {"keepConfigs": True, "configTrials": TRIALS}
+    components["apiserver"] = {**components.get("apiserver", {}), "extraArgs": extra_args}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_healthy(
+        cluster_at_old: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """The first configuration is still on trial when the bad one lands: it came up ready, so it is
+    the one h1 goes back to (before, there was no last-known-good and h1's API server stayed down)."""
+    cluster, _ = cluster_at_old
+    first = keeping_spec(cluster, tmp_path, "keeping", {})
+    reset = cluster.kubesmith("reset", "--yes", spec=first)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    applied = cluster.apply(first)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    bad = cluster.apply(keeping_spec(cluster, tmp_path, "bad", {"max-requests-inflight": -1}))
+    assert bad.returncode == 5, bad.stdout + bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
+    assert "kube-apiserver's new configuration" in errors[0] and "runs its last-known-good configuration" in errors[0]
+    assert "  h2: untouched" in bad.stderr and "  h3: untouched" in bad.stderr, bad.stderr
+    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 90, "every API server healthy",
+         interval=3)
