@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -185,19 +186,24 @@ def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) 
     _say(f"{node}: drained ({evicted} pod{'s' if evicted != 1 else ''} evicted)")
 
 
+def _on_node(action: Any, node: str, kubeconfig: Path, server: str | None) -> bool:
+    """One API call about NODE; an API error is the command's one error line."""
+    from kubesmith.apiclient import ApiError
+
+    try:
+        return bool(asyncio.run(action(_credentials(kubeconfig, server), node)))
+    except ApiError as exc:
+        fail(str(exc), ExitCode.FAILED)
+
+
 @node_group.command("uncordon")
 @click.argument("node")
 @_kubeconfig_option
 def node_uncordon(node: str, kubeconfig: Path, server: str | None) -> None:
     """Mark NODE schedulable again (what an upgrade does once the node is back Ready)."""
-    from kubesmith.apiclient import ApiError
     from kubesmith.backends.drain import uncordon
 
-    try:
-        found = asyncio.run(uncordon(_credentials(kubeconfig, server), node))
-    except ApiError as exc:
-        fail(str(exc), ExitCode.FAILED)
-    _say(f"{node}: uncordoned" if found else f"{node}: no such Node")
+    _say(f"{node}: uncordoned" if _on_node(uncordon, node, kubeconfig, server) else f"{node}: no such Node")
 
 
 @node_group.command("delete")
@@ -205,11 +211,6 @@ def node_uncordon(node: str, kubeconfig: Path, server: str | None) -> None:
 @_kubeconfig_option
 def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
     """Delete NODE's Node object (stop its kubelet first, or it registers again)."""
-    from kubesmith.apiclient import ApiError
     from kubesmith.backends.drain import delete_node
 
-    try:
-        deleted = asyncio.run(delete_node(_credentials(kubeconfig, server), node))
-    except ApiError as exc:
-        fail(str(exc), ExitCode.FAILED)
-    _say(f"{node}: Node deleted" if deleted else f"{node}: no such Node")
+    _say(f"{node}: Node deleted" if _on_node(delete_node, node, kubeconfig, server) else f"{node}: no such Node")
