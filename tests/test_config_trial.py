@@ -32,9 +32,14 @@ CASES = [
     # (name, records, samples, now, watched_since, action, reason contains)
     ("ready throughout graduates", ON_TRIAL, down(1) + ready(5, 30, 60), 61, 0, "graduate", "ready through its 60s"),
     ("ready, trial not over", ON_TRIAL, ready(5, 30), 30, 0, "keep", "30s of 60s, ready"),
-    ("never ready", ON_TRIAL, down(5, 30, 60), 61, 0, "rollback",
-     "kube-apiserver did not become ready within 60s (connection refused)"),
-    ("no sample at all", ON_TRIAL, [], 61, 0, "rollback", "did not become ready within 60s"),
+    ("never ready", ON_TRIAL, down(5, 30, 60, 120), 121, 0, "rollback",
+     "kube-apiserver did not become ready within 120s (connection refused)"),
+    ("no sample at all", ON_TRIAL, [], 121, 0, "rollback", "did not become ready within 120s"),
+    ("a slow start gets past the trial's end", ON_TRIAL, down(5, 30, 60), 61, 0, "keep", "not ready yet after 61s"),
+    ("a late start is watched before it passes", ON_TRIAL, down(5, 60) + ready(90), 91, 0, "keep", "came up late"),
+    ("a late start that stays up passes", ON_TRIAL, down(5, 60) + ready(90, 96), 96, 0, "graduate", ""),
+    ("a late start that drops fails", ON_TRIAL, down(5, 60) + ready(90) + down(91, 96), 96, 0, "rollback",
+     "was ready, then not ready for 5s"),
     ("crash loop", ON_TRIAL, down(1) + down(10, restarts=1) + down(20, restarts=2) + down(40, restarts=3), 40, 0,
      "rollback", "kube-apiserver exited 3 times in 40s"),
     ("two exits are tolerated", ON_TRIAL, down(1) + down(10, restarts=2) + ready(15, 61, restarts=2), 61, 0,
@@ -46,7 +51,7 @@ CASES = [
      "was ready, then not ready for 5s: HTTP 500"),
     ("a short drop is tolerated", ON_TRIAL, ready(5, 30) + down(31, 33) + ready(34, 61), 61, 0, "graduate", ""),
     ("over, but down for now", ON_TRIAL, ready(5, 59) + down(61), 62, 0, "keep", "waiting for kube-apiserver"),
-    ("no last-known-good: give up", Records(Record(H, 0), Active(H, "trial", 0, 60)), down(30, 61), 61, 0,
+    ("no last-known-good: give up", Records(Record(H, 0), Active(H, "trial", 0, 60)), down(30, 121), 121, 0,
      "give-up", "did not become ready"),
     ("graduation half recorded", Records(Record(H, 0), Active(H, "trial", 0, 60), Record(H, 50)), [], 51, 0,
      "graduate", "already last-known-good"),
@@ -208,12 +213,12 @@ def test_a_rollback_restores_the_files_and_restarts_once(tmp_path: Path) -> None
     bad = _write(tmp_path, "bad")
     restarts: list[str] = []
     step(store, CONFIG, tmp_path, POLICY, [], 100.0, 100.0, restarts.append)
-    outcome = step(store, CONFIG, tmp_path, POLICY, down(101, 130, 161), 161.0, 100.0, restarts.append)
-    assert outcome.decision == Decision("rollback", "kube-scheduler did not become ready within 60s "
+    outcome = step(store, CONFIG, tmp_path, POLICY, down(101, 130, 221), 221.0, 100.0, restarts.append)
+    assert outcome.decision == Decision("rollback", "kube-scheduler did not become ready within 120s "
                                                     "(connection refused)")
     assert restarts == [CONFIG.name] and snapshot(CONFIG, tmp_path).hash == good
     assert outcome.records.assigned == Record(bad, 100.0)
-    again = step(store, CONFIG, tmp_path, POLICY, ready(170), 170.0, 100.0, restarts.append)
+    again = step(store, CONFIG, tmp_path, POLICY, ready(230), 230.0, 100.0, restarts.append)
     assert again.decision.action == "none" and restarts == [CONFIG.name]  # settled: nothing more
 
 

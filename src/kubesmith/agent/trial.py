@@ -88,6 +88,12 @@ class TrialPolicy:
     seconds: float  # the trial's length
     max_restarts: int = 3  # this many exits during a trial fail it (a crash loop)
     drop_seconds: float = 5.0  # ready, then not ready this long, fails it (one slow probe does not)
+    ready_within: float = 120.0  # the first readiness may come this late, even after a shorter trial: a
+    # loaded host can take longer than the trial to start a healthy API server; only "never ready" fails
+
+    @property
+    def startup_bound(self) -> float:
+        return max(self.seconds, self.ready_within)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +123,18 @@ def decide(component: str, records: Records, samples: Sequence[Sample], policy: 
     if now < end:
         state = "ready" if seen and seen[-1].ready else "not ready yet"
         return Decision("keep", f"on trial for {now - start:.0f}s of {policy.seconds:.0f}s, {state}")
-    if not any(s.ready for s in seen):
+    first_ready = next((s.at for s in seen if s.ready), None)
+    if first_ready is None:
+        if now < start + policy.startup_bound:
+            return Decision("keep", f"trial over, {component} not ready yet after {now - start:.0f}s "
+                                    f"(it has {policy.startup_bound:.0f}s)")
         detail = f" ({seen[-1].detail})" if seen and seen[-1].detail else ""
         return Decision(_failed_action(records),
-                        f"{component} did not become ready within {policy.seconds:.0f}s{detail}")
+                        f"{component} did not become ready within {policy.startup_bound:.0f}s{detail}")
     if not seen[-1].ready:  # a drop shorter than drop_seconds so far: it recovers or it fails
         return Decision("keep", f"trial over, waiting for {component} to be ready again")
+    if now < first_ready + policy.drop_seconds:  # a late start is watched long enough to see a drop
+        return Decision("keep", f"trial over, watching {component} that came up late")
     return Decision("graduate", f"{component} was ready through its {policy.seconds:.0f}s trial")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubesmith import layout
-from kubesmith.agent.trial import short
+from kubesmith.agent.trial import TrialPolicy, short
 from kubesmith.backends.phases import StepError
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport
@@ -64,7 +64,7 @@ async def await_trials(transport: SshTransport, host: HostPlan, components: Sequ
     """Block until each component's new configuration passed its trial on the host; TrialFailed names
     the first that failed (and the configuration it runs again) or was not decided in time."""
     trials = trial_seconds(host)
-    timeout = max(trials[name] for name in components) + VERDICT_MARGIN
+    timeout = max(TrialPolicy(trials[name]).startup_bound for name in components) + VERDICT_MARGIN
     command = (f"{layout.BIN}/kubesmith config wait --output json --since {since:.3f} --timeout {timeout:.0f} "
                + " ".join(map(shlex.quote, components)))
     result = await transport.run(host.address, command, timeout=timeout + 60)

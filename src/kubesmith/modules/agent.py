@@ -52,7 +52,8 @@ class AgentOptions(StrictModel):
     config_trials: dict[TrialComponent, Annotated[float, Field(ge=5, le=3600)]] = Field(
         default={}, description="Trial length in seconds of a component's new configuration, by component; one that "
                                 "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
-                                "etcd, kube-apiserver and kubelet, 30 for the others.")
+                                "etcd, kube-apiserver and kubelet, 30 for the others. A component that is "
+                                "slow to start gets at least 120 s to become ready before it fails.")
     ca_urls: list[str] | None = Field(default=None,
                                       description="CA service URLs, tried in order; default: https://<address>:"
                                                   "<spec.components.caService.port> of every control-plane host.",
