@@ -66,7 +66,8 @@ class Pki(StrictModel):
 
 
 class Ssh(StrictModel):
-    user: str = Field(default="root", description="User kubesmith logs in as (it needs root or passwordless sudo).")
+    user: str = Field(default="root", description="User kubesmith logs in as: root (it writes /etc and starts "
+                                                  "units over SFTP and SSH; it does not use sudo).")
     port: int = Field(default=22, ge=1, le=65535, description="SSH port of every host.")
     config_file: str | None = Field(default=None, description="OpenSSH client config to use (ProxyCommand, ...); "
                                     "default: none, or the lab's when every host is a lab host.")
