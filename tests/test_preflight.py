@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -285,6 +286,7 @@ def late_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
 
 
 NODE_ADDRESS = "198.51.100.8"  # a documentation address: w1 is this machine, reached through a relay
+ELSEWHERE = "198.51.100.7"  # the control plane of these specs: never reached (see _relay_to)
 
 
 def _node_spec(directory: Path, sshd: LocalSshd, components: dict[str, Any] | None = None) -> Path:
@@ -292,7 +294,7 @@ def _node_spec(directory: Path, sshd: LocalSshd, components: dict[str, Any] | No
     A host's address may not be loopback, so w1 has an address of its own and the SSH config relays it to
     the local sshd, as a jump host would."""
     known_hosts, config = _relay_to(directory, sshd)
-    return write_spec(directory, hosts=[{"name": "cp", "address": "198.51.100.7", "roles": ["control-plane", "etcd"]},
+    return write_spec(directory, hosts=[{"name": "cp", "address": ELSEWHERE, "roles": ["control-plane", "etcd"]},
                                         {"name": "w1", "address": NODE_ADDRESS, "roles": ["node"]}],
                       components=components,
                       ssh={"port": sshd.port, "knownHostsFile": str(known_hosts), "configFile": str(config),
@@ -306,7 +308,9 @@ def _relay_to(directory: Path, sshd: LocalSshd) -> tuple[Path, Path]:
     relay = ("import socket; from kubesmith.lab.proxy import relay; "
              "relay(socket.create_connection(('127.0.0.1', %p)), 0, 1)")
     config = directory / "ssh_config"
-    config.write_text(f"Host {NODE_ADDRESS}\n  ProxyCommand {sys.executable} -c \"{relay}\"\n")
+    # the control plane's address is never dialled: its "proxy" fails at once, so nothing leaves this machine
+    config.write_text(f"Host {NODE_ADDRESS}\n  ProxyCommand {sys.executable} -c \"{relay}\"\n"
+                      f"Host {ELSEWHERE}\n  ProxyCommand {shutil.which('false')}\n")
     return known_hosts, config
 
 
