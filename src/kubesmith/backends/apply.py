@@ -41,7 +41,7 @@ from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
-from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
+from kubesmith.plan.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
@@ -592,9 +592,10 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
     """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`);
     with `history`, what the state directory remembers (`plan.history`)."""
     addresses = {host.name: host.address for host in cluster.spec.hosts if host.name in hosts}
+    command = preflight.observation_for(cluster)
 
     async def observe(name: str) -> tuple[str, HostEnvironment]:
-        result = await transport.run(addresses[name], OBSERVE_COMMAND)
+        result = await transport.run(addresses[name], command)
         if not result.ok:
             raise ApplyError(f"{name}: looking at the host failed ({result.exit_status}): "
                              f"{result.stderr.strip()[-300:]}")
