@@ -8,10 +8,12 @@ A connection that drops under a command or an upload raises `HostLost` (the host
 its sshd stopped); connecting is retried with a bounded backoff (a host that is booting
 refuses for a few seconds), always within the options' connect deadline: every attempt's
 timeout ends with it. `reach` connects to many hosts at once and names every one that
-could not be reached in one error, so a command with several hosts down says so once, soon. A ProxyCommand from the SSH config runs as a child the transport
-owns and reaps on `close`: left to asyncssh, the child is killed when the connection drops and
-reaped by asyncio's child watcher after the loop closed, which printed "Unknown child process
-pid" and "Loop ... that handles pid ... is closed" on the user's terminal.
+could not be reached in one error, so a command with several hosts down says so once, soon.
+
+A ProxyCommand from the SSH config runs as a child the transport owns and reaps on `close`:
+left to asyncssh, the child is killed when the connection drops and reaped by asyncio's child
+watcher after the loop closed, which printed "Unknown child process pid" and "Loop ... that
+handles pid ... is closed" on the user's terminal.
 """
 
 from __future__ import annotations
