@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
-import random
 import secrets
 import shlex
 import socket
@@ -33,6 +32,8 @@ from pathlib import Path
 import asyncssh
 from asyncssh.config import SSHClientConfig
 from asyncssh.misc import split_args
+from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_before_delay,
+                      wait_exponential_jitter)
 
 from kubesmith import fsutil
 from kubesmith.hostfile import AnyHostFile, StreamedFile
@@ -312,18 +313,18 @@ class SshTransport:
         opts = self.options
         clock = asyncio.get_running_loop().time
         end = clock() + opts.connect_deadline
-        attempt = 1
-        while True:
-            try:
+        attempts = opts.connect_attempts if opts.connect_retry_for > 0 else 1
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts) | stop_before_delay(opts.connect_deadline - MIN_ATTEMPT),
+            wait=wait_exponential_jitter(initial=0.5, max=5, jitter=1),
+            retry=retry_if_exception_type(HostUnreachable),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
                 async with self._slots:
                     return await self._connect_once(host, max(min(opts.connect_timeout, end - clock()), MIN_ATTEMPT))
-            except HostUnreachable:
-                pause = _backoff(attempt)
-                if (opts.connect_retry_for <= 0 or attempt >= opts.connect_attempts
-                        or end - clock() - pause < MIN_ATTEMPT):
-                    raise
-            await asyncio.sleep(pause)
-            attempt += 1
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _connect_once(self, host: str, timeout: float) -> asyncssh.SSHClientConnection:
         opts = self.options
@@ -447,12 +448,6 @@ def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseExcep
                   else str(exc) or type(exc).__name__)
         return HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}")
     return exc
-
-
-def _backoff(attempt: int) -> float:
-    """Seconds before the next attempt: doubling from 0.5 up to 5, with up to 1 s of jitter so that hosts
-    rebooting together are not all asked at the same instant."""
-    return min(0.5 * 2 ** (attempt - 1), 5.0) + random.uniform(0, 1)
 
 
 def _reap(proxy: subprocess.Popen[bytes]) -> None:
