@@ -250,3 +250,23 @@ def test_a_missing_known_hosts_is_the_same_exit_code_everywhere(tmp_path: Path, 
     assert result.returncode == ExitCode.IO_ERROR, result.stderr
     assert f"known_hosts file {tmp_path / 'known_hosts'} does not exist" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_init_and_schema_print_json_and_yaml() -> None:
+    import json
+
+    import yaml
+
+    made = kubesmith("init", "--name", "demo", "--host", "h1=10.0.0.11", "-o", "json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["kind"] == "Cluster"
+    assert yaml.safe_load(kubesmith("init", "--name", "demo", "--host", "h1=10.0.0.11").stdout) == \
+        json.loads(made.stdout)
+    schema = kubesmith("schema", "-o", "yaml")
+    assert schema.returncode == 0 and yaml.safe_load(schema.stdout) == json.loads(kubesmith("schema").stdout)
+
+
+@pytest.mark.parametrize("extra", [("--out", "x.conf"), ("-o", "json")])
+def test_kubeconfig_merge_excludes_out_and_another_format(extra: tuple[str, ...]) -> None:
+    result = kubesmith("kubeconfig", str(SINGLE), "--merge", *extra)
+    assert result.returncode == ExitCode.USAGE and result.stderr.startswith("error: "), result.stderr

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from kubesmith.spec.load import LoadedSpec
 
 
-
 class CommandFailed(click.ClickException):
     """A user-facing failure with its own exit code; printed as one line, never a traceback."""
 
