@@ -93,8 +93,9 @@ def status(output: str) -> None:
     if output == "json":
         emit_json([{"name": row.name, "address": row.address, "state": row.state, "pid": row.leader_pid}
                    for row in rows])
-    for row in rows if output == "text" else ():
-        click.echo(f"{row.name:<6} {row.address:<15} {row.state:<12} pid {row.leader_pid or '-'}")
+    else:
+        for row in rows:
+            click.echo(f"{row.name:<6} {row.address:<15} {row.state:<12} pid {row.leader_pid or '-'}")
     if any(row.state not in ("running", "degraded") for row in rows):
         sys.exit(ExitCode.UNHEALTHY)
 
