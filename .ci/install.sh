@@ -7,7 +7,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     openssl ca-certificates iproute2 iptables conntrack kmod zstd systemd systemd-container mmdebstrap \
     openssh-client openssh-server golang-cfssl containerd runc containernetworking-plugins busybox-static \
-    gcc libc6-dev haproxy keepalived faketime \
+    gcc libc6-dev haproxy keepalived faketime python3-minimal \
     >/dev/null
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 # The real Kubernetes binaries (both releases, for the upgrade tests) and CoreDNS, unpacked once per

@@ -140,7 +140,9 @@ def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_pat
         assert records.active is not None and records.active.hash == good.hash
         assert records.assigned is not None and records.active.failed == records.assigned.hash != good.hash
         assert processes.count >= 1, "the bad configuration never crashed: the test proves nothing"
-        assert "exited" in records.active.reason or "did not become ready" in records.active.reason
+        # how the crash loop shows depends on when the keeper looked (the old process may answer once)
+        assert any(sign in records.active.reason for sign in ("exited", "did not become ready", "then not ready")), \
+            records.active.reason
         assert snapshot(keeper.components[0].config, Path("/")).hash == good.hash and GOOD in document.read_text()
         message = keeper.conditions()["kube-scheduler"]["message"]
         assert message == (f"using last-known-good config {good.hash[:12]}: assigned config "
