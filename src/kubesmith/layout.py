@@ -12,6 +12,7 @@ KUBESMITH_ETC = "/etc/kubesmith"
 LIB = "/var/lib"
 LOG = "/var/log/kubernetes"
 BIN = "/usr/local/bin"
+HOST_PYTHON = "/usr/bin/python3"  # what kubesmith's runtime on a host runs (its wrapper's #! line)
 UNIT_DIR = "/etc/systemd/system"
 CA_SERVICE_CONFIG = f"{KUBESMITH_ETC}/ca-service.json"
 CA_SERVICE_STATE = f"{LIB}/kubesmith/ca"  # the token store and replay memory

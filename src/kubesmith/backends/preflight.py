@@ -260,8 +260,8 @@ class Missing:
 def _packages(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
     """The distribution's programs the host's components run (apply does not ship them), all missing
     ones in one finding whose fix installs them; and CNI plugins in another directory than configured."""
-    missing = [item for program, package in needed_programs(host, inputs)
-               if (item := _missing_program(program, package, facts)) is not None]
+    needed = needed_programs(host, inputs)
+    missing = [item for program, package in needed if (item := _missing_program(program, package, facts)) is not None]
     found = []
     cni = _cni_plugins(host, facts)
     if isinstance(cni, Finding):
@@ -271,7 +271,7 @@ def _packages(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]
     if missing:
         found.insert(0, Finding(f"not installed: {', '.join(item.program for item in missing)}",
                                 install_command(facts.distribution, missing)))
-    old = _old_python(host, facts, inputs)
+    old = _old_python(facts) if any(program == HOST_PYTHON for program, _ in needed) else None
     return found + ([old] if old else [])
 
 
@@ -330,8 +330,9 @@ def _cni_plugins(host: HostPlan, facts: HostFacts) -> Missing | Finding | None:
     return Missing(f"CNI plugins {', '.join(lacking)} in {directory}", CNI_PACKAGE)
 
 
-def _old_python(host: HostPlan, facts: HostFacts, inputs: Inputs) -> Finding | None:
-    if HOST_PYTHON not in dict(needed_programs(host, inputs)) or facts.python is None:
+def _old_python(facts: HostFacts) -> Finding | None:
+    """HOST_PYTHON older than the runtime runs on (None: new enough, or its version not read)."""
+    if facts.python is None:
         return None
     version = tuple(int(part) for part in facts.python.split("."))
     if version >= MIN_HOST_PYTHON:

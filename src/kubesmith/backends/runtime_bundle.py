@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 import kubesmith
+from kubesmith import layout
 from kubesmith.fsutil import atomic_write
 from kubesmith.hostfile import HostFile
 from kubesmith.images import PAUSE_BUNDLED, image_cache_dir, pause_archive
@@ -42,7 +43,7 @@ class RuntimeBundle:
 
 
 def wrapper_script() -> bytes:
-    return (b"#!/usr/bin/python3 -I\n"
+    return (b"#!" + layout.HOST_PYTHON.encode() + b" -I\n"
             b"# kubesmith on this host: the bundle shipped by `kubesmith apply`\n"
             b"import sys\n"
             b"sys.path.insert(0, \"" + REMOTE_ROOT.encode() + b"/current\")\n"

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kubesmith import layout
+
 CAP_SYS_RESOURCE = 24
 # What preflight (backends/preflight.py) reads besides: the pod network's sysctls and kernel modules
 # (modules/pod_network.py SYSCTLS and KERNEL_MODULES; a test keeps the lists equal).
@@ -30,7 +32,7 @@ OBSERVED_MODULES = ("br_netfilter",)
 HOST_PROGRAMS = ("/usr/bin/containerd", "containerd-shim-runc-v2", "runc", "/usr/sbin/haproxy",
                  "/usr/sbin/keepalived", "/usr/bin/python3", "iptables", "nft")
 CNI_DIRS = ("/usr/lib/cni", "/opt/cni/bin")  # Debian's and Fedora's package, and the upstream tarball's
-HOST_PYTHON = "/usr/bin/python3"  # what kubesmith's runtime on a host runs (runtime_bundle.wrapper_script)
+HOST_PYTHON = layout.HOST_PYTHON
 UNIT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # systemd's PATH for services
 
 
