@@ -28,6 +28,19 @@ def real_binaries() -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
+OLDER_RELEASE = "1.35.6"  # the previous minor: upgrades, and a binary of another release
+
+
+@cache
+def older_binaries() -> Path:
+    """The previous release's real binaries (`install.sh --version`, unpacked once per machine)."""
+    result = subprocess.run(["bash", str(INSTALLER), "--version", f"v{OLDER_RELEASE}"], capture_output=True,
+                            text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"{INSTALLER} --version v{OLDER_RELEASE} failed: {result.stderr.strip()}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
 @cache
 def real_release() -> str:
     """The release the binaries report (`Kubernetes v1.36.2` -> `1.36.2`)."""

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from k8s_support import OLDER_RELEASE, older_binaries
 from k8s_support import real_binaries as find_real_binaries
 from sshd_fixture import LocalSshd, start_sshd
 
@@ -122,14 +123,13 @@ def small_tmpfs(where: Path, size: str = "16m") -> Iterator[Path]:
         subprocess.run(["umount", str(where)], check=True)
 
 
-def standin_binaries(directory: Path, wrong: str = "kube-apiserver") -> Path:
-    """The real binaries, but `wrong` reports another release."""
+def binaries_with_an_older(directory: Path, wrong: str = "kube-apiserver") -> Path:
+    """The real binaries, but `wrong` is the previous release's real one."""
     directory.mkdir()
     for entry in real_binaries().iterdir():
         (directory / entry.name).symlink_to(entry)
     (directory / wrong).unlink()
-    # stand-in: no other Kubernetes release is available on this machine, and a wrong release is the fault
-    (directory / wrong).write_text("#!/bin/sh\necho 'Kubernetes v1.35.0'\n")
+    (directory / wrong).symlink_to(older_binaries() / wrong)
     (directory / wrong).chmod(0o755)
     return directory
 
@@ -264,10 +264,10 @@ def test_too_little_space_under_the_data_directories_fails(netns: str, tmp_path:
 
 def test_a_binary_of_another_release_fails(tmp_path: Path) -> None:
     plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry(), {HOST: parse_observation("")})
-    directory = standin_binaries(tmp_path / "bin")
+    directory = binaries_with_an_older(tmp_path / "bin")
     paths = {entry.name: entry for entry in directory.iterdir()}
     problems = preflight.binary_problems(paths, plan, [HOST])
-    assert list(problems) == ["kube-apiserver"] and "1.35.0" in problems["kube-apiserver"]
+    assert list(problems) == ["kube-apiserver"] and OLDER_RELEASE in problems["kube-apiserver"]
     (failure,) = failures(plan, "binary-version", binary_problems=problems)
     assert failure.host == preflight.HERE and "kubesmith binaries fetch" in failure.fix
     assert preflight.binary_problems({e.name: e for e in real_binaries().iterdir()}, plan, [HOST]) == {}
@@ -368,7 +368,7 @@ def _run(netns: str, spec: Path, *extra: str, binaries: Path, state: Path) -> su
 
 def test_run_reports_every_failure_at_once_and_starts_nothing(netns: str, tmp_path: Path) -> None:
     spec = write_spec(tmp_path, address="10.213.98.3")
-    binaries = standin_binaries(tmp_path / "bin")
+    binaries = binaries_with_an_older(tmp_path / "bin")
     with listener(netns, 6443), small_tmpfs(tmp_path / "small") as small:
         result = _run(netns, spec, binaries=binaries, state=small / "state")
         assert not (small / "state").exists()  # nothing rendered, nothing started

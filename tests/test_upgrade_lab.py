@@ -15,21 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_support import OLDER_RELEASE, older_binaries
 from lab_cluster import Cluster
 from polling import poll
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-OLD, NEW = "1.35.6", "1.36.2"
+OLD, NEW = OLDER_RELEASE, "1.36.2"
 VIP = "https://10.213.0.10:6443"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
-
-
-def older_binaries() -> Path:
-    from k8s_support import INSTALLER
-
-    out = subprocess.run(["bash", str(INSTALLER), "--version", f"v{OLD}"], capture_output=True, text=True,
-                         timeout=600, check=True).stdout
-    return Path(out.strip().splitlines()[-1])
 
 
 def spec_at(cluster: Cluster, directory: Path, version: str) -> Path:

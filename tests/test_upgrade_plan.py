@@ -12,17 +12,10 @@ from kubesmith.cli.upgrade_commands import describe, text_lines
 from kubesmith.health.status import AgentReport, ClusterStatus, ComponentStatus, ConfigCondition, HostStatus, NodeState
 from kubesmith.skew import judge
 from kubesmith.versions.registry import load_registry
-from k8s_support import INSTALLER, real_binaries
+from k8s_support import OLDER_RELEASE, older_binaries, real_binaries
 from plan_support import plan_of_text
 
-OLD_RELEASE = "v1.35.6"
-
-
-def older_binaries() -> Path:
-    """The previous release's real binaries (the install script fetches them once)."""
-    out = subprocess.run(["bash", str(INSTALLER), "--version", OLD_RELEASE], capture_output=True, text=True,
-                         timeout=600, check=True).stdout
-    return Path(out.strip().splitlines()[-1])
+OLD_RELEASE = f"v{OLDER_RELEASE}"
 
 
 def ask_here(directory: Path) -> dict[str, upgrade.Installed]:
