@@ -237,10 +237,13 @@ def test_services_headless_reverse_new_and_upstream_names_resolve_from_pods(
     assert "cluster DNS: ready: 2/2 CoreDNS pods Ready; lookups answered on 3/3 nodes" in status.stdout, status.stdout
     assert status.stdout.count(f"dns: ready (kubernetes.default.svc.{DOMAIN} -> 10.32.0.1, ") == 3, status.stdout
 
+    labelled = cluster.kubectl(admin, "get", "nodes", "-l", "images.kubesmith.io/coredns=true", "-o", "name")
+    assert sorted(labelled.stdout.split()) == ["node/h1", "node/h2", "node/h3"], labelled.stdout + labelled.stderr
     before = versions()
     again = cluster.apply()
     assert again.returncode == 0, again.stderr
     assert "(no changes: nothing uploaded, nothing restarted;" in again.stdout, again.stdout
+    assert "Deployment coredns rolled out" not in again.stdout + again.stderr  # unchanged: nothing to wait for
     assert versions() == before
 
 
@@ -382,6 +385,7 @@ def test_addons_are_applied_kept_pruned_and_coredns_follows_its_options(
             assert patched.returncode == 0, patched.stderr
         second = cluster.apply(spec_with("ttl.yaml", ["mine.yaml"], {"cacheTtl": 10}))
         assert second.returncode == 0, second.stderr
+        assert "Deployment coredns rolled out" in second.stdout + second.stderr  # changed: waited for
         assert data("kept-by-kubesmith") == {"colour": "blue"} and data("made-once") == {"colour": "red"}
         coredns_rolled_out(cluster, admin)  # apply returned once the new pods were Ready
         assert "cache 10" in get(cluster, admin, "configmap", "coredns")["data"]["Corefile"]

@@ -5,7 +5,8 @@ managers of the same fields) for `Reconcile` objects; `EnsureExists` objects are
 and never touched again. What the last run applied is kept in the ConfigMap
 `kube-system/kubesmith-addons` (an inventory, as kubectl's applysets): a `Reconcile` object that was
 in it and is in no add-on any more is deleted, unless its label now says EnsureExists (the user took
-it over). With `wait`, the run ends when every Deployment and DaemonSet it applied has rolled out.
+it over). With `wait`, the run ends when every Deployment and DaemonSet it changed has rolled out. Nodes
+listed in a `*.labels.json` file are labelled first (which nodes hold kubesmith's CoreDNS image).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from urllib.parse import quote
 import yaml
 
 from kubesmith.apiclient import ApiError, Credentials, api_request
+from kubesmith.modules.addons import LABELS_SUFFIX
 
 FIELD_MANAGER = "kubesmith"
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 INVENTORY = ("kube-system", "kubesmith-addons")
 APPLY_FIRST = ("Namespace", "CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
                "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret")
+ROLLED_OUT = ("Deployment", "DaemonSet")
 Say = Callable[[str], None]
 
 
@@ -96,38 +99,87 @@ def mode(document: dict[str, Any]) -> str:
 
 
 async def apply_addons(credentials: Credentials, directory: Path, wait: float | None, say: Say,
-                       timeout: float = 20.0) -> None:
-    """Apply every add-on object, prune the ones gone, then (with `wait`) wait for roll-outs."""
+                       timeout: float = 20.0, node_wait: float = 0.0) -> None:
+    """Label the nodes the add-ons need labelled, apply every add-on object, prune the ones gone,
+    then (with `wait`) wait for the roll-outs this run started."""
     discovery = Discovery(credentials, timeout)
+    for labels in read_node_labels(directory):
+        await label_nodes(credentials, labels, node_wait, say, timeout)
     objects = read_dir(directory)
-    for document in objects:
-        await _apply_one(credentials, discovery, document, say, timeout)
+    changed = [document for document in objects if await _apply_one(credentials, discovery, document, say, timeout)]
     current = [ref(o) for o in objects if mode(o) == "Reconcile"]
     previous = await _inventory(credentials, timeout)
     for gone in [entry for entry in previous if entry not in current]:
         await _prune(credentials, discovery, gone, say, timeout)
     await _save_inventory(credentials, current, timeout)
     if wait is not None:
-        await wait_for_rollouts(credentials, discovery, objects, wait, say, timeout)
+        await wait_for_rollouts(credentials, discovery, changed, wait, say, timeout)
 
 
 async def _apply_one(credentials: Credentials, discovery: Discovery, document: dict[str, Any], say: Say,
-                     timeout: float) -> None:
+                     timeout: float) -> bool:
+    """Apply one object; True when it is a workload whose pods this changed (created, or a new
+    generation): only those are waited for, so an apply that changes nothing never waits on a pod
+    that a down node holds."""
     kind, metadata = document["kind"], document["metadata"]
     resource = await discovery.resource(document["apiVersion"], kind, retry_for=30.0)
     if resource is None:
         raise ApiError(f"{kind} {metadata['name']}: the API serves no {kind} in {document['apiVersion']}")
     namespace = metadata.get("namespace") if resource.namespaced else None
     path = resource.path(namespace, metadata["name"])
+    before: dict[str, Any] = {}
+    if mode(document) == "EnsureExists" or kind in ROLLED_OUT:
+        status, before = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
+        if status == 404:
+            before = {}
+        elif mode(document) == "EnsureExists":
+            return False
     if mode(document) == "EnsureExists":
-        status, _ = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
-        if status != 404:
-            return
         say(f"creating {kind} {metadata['name']} (EnsureExists)")
     own = {key: value for key, value in metadata.items() if key != "namespace"}
     body = {**document, "metadata": {**own, **({"namespace": namespace} if namespace else {})}}
-    await api_request(credentials, "PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body, timeout,
-                      content_type="application/apply-patch+yaml")
+    _, after = await api_request(credentials, "PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body,
+                                 timeout, content_type="application/apply-patch+yaml")
+    return kind in ROLLED_OUT and _generation(after) != _generation(before)
+
+
+def _generation(body: dict[str, Any]) -> int:
+    return int((body.get("metadata") or {}).get("generation") or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLabels:
+    """`label=true` on these nodes (`modules.addons.node_labels_file`)."""
+
+    label: str
+    nodes: tuple[str, ...]
+
+
+def read_node_labels(directory: Path) -> list[NodeLabels]:
+    found = []
+    for path in sorted(directory.glob(f"*{LABELS_SUFFIX}")):
+        document = json.loads(path.read_text())
+        found.append(NodeLabels(str(document["label"]), tuple(str(n) for n in document["nodes"])))
+    return found
+
+
+async def label_nodes(credentials: Credentials, labels: NodeLabels, wait: float, say: Say, timeout: float) -> None:
+    """Label every listed Node, waiting up to `wait` seconds for the ones not registered yet; one
+    still missing is said and left for the next run (apply runs the step again)."""
+    end = time.monotonic() + wait
+    pending = list(labels.nodes)
+    while True:
+        for node in list(pending):
+            status, _ = await api_request(credentials, "PATCH", f"/api/v1/nodes/{quote(node)}",
+                                          {"metadata": {"labels": {labels.label: "true"}}}, timeout, accept=(404,),
+                                          content_type="application/strategic-merge-patch+json")
+            if status != 404:
+                pending.remove(node)
+        if not pending or time.monotonic() > end:
+            break
+        await asyncio.sleep(2.0)
+    for node in pending:
+        say(f"{node}: no Node registered yet; it gets {labels.label} from a later run of this step")
 
 
 async def _inventory(credentials: Credentials, timeout: float) -> list[str]:
@@ -171,7 +223,7 @@ async def wait_for_rollouts(credentials: Credentials, discovery: Discovery, obje
     """Until every Deployment and DaemonSet applied runs its current template on all its pods, Ready."""
     end = time.monotonic() + deadline
     for document in objects:
-        if document["kind"] not in ("Deployment", "DaemonSet"):
+        if document["kind"] not in ROLLED_OUT:
             continue
         resource = await discovery.resource(document["apiVersion"], document["kind"])
         assert resource is not None  # applied above

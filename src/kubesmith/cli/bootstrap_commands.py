@@ -43,12 +43,15 @@ def addons_group() -> None:
               metavar="FILE", help="super-admin.conf (system:masters), which may apply any object.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path),
               metavar="DIR", help="The add-on files (one `List` of objects each).")
-@click.option("--wait", is_flag=True, help="Then wait for the Deployments and DaemonSets applied to roll out.")
+@click.option("--wait", is_flag=True, help="Then wait for the Deployments and DaemonSets this run changed to roll out.")
 @click.option("--rollout-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
               metavar="SECONDS", help="How long --wait waits.")
+@click.option("--node-wait", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for the Nodes to label (`*.labels.json`) to be registered.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Seconds each API call may take.")
-def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline: float, timeout: float) -> None:
+def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline: float, node_wait: float,
+                 timeout: float) -> None:
     """Server-side apply every add-on object (field manager `kubesmith`), prune the ones no add-on has.
 
     `Reconcile` objects are put back as the files say; `EnsureExists` ones only created when absent.
@@ -65,7 +68,7 @@ def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         asyncio.run(apply_addons(Credentials.of_kubeconfig(kubeconfig), directory,
-                                rollout_deadline if wait else None, say, timeout))
+                                rollout_deadline if wait else None, say, timeout, node_wait))
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     except (OSError, yaml.YAMLError) as exc:

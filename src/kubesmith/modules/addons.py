@@ -33,6 +33,9 @@ SERVICE = "kubesmith-addons"
 ADMINS = "kubesmith-admins"
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 MODES = ("Reconcile", "EnsureExists")
+LABELS_SUFFIX = ".labels.json"
+UNIT_NODE_WAIT = 45.0  # within a oneshot's start timeout (90 s); apply's own run waits longer
+APPLY_NODE_WAIT = 120.0
 
 
 class AddonsOptions(StrictModel):
@@ -60,6 +63,14 @@ def addon_file(name: str, objects: list[dict[str, Any]]) -> File:
                 data={"apiVersion": "v1", "kind": "List", "items": objects}, format="yaml")
 
 
+def node_labels_file(name: str, label: str, nodes: list[str]) -> File:
+    """Nodes the add-on step labels once they are registered (`label=true`): what the scheduler must
+    know of them, such as which nodes hold an image kubesmith imported. Only the add-on step's input
+    changes when a node is added; no object (so no pod) does."""
+    return File(f"{ADDONS_DIR}/{name}{LABELS_SUFFIX}", 0o644, data={"label": label, "nodes": sorted(nodes)},
+                format="json")
+
+
 def cluster_admins_binding() -> dict[str, Any]:
     """admin.conf's group to cluster-admin (kubeadm 1.29+'s kubeadm:cluster-admins, under kubesmith's
     name); EnsureExists: deleting it takes admin.conf's rights back until the step runs again."""
@@ -73,7 +84,7 @@ def cluster_admins_binding() -> dict[str, Any]:
 def addons_argv(options: AddonsOptions) -> tuple[str, ...]:
     """`kubesmith addons apply` as the unit runs it (apply adds `--wait` at its end)."""
     return ("addons", "apply", "--kubeconfig", layout.kubeconfig_path("super-admin"), "--dir", ADDONS_DIR,
-            "--rollout-deadline", f"{options.rollout_deadline:g}")
+            "--rollout-deadline", f"{options.rollout_deadline:g}", "--node-wait", f"{UNIT_NODE_WAIT:g}")
 
 
 def addons_service(ctx: HostContext, options: AddonsOptions) -> Service:

@@ -32,6 +32,7 @@ ADDON = "coredns"
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 APP_LABELS = {"k8s-app": "kube-dns"}
 IMAGE_FILE = "kubesmith-coredns.tar"  # on every node that runs kubesmith's DNS (status asks there)
+IMAGE_LABEL = "images.kubesmith.io/coredns"  # on the nodes kubesmith imported its CoreDNS image to
 RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
 
 
@@ -69,15 +70,17 @@ class CoreDnsModule(Module):
         if not options.enabled:
             return Contribution()
         files: list[File] = []
-        runtime: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
-        if "node" in ctx.host.roles and runtime.enabled and options.image == COREDNS_IMAGE:
+        if "node" in ctx.host.roles and image_imported(ctx, options):
             files.append(File(f"{IMAGES_DIR}/{IMAGE_FILE}", 0o644,
                               source=Source("coredns-image", "coredns", (("binary", options.binary or ""),))))
         if "control-plane" in ctx.host.roles:
-            from kubesmith.modules.addons import addon_file  # same rung: the add-on step's file layout
+            from kubesmith.modules.addons import addon_file, node_labels_file  # same rung: the step's layout
 
             files.append(ctx.shared(("coredns-addon", id(options)), lambda: addon_file(
                 ADDON, manifests(ctx, options))))
+            if image_imported(ctx, options):
+                files.append(ctx.shared(("coredns-labels", id(options)), lambda: node_labels_file(
+                    ADDON, IMAGE_LABEL, [h.name for h in ctx.spec.spec.hosts if "node" in h.roles])))
         return Contribution(files=files)
 
     def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:
@@ -159,11 +162,18 @@ def manifests(ctx: HostContext, options: CoreDnsOptions) -> list[dict[str, Any]]
                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
                 subjects=[{"kind": "ServiceAccount", "name": "coredns", "namespace": NAMESPACE}]),
         _object("v1", "ConfigMap", "coredns", data={"Corefile": text}),
-        deployment(options, default_replicas(ctx), hashlib.sha256(text.encode()).hexdigest()),
+        deployment(options, default_replicas(ctx), hashlib.sha256(text.encode()).hexdigest(),
+                   image_imported(ctx, options)),
         _object("policy/v1", "PodDisruptionBudget", "coredns",
                 spec={"maxUnavailable": 1, "selector": {"matchLabels": APP_LABELS}}),
         service(ctx.cluster.dns_service_ip),
     ]
+
+
+def image_imported(ctx: HostContext, options: CoreDnsOptions) -> bool:
+    """kubesmith imports its own CoreDNS image on the spec's nodes (not on nodes that joined later)."""
+    runtime: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
+    return runtime.enabled and options.image == COREDNS_IMAGE
 
 
 def default_replicas(ctx: HostContext) -> int:
@@ -171,8 +181,10 @@ def default_replicas(ctx: HostContext) -> int:
     return 2 if nodes > 1 else 1
 
 
-def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str) -> dict[str, Any]:
-    """The same for every node count beyond one: adding a node changes no other host's files."""
+def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str, labelled_nodes: bool) -> dict[str, Any]:
+    """The same for every node count beyond one: adding a node changes no object. `labelled_nodes`:
+    the pods may run only where IMAGE_LABEL says kubesmith's image was imported (`imagePullPolicy:
+    Never` fails anywhere else, and a pod there is not rescheduled by itself)."""
     container = {
         "name": "coredns",
         "image": options.image,
@@ -198,7 +210,10 @@ def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str) -> di
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                         {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]}},
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]},
+                     **({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                         {"matchExpressions": [{"key": IMAGE_LABEL, "operator": "In", "values": ["true"]}]}]}}}
+                        if labelled_nodes else {})},
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                                        "whenUnsatisfiable": "ScheduleAnyway",
                                        "labelSelector": {"matchLabels": APP_LABELS}}],
