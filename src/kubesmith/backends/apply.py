@@ -41,6 +41,7 @@ from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
+from kubesmith.modules import addons
 from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
@@ -212,7 +213,9 @@ def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
         return True
     if path in service.needs_files or path in service.watch_files:
         return True
-    return any(path in argument for argument in service.argv)
+    # a file in a directory named by an argument (images to import, add-ons to apply) matters too
+    return any(path in argument or path.startswith(argument.rstrip("/") + "/")
+               for argument in service.argv if argument.startswith("/") or path in argument)
 
 
 async def change_host(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle,
@@ -424,8 +427,34 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
         await _roll_wave(transport, [by_name[host.name] for host in wave], bundle, progress, deadline, report.timings,
                          phases, membership, plan.cluster, plan if upgrading else None)
     phases.done.update(phases.hosts)
+    mark = clock()
+    await keep_addons(transport, plan, files, progress, deadline)
+    report.timings["addons"] = clock() - mark
     report.timings["total"] = clock() - started
     return report
+
+
+async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, list[HostFile]],
+                      progress: Progress, deadline: float) -> None:
+    """The add-on step once more, on the first control-plane host this apply reached, now that every
+    node runs: every apply puts back hand edits of `Reconcile` objects and waits for the roll-outs."""
+    host = next((h for h in plan.hosts if h.name in files and any(s.name == addons.SERVICE for s in h.services)),
+                None)
+    if host is None:
+        return
+    step = next(s for s in host.services if s.name == addons.SERVICE)
+    # roll-outs need nodes: with none in the spec yet (they join later), the objects are applied only
+    wait = ("--wait", "--node-wait", f"{addons.APPLY_NODE_WAIT:g}") if any("node" in h.roles for h in plan.hosts) \
+        else ()
+    command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, *wait))
+    progress(f"{host.name}: applying the add-ons")
+    result = await transport.run(host.address, command, timeout=deadline + 420)  # beyond the rollout deadline
+    if not result.ok:
+        raise ApplyError(f"{host.name}: the add-ons step ({step.name}) failed: "
+                         f"{(result.stderr or result.stdout).strip()[-800:]}")
+    for line in result.stderr.strip().splitlines():
+        if line and not line.startswith("add-ons of "):
+            progress(f"{host.name}: {line}")
 
 
 def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:

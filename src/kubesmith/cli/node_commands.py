@@ -214,3 +214,14 @@ def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
     from kubesmith.backends.drain import delete_node
 
     _say(f"{node}: Node deleted" if _on_node(delete_node, node, kubeconfig, server) else f"{node}: no such Node")
+
+
+@node_group.command("shutdown-delay", hidden=True)
+@click.option("--seconds", type=click.FloatRange(min=0), required=True, help="The kubelet's shutdownGracePeriod.")
+@click.option("--deadline", type=click.FloatRange(min=0), default=10.0, show_default=True)
+def shutdown_delay_command(seconds: float, deadline: float) -> None:
+    """Have logind allow the kubelet's shutdown delay before the kubelet starts (its ExecStartPre)."""
+    from kubesmith.node.logind import ensure_inhibit_delay
+
+    if ensure_inhibit_delay(seconds, deadline, lambda line: click.echo(line, err=True)):
+        click.echo(f"logind allows {seconds:g}s of shutdown delay", err=True)

@@ -12,10 +12,10 @@ from typing import Any, Literal
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.urls import url_host
 
-ProbeKind = Literal["https", "http", "tcp", "etcd"]
+ProbeKind = Literal["https", "http", "tcp", "etcd", "dns"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
                      "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config",
-                     "sandbox-image", "image-archive"]
+                     "sandbox-image", "image-archive", "coredns-image"]
 
 
 @dataclass(frozen=True, slots=True)
