@@ -42,7 +42,7 @@ from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
 from kubesmith.modules import addons
-from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
+from kubesmith.plan.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
 from kubesmith.plan.membership import Bootstrap
@@ -71,6 +71,10 @@ class Binaries:
     def missing(self, plan: Plan, hosts: Sequence[str] | None = None) -> list[str]:
         return sorted(name for name in shipped_binaries(plan, hosts) if name not in self.paths)
 
+    def unseen(self, plan: Plan, host: str) -> tuple[str, ...]:
+        """Where on `host` the binaries not given would go: a live plan without them compares the rest."""
+        return tuple(f"{UnitOptions().bin_dir}/{name}" for name in self.missing(plan, [host]))
+
 
 @dataclass(frozen=True, slots=True)
 class HostChanges:
@@ -82,6 +86,7 @@ class HostChanges:
     restart: tuple[str, ...]  # running services whose files changed
     users: tuple[str, ...]  # users the host does not have yet
     redo: tuple[str, ...] = ()  # besides files, from content: "runtime", "leftovers", "unfinished"
+    unseen: tuple[str, ...] = ()  # files not compared: binaries a live plan was not given
 
     @property
     def empty(self) -> bool:
@@ -91,7 +96,7 @@ class HostChanges:
     def as_dict(self) -> dict[str, object]:
         return {"host": self.host, "added": list(self.added), "changed": list(self.changed),
                 "removed": list(self.removed), "start": list(self.start), "restart": list(self.restart),
-                "users": list(self.users), "redo": list(self.redo)}
+                "users": list(self.users), "redo": list(self.redo), "notCompared": list(self.unseen)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +133,9 @@ def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runti
 
 
 async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyHostFile],
-                       bundle: runtime_bundle.RuntimeBundle) -> HostState:
+                       bundle: runtime_bundle.RuntimeBundle, unseen: Sequence[str] = ()) -> HostState:
+    """What the host has against `files`; `unseen`: paths it must hold whose content is not known here
+    (binaries not given to a live plan), neither compared nor counted as removed."""
     address = host.address
     names = " ".join(shlex.quote(user.name) for user in host.users)
     python, current, manifest, users, installed, temps = await asyncio.gather(  # independent: one round trip
@@ -147,11 +154,12 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
     files = kept
     previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
     existing = frozenset(users.stdout.split())
-    changes = diff_host(host, files, current, previous, existing)
+    changes = diff_host(host, files, current, previous, existing, frozenset(unseen))
     runtime, unpack_leftovers = runtime_bundle.parse_inspection(installed.stdout)
     leftovers = tuple(temps) + unpack_leftovers
-    changes = dataclasses.replace(changes, redo=redo(files, current, previous, changes, runtime == bundle.sha256,
-                                                     leftovers, renewed))
+    kept_previous = {path: digest for path, digest in previous.items() if path not in unseen}
+    changes = dataclasses.replace(changes, redo=redo(files, current, kept_previous, changes,
+                                                     runtime == bundle.sha256, leftovers, renewed))
     return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
 
 
@@ -189,11 +197,12 @@ async def keep_renewed(transport: SshTransport, host: HostPlan, files: list[AnyH
 
 
 def diff_host(host: HostPlan, files: Sequence[AnyHostFile], current: dict[str, str | None], previous: dict[str, str],
-              existing_users: frozenset[str]) -> HostChanges:
-    """What an apply would change on one host; pure, so `plan` and tests use the same logic."""
+              existing_users: frozenset[str], unseen: frozenset[str] = frozenset()) -> HostChanges:
+    """What an apply would change on one host; pure, so `plan` and tests use the same logic. `unseen`
+    paths are wanted but not compared (a live plan's binaries not given): never removed."""
     added = tuple(f.path for f in files if current.get(f.path) is None)
     changed = tuple(f.path for f in files if current.get(f.path) not in (None, f.sha256))
-    wanted = {f.path for f in files}
+    wanted = {f.path for f in files} | unseen
     removed = tuple(sorted(path for path in previous if path not in wanted))
     touched = set(added) | set(changed)
     start, restart = [], []
@@ -204,7 +213,8 @@ def diff_host(host: HostPlan, files: Sequence[AnyHostFile], current: dict[str, s
         elif any(_affects(service, path) for path in touched):
             restart.append(service.name)
     users = tuple(user.name for user in host.users if user.name not in existing_users)
-    return HostChanges(host.name, added, changed, removed, tuple(start), tuple(restart), users)
+    return HostChanges(host.name, added, changed, removed, tuple(start), tuple(restart), users,
+                       unseen=tuple(sorted(unseen)))
 
 
 def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
@@ -388,12 +398,11 @@ async def record(transport: SshTransport, state: HostState, cluster: str) -> Non
 
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
                       bundle: runtime_bundle.RuntimeBundle, parallel: bool = True,
-                      phases: Phases | None = None) -> list[HostState]:
+                      phases: Phases | None = None, unseen: Mapping[str, Sequence[str]] | None = None) -> list[HostState]:
     hosts = [host for host in plan.hosts if host.name in files]
     phases = phases or Phases(tuple(h.name for h in hosts))
-    return await settled(phases, hosts, lambda h: phases.run(h.name, "inspect",
-                                                             inspect_host(transport, h, files[h.name], bundle)),
-                         parallel)
+    return await settled(phases, hosts, lambda h: phases.run(h.name, "inspect", inspect_host(
+        transport, h, files[h.name], bundle, (unseen or {}).get(h.name, ()))), parallel)
 
 
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
@@ -543,18 +552,29 @@ class ApplySession:
         """Hosts the last applied spec had and this one has not (RemovalRefused: too many at once)."""
         return removal.removal(removal.load_applied(self.state_dir), self.cluster, self.registry, record)
 
-    async def inspect(self) -> tuple[list[HostState], removal.Removal, Verdict]:
+    async def reach(self, transport: SshTransport, record: Mapping[str, Bootstrap], notify: Progress) -> None:
+        """Connect at once to every host this run cannot do without: the selected ones and the recorded
+        etcd members (`forget_wiped` looks at their data). HostsUnreachable names all that cannot be
+        reached, within the connect deadline, before anything is asked of any."""
+        needed = set(self.hosts) | {host.name for host in self.cluster.etcd_hosts if host.name in record}
+        await transport.reach({host.name: host.address for host in self.cluster.spec.hosts if host.name in needed},
+                              notify)
+
+    async def inspect(self, notify: Progress = lambda _: None) -> tuple[list[HostState], removal.Removal, Verdict]:
         """What an apply would change on each host, which hosts it would remove and the verdict on its
-        release (`kubesmith.skew`: refusals are shown, not raised); changing nothing."""
+        release (`kubesmith.skew`: refusals are shown, not raised); changing nothing. A binary not
+        given (`Binaries.paths`) is left out of the comparison (`HostChanges.unseen`)."""
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
+            await self.reach(transport, record, notify)
             await self.forget_wiped(transport, record, lambda _: None)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
             verdict = upgrade.verdict_of(await self.versions(transport), plan.kubernetes_version, self.hosts)
             files, bundle = self.desired(plan)
-            return await inspect_all(transport, plan, files, bundle), gone, verdict
+            unseen = {name: self.binaries.unseen(plan, name) for name in self.hosts}
+            return await inspect_all(transport, plan, files, bundle, unseen=unseen), gone, verdict
 
     async def forget_wiped(self, transport: SshTransport, record: dict[str, Bootstrap], progress: Progress) -> None:
         """Members whose etcd data is gone are planned as joining again (`etcd_members.wiped`)."""
@@ -568,6 +588,7 @@ class ApplySession:
         record = etcd_members.load_record(self.state_dir)
         gone = self.leaving(record)
         async with SshTransport(self.ssh) as transport:
+            await self.reach(transport, record, progress)
             await self.forget_wiped(transport, record, progress)
             plan = await observed_plan(transport, self.cluster, self.registry, self.hosts,
                                        removal.history_of(self.state_dir, record, gone))
@@ -621,9 +642,10 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
     """The plan for the hosts as they are: init system, cgroup version, privileges (`plan.environment`);
     with `history`, what the state directory remembers (`plan.history`)."""
     addresses = {host.name: host.address for host in cluster.spec.hosts if host.name in hosts}
+    command = preflight.observation_for(cluster)
 
     async def observe(name: str) -> tuple[str, HostEnvironment]:
-        result = await transport.run(addresses[name], OBSERVE_COMMAND)
+        result = await transport.run(addresses[name], command)
         if not result.ok:
             raise ApplyError(f"{name}: looking at the host failed ({result.exit_status}): "
                              f"{result.stderr.strip()[-300:]}")

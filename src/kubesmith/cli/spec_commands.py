@@ -54,7 +54,7 @@ def validate(spec_file: str, output: str) -> None:
 @hosts_option()
 @click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="Binaries apply would ship (live diff only).")
+              help="Binaries apply would ship (live diff only); without it they are left out of the comparison.")
 @ssh_flags("live diff only")
 @click.option("--state-dir", default=None, help="PKI state (live diff only).")
 def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, binaries_dir: Path | None,
@@ -65,7 +65,9 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
     lines, users, ordering and readiness probes, targets, files and certificates; the JSON
     form is byte-identical for the same spec. Without it, kubesmith also connects to the
     hosts and shows, per host, the files it would add, change or remove, the units it would
-    start or restart and the users it would create — changing nothing.
+    start or restart and the users it would create — changing nothing. Without --binaries it
+    compares everything but the binaries, and names those it left out. Hosts that cannot be
+    reached within the connect deadline are named together, in one error (exit 5).
     """
     if not offline:
         from kubesmith.cli.host_commands import show_live_diff

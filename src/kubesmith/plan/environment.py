@@ -11,9 +11,11 @@ observes its own machine) and assumes an ordinary systemd host where nothing was
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +24,14 @@ CAP_SYS_RESOURCE = 24
 # (modules/pod_network.py SYSCTLS and KERNEL_MODULES; a test keeps the lists equal).
 OBSERVED_SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables")
 OBSERVED_MODULES = ("br_netfilter",)
+# The programs the hosts' components need from the distribution (preflight's `packages` check), as the
+# modules' defaults name them; apply adds the paths the spec sets instead (`observe_command`). A bare
+# name is looked up in systemd's PATH for units: containerd finds runc and its shim that way.
+HOST_PROGRAMS = ("/usr/bin/containerd", "containerd-shim-runc-v2", "runc", "/usr/sbin/haproxy",
+                 "/usr/sbin/keepalived", "/usr/bin/python3", "iptables", "nft")
+CNI_DIRS = ("/usr/lib/cni", "/opt/cni/bin")  # Debian's and Fedora's package, and the upstream tarball's
+HOST_PYTHON = "/usr/bin/python3"  # what kubesmith's runtime on a host runs (runtime_bundle.wrapper_script)
+UNIT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # systemd's PATH for services
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +64,18 @@ class HostFacts:
     free_space: tuple[tuple[str, int], ...] = ()  # (mount point, KiB available) of every file system
     clock_offset: float | None = None  # the host's clock minus this machine's, seconds; None: not read
     missing: tuple[str, ...] = ()  # tools the host lacks, so what they show is unknown (ip, ss, df)
+    programs: tuple[tuple[str, str | None], ...] = ()  # (path or name looked for, where found; None: nowhere)
+    cni_dirs: tuple[tuple[str, tuple[str, ...] | None], ...] = ()  # (directory, its files; None: no such directory)
+    python: str | None = None  # HOST_PYTHON's version ("3.11"); None: not there (or not looked at)
+    distribution: tuple[str, ...] = ()  # /etc/os-release's ID, then its ID_LIKE words
+
+    def program(self, wanted: str) -> str | None | bool:
+        """Where `wanted` (a path, or a name in a unit's PATH) was found; None: not there; False: not looked for."""
+        return next((found for name, found in self.programs if name == wanted), False)
+
+    def cni_files(self, directory: str) -> tuple[str, ...] | None | bool:
+        """The files in a CNI plugin directory; None: no such directory; False: not looked at."""
+        return next((files for name, files in self.cni_dirs if name == directory), False)
 
     def sysctl(self, name: str) -> Sysctl | None:
         return next((item for item in self.sysctls if item.name == name), None)
@@ -97,7 +119,7 @@ ASSUMED = HostEnvironment()
 # before kubesmith is installed there), and here by `run` and `join`. One `key=value` per line; the
 # lines after the first four are preflight's. The clock is read last, nearest to the answer's arrival.
 _SYSCTL_PATHS = " ".join(name.replace(".", "/") for name in OBSERVED_SYSCTLS)
-OBSERVE_COMMAND = (
+_BASE = (
     "if [ -d /run/systemd/system ]; then echo init=systemd; else echo init=none; fi; "  # sd_booted()
     "if [ -e /sys/fs/cgroup/cgroup.controllers ]; then echo cgroup=2; else echo cgroup=1; fi; "
     "sed -n 's/^CapBnd:[[:space:]]*/capbnd=/p' /proc/self/status; "
@@ -118,8 +140,34 @@ OBSERVE_COMMAND = (
     "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
     "echo \"unit=$p $(grep -E '^[0-9]+:(name=systemd)?:' /proc/$p/cgroup 2>/dev/null "  # systemd's hierarchy
     "| grep -o '[^/]*[.]service' | tail -n 1)\"; done; "
-    "echo clock=$(date +%s.%N)"
 )
+
+
+def _packages_probe(programs: Iterable[str], cni_dirs: Iterable[str]) -> str:
+    """The shell lines that find the distribution, each program and each CNI plugin directory: a few
+    builtins and one start of the host's python3, in the same command as the rest (no round trip)."""
+    names = " ".join(shlex.quote(name) for name in dict.fromkeys(programs))
+    dirs = " ".join(shlex.quote(name) for name in dict.fromkeys(cni_dirs))
+    return (
+        "awk -F= '$1 == \"ID\" || $1 == \"ID_LIKE\" {gsub(/[\"\\047]/, \"\", $2); "
+        "print \"os_\" tolower($1) \"=\" tolower($2)}' /etc/os-release 2>/dev/null; "
+        f"for p in {names}; do f=$(PATH={UNIT_PATH} command -v \"$p\" 2>/dev/null) && [ -x \"$f\" ] || f=-; "
+        "printf 'program=%s\\t%s\\n' \"$p\" \"$f\"; done; "
+        f"for d in {dirs}; do if [ -d \"$d\" ]; then printf 'cni=%s\\t%s\\n' \"$d\" \"$(ls -1 \"$d\" 2>/dev/null "
+        "| tr '\\n' ' ')\"; else printf 'cni=%s\\t-\\n' \"$d\"; fi; done; "
+        f"[ -x {HOST_PYTHON} ] && {HOST_PYTHON} -I -S -c 'import sys; print(\"python3=%d.%d\" % sys.version_info[:2])' "
+        "2>/dev/null; "
+    )
+
+
+def observe_command(programs: Iterable[str] = (), cni_dirs: Iterable[str] = ()) -> str:
+    """OBSERVE_COMMAND that also looks for `programs` and into `cni_dirs` (the paths a spec sets
+    where the modules' defaults are not what the host has)."""
+    return (_BASE + _packages_probe((*HOST_PROGRAMS, *programs), (*CNI_DIRS, *cni_dirs))
+            + "echo clock=$(date +%s.%N)")
+
+
+OBSERVE_COMMAND = observe_command()
 
 
 def parse_observation(text: str, received: float | None = None) -> HostEnvironment:
@@ -154,7 +202,14 @@ def parse_facts(text: str, received: float) -> HostFacts:
         free_space=tuple((mount, int(free)) for free, _, mount in (v.partition(" ") for v in values.get("df", ()))
                          if free.isdigit()),
         clock_offset=float(clock) - received if re.fullmatch(r"\d+(\.\d+)?", clock) else None,
-        missing=tuple(values.get("missing", ())))
+        missing=tuple(values.get("missing", ())),
+        programs=tuple((name, None if found in ("-", "") else found)
+                       for name, _, found in (value.partition("\t") for value in values.get("program", ()))),
+        cni_dirs=tuple((name, None if files == "-" else tuple(files.split()))
+                       for name, _, files in (value.partition("\t") for value in values.get("cni", ()))),
+        python=next((v for v in values.get("python3", ()) if re.fullmatch(r"\d+\.\d+", v)), None),
+        distribution=tuple(word for key in ("os_id", "os_id_like") for value in values.get(key, ())
+                           for word in value.split()))
 
 
 def _listener(value: str, units: dict[str, str]) -> Listener | None:
@@ -174,9 +229,9 @@ def _sysctl(value: str) -> Sysctl:
     return Sysctl(path.replace("/", "."), current.strip() if mode != "-" else None, mode == "rw")
 
 
-def observe_local() -> HostEnvironment:
+def observe_local(command: str = OBSERVE_COMMAND) -> HostEnvironment:
     """This machine's environment (no privileges needed)."""
-    result = subprocess.run(["sh", "-c", OBSERVE_COMMAND], capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30, check=False)
     return parse_observation(result.stdout)
 
 

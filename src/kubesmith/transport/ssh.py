@@ -6,10 +6,14 @@ never leaves a torn file, and a re-run overwrites nothing that did not change.
 
 A connection that drops under a command or an upload raises `HostLost` (the host rebooted,
 its sshd stopped); connecting is retried with a bounded backoff (a host that is booting
-refuses for a few seconds). A ProxyCommand from the SSH config runs as a child the transport
-owns and reaps on `close`: left to asyncssh, the child is killed when the connection drops and
-reaped by asyncio's child watcher after the loop closed, which printed "Unknown child process
-pid" and "Loop ... that handles pid ... is closed" on the user's terminal.
+refuses for a few seconds), always within the options' connect deadline: every attempt's
+timeout ends with it. `reach` connects to many hosts at once and names every one that
+could not be reached in one error, so a command with several hosts down says so once, soon.
+
+A ProxyCommand from the SSH config runs as a child the transport owns and reaps on `close`:
+left to asyncssh, the child is killed when the connection drops and reaped by asyncio's child
+watcher after the loop closed, which printed "Unknown child process pid" and "Loop ... that
+handles pid ... is closed" on the user's terminal.
 """
 
 from __future__ import annotations
@@ -21,14 +25,14 @@ import secrets
 import shlex
 import socket
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
 from asyncssh.config import SSHClientConfig
 from asyncssh.misc import split_args
-from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
+from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_before_delay,
                       wait_exponential_jitter)
 
 from kubesmith import fsutil
@@ -58,6 +62,19 @@ class HostLost(TransportError):
     """The connection dropped under a running operation: the host rebooted or its sshd stopped."""
 
 
+class HostsUnreachable(TransportError):
+    """Hosts `reach` could not connect to, every one of them, by name: (name, address, why)."""
+
+    def __init__(self, failures: Sequence[tuple[str, str, TransportError]], of: int, deadline: float) -> None:
+        self.failures = tuple(failures)
+        self.names = tuple(name for name, _, _ in failures)
+        listed = ", ".join(f"{name} ({address})" for name, address, _ in failures)
+        self.summary = (f"cannot reach {len(failures)} of {of} host{'s' if of != 1 else ''} within "
+                        f"{deadline:g} s: {listed}")
+        self.details = tuple(f"  {name}: {str(exc).removeprefix(f'{address}: ')}" for name, address, exc in failures)
+        super().__init__("\n".join((self.summary, *self.details)))
+
+
 # A dropped connection, as asyncssh reports it under a command, an SFTP transfer or a socket.
 _LOST = (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost, ConnectionError, EOFError)
 TEMP_MARK = ".kstmp-"  # in the name of an upload's temp file: `.<name>.kstmp-<random>` beside its target
@@ -66,6 +83,8 @@ STREAM_CHUNK = 1 << 20  # bytes per write of a streamed upload
 # A host that vanished without closing its connections (powered off, network gone) is noticed after
 # about 30 s of silence rather than never.
 KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10.0, 3
+MIN_ATTEMPT = 0.5  # seconds: a retry with less left before the connect deadline is not started
+NOTICE_AFTER = 2.0  # seconds `reach` waits before it says which hosts it still waits for
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +101,12 @@ class SshOptions:
 
     def known_hosts_file(self) -> Path:
         return self.known_hosts or Path.home() / ".ssh" / "known_hosts"
+
+    @property
+    def connect_deadline(self) -> float:
+        """Seconds within which a host answers or is named unreachable: the span of its retries, and at
+        least one whole attempt."""
+        return max(self.connect_retry_for, self.connect_timeout)
 
     def problem(self) -> str | None:
         """Why no connection can even start (a file these settings name is missing), or None. The
@@ -143,6 +168,27 @@ class SshTransport:
         await asyncio.gather(*(c.wait_closed() for c in connections), return_exceptions=True)
         proxies, self._proxies = self._proxies, []
         await asyncio.gather(*(asyncio.to_thread(_reap, proxy) for proxy in proxies))
+
+    async def reach(self, hosts: Mapping[str, str], notify: Callable[[str], None] | None = None) -> None:
+        """Connect to every host (name: address) at once, each within the connect deadline; raise
+        HostsUnreachable naming every host that could not be reached (down, refusing, key not trusted,
+        login refused), so the operator hears of all of them together rather than of one after the
+        others' retries. `notify` hears, once, which hosts have not answered after a moment."""
+        attempts = {name: asyncio.ensure_future(self._connection(address)) for name, address in hosts.items()}
+        if not attempts:
+            return
+        _, slow = await asyncio.wait(attempts.values(), timeout=NOTICE_AFTER)
+        if slow and notify is not None:
+            waiting = [name for name, task in attempts.items() if task in slow]
+            notify(f"waiting for {', '.join(waiting)} to answer (up to {self.options.connect_deadline:g} s)")
+        await asyncio.wait(attempts.values())
+        failures = [(name, hosts[name], task.exception()) for name, task in attempts.items()
+                    if task.exception() is not None]
+        unexpected = [exc for _, _, exc in failures if not isinstance(exc, TransportError)]
+        if unexpected:
+            raise unexpected[0]  # a bug, not a host: as it is
+        if failures:
+            raise HostsUnreachable(failures, len(hosts), self.options.connect_deadline)  # type: ignore[arg-type]
 
     async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
                   timeout: float | None = 120.0) -> CommandResult:
@@ -260,20 +306,27 @@ class SshTransport:
             del self._attempts[host]
 
     async def _connect(self, host: str) -> asyncssh.SSHClientConnection:
+        """Connect, retrying a host that refuses or does not answer (with backoff) until the attempts or
+        the connect deadline run out; every attempt's timeout ends at the deadline, so a host is named
+        unreachable within it, however its attempts fail. A slot is held per attempt, not across waits."""
         assert self._slots is not None, "use SshTransport as an async context manager"
+        opts = self.options
+        clock = asyncio.get_running_loop().time
+        end = clock() + opts.connect_deadline
+        attempts = opts.connect_attempts if opts.connect_retry_for > 0 else 1
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.options.connect_attempts) | stop_after_delay(self.options.connect_retry_for),
-            wait=wait_exponential_jitter(multiplier=0.5, max=5),
+            stop=stop_after_attempt(attempts) | stop_before_delay(opts.connect_deadline - MIN_ATTEMPT),
+            wait=wait_exponential_jitter(initial=0.5, max=5, jitter=1),
             retry=retry_if_exception_type(HostUnreachable),
             reraise=True,
         )
-        async with self._slots:
-            async for attempt in retrying:
-                with attempt:
-                    return await self._connect_once(host)
+        async for attempt in retrying:
+            with attempt:
+                async with self._slots:
+                    return await self._connect_once(host, max(min(opts.connect_timeout, end - clock()), MIN_ATTEMPT))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _connect_once(self, host: str) -> asyncssh.SSHClientConnection:
+    async def _connect_once(self, host: str, timeout: float) -> asyncssh.SSHClientConnection:
         opts = self.options
         known_hosts = str(opts.known_hosts_file())
         problem = opts.problem()
@@ -286,7 +339,7 @@ class SshTransport:
                 config=[str(opts.config_file)] if opts.config_file else (),
                 known_hosts=known_hosts,
                 client_keys=[str(p) for p in opts.identity_files] or (),
-                connect_timeout=opts.connect_timeout,
+                connect_timeout=timeout,
                 keepalive_interval=KEEPALIVE_INTERVAL, keepalive_count_max=KEEPALIVE_COUNT,
                 encryption_algs=CIPHERS,
                 agent_path=None,
@@ -296,7 +349,7 @@ class SshTransport:
         except BaseException as exc:
             if sock is not None:
                 sock.close()  # the proxy sees EOF and exits; close() reaps it
-            raise _connect_error(host, opts, known_hosts, exc) from None
+            raise _connect_error(host, opts, known_hosts, exc, timeout) from None
 
     def _proxy(self, host: str) -> socket.socket | None:
         """The SSH config's ProxyCommand for `host` started on one end of a socket pair (None: connect
@@ -384,14 +437,15 @@ print(json.dumps(found))
 """
 
 
-def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseException) -> BaseException:
+def _connect_error(host: str, opts: SshOptions, known_hosts: str, exc: BaseException, timeout: float) -> BaseException:
     """What a failed connect means for the user (anything unexpected stays as it is)."""
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return HostKeyMismatch(f"{host}: host key not trusted ({exc.reason}); check {known_hosts}")
     if isinstance(exc, asyncssh.PermissionDenied):
         return TransportError(f"{host}: SSH authentication failed for user {opts.user}")
     if isinstance(exc, (OSError, asyncio.TimeoutError, asyncssh.ConnectionLost, asyncssh.DisconnectError)):
-        reason = str(exc) or type(exc).__name__
+        reason = (f"no answer within {timeout:.3g} s" if isinstance(exc, asyncio.TimeoutError)
+                  else str(exc) or type(exc).__name__)
         return HostUnreachable(f"{host}: cannot connect on port {opts.port}: {reason}")
     return exc
 
