@@ -43,7 +43,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 def _fetch(base: str, dest: Path, *names: str) -> subprocess.CompletedProcess[str]:
     only = [arg for name in names for arg in ("--only", name)]
-    return subprocess.run(["kubesmith", "binaries", "fetch", "--version", VERSION, "--dest", str(dest),
+    return subprocess.run(["kubesmith", "binaries", "fetch", "--version", VERSION, "--out-dir", str(dest),
                            "--base-url", base, *only], capture_output=True, text=True, timeout=60)
 
 

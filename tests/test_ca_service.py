@@ -265,7 +265,7 @@ def test_a_token_for_the_api_servers_name_is_refused_at_creation(ca, server):
     for extra, message in ((("--node", "kubernetes"), "'kubernetes' names the cluster's API server"),
                            (("--node", "w1", "--address", "10.96.0.1"), "'10.96.0.1' names the cluster's API server"),
                            (("--node", "w1.example.com"), "not a DNS label")):
-        result = kubesmith("token", "create", "--config", str(config), *ca_args(ca), *extra)
+        result = kubesmith("token", "create", "--ca-config", str(config), *ca_args(ca), *extra)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1 and not result.stdout
     token = create_token(ca, "--node", "kubernetes")  # without the settings file, only the server refuses
@@ -718,7 +718,7 @@ def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path
     token = create_token(ca, "--node", "w12", "--address", "10.0.0.12")
     root = tmp_path / "root"
     result = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
-                       "--node", "w12", "--spec", str(spec), "--root", str(root))
+                       "--node", "w12", str(spec), "--root", str(root))
     assert result.returncode == 0, result.stderr
     assert "not waiting" in result.stderr  # --root is not /
     units = root / "etc/systemd/system"
@@ -730,7 +730,7 @@ def test_join_with_the_cluster_file_lays_down_the_nodes_files_and_units(tmp_path
     agent = json.loads((root / "etc/kubesmith/agent.json").read_text())
     assert agent["host"] == "w12" and agent["ca_urls"] == ["https://10.0.0.11:8443"] and agent["ca_keys"] == {}
     refused = kubesmith("join", "--server", server.url, "--token", token["token"], "--ca-hash", token["ca_hash"],
-                        "--node", "cp1", "--spec", str(spec), "--root", str(tmp_path / "cp"))
+                        "--node", "cp1", str(spec), "--root", str(tmp_path / "cp"))
     assert refused.returncode == 5 and "node-only hosts" in refused.stderr
 
 

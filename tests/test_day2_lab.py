@@ -94,7 +94,7 @@ def test_a_snapshot_brings_back_what_was_deleted_and_a_corrupted_one_changes_not
     created = cluster.kubectl(admin, "create", "configmap", "precious", "--from-literal=value=kept")
     assert created.returncode == 0, created.stderr
     snapshot = tmp_path / "snap.db"
-    taken = cluster.kubesmith("etcd snapshot", "--output", str(snapshot), "--format", "json", state=False)
+    taken = cluster.kubesmith("etcd snapshot", "--out", str(snapshot), "-o", "json", state=False)
     assert taken.returncode == 0, taken.stderr
     facts = json.loads(taken.stdout)
     assert facts["revision"] > 0 and facts["keys"] > 100 and facts["member"] in cluster.hosts

@@ -134,7 +134,7 @@ def test_render_writes_the_bytes_apply_wrote_on_each_host(cluster: Cluster, tmp_
     from k8s_support import real_binaries
 
     out = tmp_path / "out"
-    result = subprocess.run(["kubesmith", "render", str(cluster.spec), "-o", str(out), "--state-dir",
+    result = subprocess.run(["kubesmith", "render", str(cluster.spec), "--out-dir", str(out), "--state-dir",
                              str(cluster.state_dir), "--binaries", str(real_binaries()), "--runtime", "--observe",
                              "--ssh-config", str(cluster.lab.ssh_config), "--known-hosts",
                              str(cluster.lab.config.known_hosts), "--identity", str(cluster.lab.config.client_key)],
@@ -257,7 +257,7 @@ def test_a_personal_kubeconfig_reaches_the_ha_cluster_for_its_role_until_revoked
 
     def mint(role: str) -> None:
         result = kubesmith("kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h", "--role", role,
-                           "--output", str(config))
+                           "--out", str(config))
         assert result.returncode == 0, result.stderr
         assert f"kubeconfig for alice ({role}, group kubesmith:user:alice)" in result.stderr
 

@@ -317,7 +317,7 @@ def test_a_missing_archive_is_a_located_warning(tmp_path: Path) -> None:
     assert result.stderr.startswith("warning: spec.components.containerRuntime.images[0]: ")
     assert "does not exist on this machine" in result.stderr and "(file-missing.yaml:" in result.stderr
     with bounded(SLOW_BOUND):
-        rendered = kubesmith("render", "file-missing.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        rendered = kubesmith("render", "file-missing.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert rendered.returncode == 5, rendered.stderr
     assert "Traceback" not in rendered.stderr and "spec.components.containerRuntime.images" in rendered.stderr
 
@@ -338,7 +338,7 @@ def test_an_operator_archive_lands_root_only_on_the_nodes(tmp_path: Path) -> Non
     archive.chmod(0o600)
     (tmp_path / "c.yaml").write_text(spec_text(f"    containerRuntime: {{images: [{archive}]}}\n"))
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     placed = tmp_path / "out" / "h1" / "var/lib/kubesmith/images/private.tar"
     assert placed.read_bytes() == archive.read_bytes()
@@ -456,7 +456,7 @@ def test_render_does_not_write_through_a_link_out_of_its_output(tmp_path: Path) 
     (tmp_path / "out" / "h1").mkdir(parents=True)
     (tmp_path / "out" / "h1" / "etc").symlink_to(elsewhere)
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert_clean_failure(result, 5, "out/h1/etc is a symbolic link to", "render writes only inside out")
     assert list(elsewhere.iterdir()) == []
 
@@ -466,7 +466,7 @@ def test_render_into_a_file_is_one_line(out: str, tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(spec_text())
     (tmp_path / "file").write_text("mine\n")
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", out, "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", out, "--state-dir", "state", cwd=tmp_path)
     assert_clean_failure(result, 5, f"{out} is not a directory")
     assert (tmp_path / "file").read_text() == "mine\n"
 
@@ -478,7 +478,7 @@ def test_render_does_not_follow_a_planted_lock_link(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / ".kubesmith-render.lock").symlink_to(victim)
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert_clean_failure(result, 3, ".kubesmith-render.lock")
     assert victim.read_text() == "keep me\n"
 
@@ -489,12 +489,12 @@ def test_render_does_not_read_a_fifo_in_place_of_a_rendered_file(tmp_path: Path)
     target.mkdir(parents=True)
     os.mkfifo(target / "admin.conf")
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (target / "admin.conf").is_file()
 
 
-@pytest.mark.parametrize("command", [["render", "c.yaml", "-o", "out"], ["certs", "check-expiration", "c.yaml"],
+@pytest.mark.parametrize("command", [["render", "c.yaml", "--out-dir", "out"], ["certs", "check-expiration", "c.yaml"],
                                      ["plan", "c.yaml", "--known-hosts", "/dev/null"],
                                      ["reset", "c.yaml", "--yes", "--purge"]])
 def test_a_state_directory_that_is_a_file_is_one_line(command: list[str], tmp_path: Path) -> None:
@@ -511,7 +511,7 @@ def test_a_state_directory_with_a_link_out_is_refused(tmp_path: Path) -> None:
     (tmp_path / "state" / "pki").mkdir(parents=True)
     (tmp_path / "state" / "pki" / "hosts").symlink_to("/etc")
     with bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
     assert_clean_failure(result, 3, "state/pki/hosts: a symbolic link out of the state directory")
 
 
@@ -568,7 +568,7 @@ def full_tmpfs(directory: Path) -> Iterator[Path]:
 def test_render_onto_a_full_file_system_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(spec_text())
     with full_tmpfs(tmp_path / "small") as small, bounded(SLOW_BOUND):
-        result = kubesmith("render", "c.yaml", "-o", str(small / "out"), "--state-dir", "state", cwd=tmp_path)
+        result = kubesmith("render", "c.yaml", "--out-dir", str(small / "out"), "--state-dir", "state", cwd=tmp_path)
         leftovers = [p.name for p in (small / "out").rglob("*") if ".kstmp-" in p.name]
     assert_clean_failure(result, 3, "No space left on device", str(small / "out"))
     assert leftovers == []
@@ -587,7 +587,7 @@ def test_a_fifo_as_the_ca_key_does_not_hang(tmp_path: Path) -> None:
 
 def test_a_device_as_the_settings_file_does_not_hang(tmp_path: Path) -> None:
     with bounded(BOUND_SECONDS):
-        result = kubesmith("token", "list", "--config", "/dev/zero")
+        result = kubesmith("token", "list", "--ca-config", "/dev/zero")
     assert_clean_failure(result, 3, "/dev/zero: unreadable settings (not a regular file (a character device)")
 
 
@@ -602,7 +602,7 @@ def test_a_fifo_as_an_etcd_snapshot_does_not_hang(tmp_path: Path) -> None:
 def test_a_fifo_as_the_cluster_file_of_a_token_command_does_not_hang(tmp_path: Path) -> None:
     fifo = make_file("fifo", tmp_path)
     with bounded(BOUND_SECONDS):
-        result = kubesmith("token", "create", "--cluster", str(fifo), "--ttl", "1h")
+        result = kubesmith("token", "create", str(fifo), "--ttl", "1h")
     assert_clean_failure(result, 3, "a FIFO")
 
 
@@ -635,7 +635,7 @@ def test_a_huge_default_lifetime_in_the_settings_is_refused(tmp_path: Path) -> N
     settings = tmp_path / "ca-service.json"
     settings.write_text(json.dumps({"default_token_ttl": 1e300, "ca_cert": str(ca.ca_cert),
                                     "ca_key": str(ca.ca_key), "state_dir": str(ca.directory / "state")}))
-    result = kubesmith("token", "create", "--config", str(settings))
+    result = kubesmith("token", "create", "--ca-config", str(settings))
     assert_clean_failure(result, 2, f"default_token_ttl of {settings}: a token's lifetime must be", "365 days")
     assert not (ca.directory / "state" / "tokens.json").exists()
 
@@ -838,7 +838,7 @@ def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,
     monkeypatch.setattr(fsutil, "open_regular", counting_open)
     for expected_unchanged in (False, True):
         with bounded(SLOW_BOUND):
-            result = kubesmith("render", "c.yaml", "-o", "out", "--state-dir", "state", cwd=tmp_path)
+            result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         placed = tmp_path / "out" / "h1" / "var/lib/kubesmith/images/big.tar"
         assert placed.read_bytes() == archive.read_bytes() and placed.stat().st_mode & 0o777 == 0o600
@@ -862,7 +862,7 @@ def test_run_copies_an_archive_into_its_root_unchanged(tmp_path: Path) -> None:
     state = Path(tempfile.mkdtemp(prefix="ks", dir="/tmp"))  # containerd's socket path must stay short
     try:
         with bounded(SLOW_BOUND):
-            result = kubesmith("render", "c.yaml", "-o", str(state / "rendered"), "--state-dir", str(state),
+            result = kubesmith("render", "c.yaml", "--out-dir", str(state / "rendered"), "--state-dir", str(state),
                                cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         paths = RunPaths(state, "h1")

@@ -91,7 +91,7 @@ def create_token(cluster: Cluster) -> dict[str, Any]:
     """A token bound to h4, created from this machine with `--cluster`: over SSH on h1, where the CA
     service keeps its token store; the answer names h1's CA service for the join."""
     result = subprocess.run(
-        ["kubesmith", "token", "create", "--cluster", str(cluster.spec), "--node", NODE, "--address",
+        ["kubesmith", "token", "create", str(cluster.spec), "--node", NODE, "--address",
          cluster.lab.address(NODE), "--ttl", "15m", "--output", "json", "--ssh-config", str(cluster.lab.ssh_config),
          "--known-hosts", str(cluster.lab.config.known_hosts), "--identity", str(cluster.lab.config.client_key)],
         capture_output=True, text=True, timeout=120, check=False)
@@ -190,7 +190,7 @@ def test_a_fourth_host_joins_as_a_node_with_a_token(cluster: Cluster, ca_file: P
     prepare_node(cluster)
     token = create_token(cluster)
     join = lab.ssh(NODE, ["kubesmith", "join", "--server", token["server"],
-                          "--token", token["token"], "--ca-hash", token["ca_hash"], "--spec", "/root/cluster.yaml",
+                          "--token", token["token"], "--ca-hash", token["ca_hash"], "/root/cluster.yaml",
                           "--deadline", "150"], check=False, timeout=240)
     assert join.returncode == 0, join.stdout + join.stderr + journal(cluster, NODE, "containerd", "kubelet", "kube-proxy")
     assert f"joined as {NODE}" in join.stdout and "node-online.target is active" in join.stdout

@@ -125,7 +125,7 @@ def _cli(*args, cwd, env=None):
 
 def test_cli_render_check_expiration_and_renew(tmp_path):
     spec = write_spec(tmp_path / "c.yaml", "cli", HOSTS)
-    run = _cli("render", str(spec), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    run = _cli("render", str(spec), "--out-dir", str(tmp_path / "out"), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / ".kubesmith" / "cli" / "pki" / "cas" / "kubernetes-ca.crt").exists()  # default state dir
     run = _cli("certs", "check-expiration", str(spec), "--output", "json", cwd=tmp_path)
@@ -150,10 +150,10 @@ def test_cli_render_check_expiration_and_renew(tmp_path):
 
 
 @pytest.mark.parametrize("args,code,needle", [
-    (("render", "{spec}", "-o", "{out}", "--host", "nope"), 2, "no host named 'nope'"),
+    (("render", "{spec}", "--out-dir", "{out}", "--host", "nope"), 2, "no host named 'nope'"),
     (("certs", "renew", "{spec}", "bogus"), 2, "no certificate named 'bogus'"),
     (("certs", "check-expiration", "{spec}", "--state-dir", "{out}/none"), 3, "no PKI state"),
-    (("render", "{missing}", "-o", "{out}"), 3, "no such file"),
+    (("render", "{missing}", "--out-dir", "{out}"), 3, "no such file"),
 ])
 def test_cli_user_errors_are_one_line(tmp_path, args, code, needle):
     spec = write_spec(tmp_path / "c.yaml", "err", HOSTS[:1])
@@ -165,9 +165,9 @@ def test_cli_user_errors_are_one_line(tmp_path, args, code, needle):
 
 def test_cli_corrupt_key_is_reported_not_replaced(tmp_path):
     spec = write_spec(tmp_path / "c.yaml", "bad", HOSTS[:1])
-    assert _cli("render", str(spec), "-o", str(tmp_path / "out"), cwd=tmp_path).returncode == 0
+    assert _cli("render", str(spec), "--out-dir", str(tmp_path / "out"), cwd=tmp_path).returncode == 0
     key = tmp_path / ".kubesmith/bad/pki/hosts/cp1/apiserver.key"
     key.write_bytes(b"garbage")
-    run = _cli("render", str(spec), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    run = _cli("render", str(spec), "--out-dir", str(tmp_path / "out"), cwd=tmp_path)
     assert run.returncode == 3 and "not a readable private key" in run.stderr and "Traceback" not in run.stderr
     assert key.read_bytes() == b"garbage"

@@ -398,7 +398,7 @@ def test_join_checks_this_machine_before_it_asks_for_anything(tmp_path: Path) ->
     spec = write_spec(tmp_path, hosts=[{"name": "cp", "address": "198.51.100.7", "roles": ["control-plane", "etcd"]},
                                        {"name": "w9", "address": "198.51.100.9", "roles": ["node"]}])
     result = CliRunner().invoke(cli, ["join", "--server", "https://127.0.0.1:9", "--token", new_token(),
-                                      "--ca-hash", "sha256:" + "0" * 64, "--node", "w9", "--spec", str(spec),
+                                      "--ca-hash", "sha256:" + "0" * 64, "--node", "w9", str(spec),
                                       "--no-wait"])
     assert result.exit_code == 6, result.output
     assert "error: w9: address: 198.51.100.9 (the cluster file's address) is not an address" in result.output

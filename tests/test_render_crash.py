@@ -26,7 +26,7 @@ WORKERS = [{"name": f"w{i}", "address": f"10.9.1.{i + 1}", "roles": ["node"]} fo
 
 def _command(spec: Path, root: Path) -> list[str]:
     return [sys.executable, "-c", "from kubesmith.cli import main; main()", "render", str(spec),
-            "-o", str(root / "out"), "--state-dir", str(root / "state")]
+            "--out-dir", str(root / "out"), "--state-dir", str(root / "state")]
 
 
 def _complete_files(root: Path) -> list[Path]:

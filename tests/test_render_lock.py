@@ -23,7 +23,7 @@ CLI = [sys.executable, "-c", "from kubesmith.cli import main; main()"]
 
 
 def _render(out: Path, state: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([*CLI, "render", str(SPEC), "-o", str(out), "--state-dir", str(state)],
+    return subprocess.Popen([*CLI, "render", str(SPEC), "--out-dir", str(out), "--state-dir", str(state)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -192,7 +192,7 @@ def test_a_personal_kubeconfig_works_for_its_role_until_revoked(cluster: Run) ->
 
     def mint(role: str) -> None:
         result = cluster.netns.run(*CLI, "kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h",
-                                   "--role", role, "--output", str(config), "--state-dir", str(cluster.state))
+                                   "--role", role, "--out", str(config), "--state-dir", str(cluster.state))
         assert result.returncode == 0, result.stderr
         assert f"kubeconfig for alice ({role}, group kubesmith:user:alice)" in result.stderr
 
@@ -351,7 +351,7 @@ def test_an_unbound_token_may_not_take_the_name_of_a_registered_node(cluster: Ru
     registered = cluster.kubectl("admin", "create", "--validate=false", "-f", str(tmp_path / "ghost.json"))
     assert registered.returncode == 0, registered.stderr
     try:
-        created = cluster.netns.run(*CLI, "token", "create", "--config", str(settings), "--ttl", "10m", "--address",
+        created = cluster.netns.run(*CLI, "token", "create", "--ca-config", str(settings), "--ttl", "10m", "--address",
                                     ADDRESS, "-o", "json", check=True)
         token = json.loads(created.stdout)
 

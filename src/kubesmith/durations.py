@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
 # Go's time.ParseDuration, what every Kubernetes component reads: "300ms", "1h30m", "-1.5h", "0"
 _GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
-_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 _GO_UNIT_NS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
                "h": 3600 * 10**9}
@@ -16,16 +16,23 @@ GO_MAX_NS = (1 << 63) - 1  # Go's time.Duration is an int64 of nanoseconds: abou
 GO_MAX_TEXT = "2562047h47m16.854775807s"
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `text`; a bare number is seconds. Raises ValueError with a message fit for users."""
+def duration_seconds(text: str) -> float:
+    """Seconds in `text`, zero included: `90s`, `15m`, `1h30m`, `7d`, `500ms`, or a bare number of
+    seconds. The one syntax of every duration on the command line (cli.common.Duration). Raises
+    ValueError with a message fit for users."""
     value = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", value):
-        seconds = float(value)
-    else:
-        parts = _PART.findall(value)
-        if not parts or "".join(number + unit for number, unit in parts) != value:
-            raise ValueError(f"{text!r} is not a duration (examples: 90s, 15m, 1h30m, 7d)")
-        seconds = sum(float(number) * _UNIT[unit] for number, unit in parts)
+        return float(value)
+    parts = _PART.findall(value)
+    if not parts or "".join(number + unit for number, unit in parts) != value:
+        raise ValueError(f"{text!r} is not a duration (examples: 90s, 15m, 1h30m, 7d, 500ms; a bare number is "
+                         "seconds)")
+    return sum(float(number) * _UNIT[unit] for number, unit in parts)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text` (see duration_seconds), which must be positive: a lifetime or validity."""
+    seconds = duration_seconds(text)
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be positive")
     return seconds

@@ -2,7 +2,9 @@
 
 The same failure gets the same code whichever command meets it: an input the command line names
 that cannot serve (missing binaries, another cluster's --state-dir) is USAGE, nothing running is
-UNHEALTHY (`status`, `lab status`), a settings file that is missing is IO_ERROR."""
+UNHEALTHY (`status`, `lab status`), a settings file that is missing is IO_ERROR, and so is a file
+the SSH settings name (known_hosts, identity, ssh_config) in every command that reaches hosts
+(`cli.common.require_ssh_files`), before any host is tried."""
 
 from enum import IntEnum
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,9 +168,11 @@ def merge_into(path: Path, config: dict[str, Any]) -> None:
     write_kubeconfig(path, existing)
 
 
-def write_kubeconfig(path: Path, config: dict[str, Any]) -> None:
+def write_kubeconfig(path: Path, config: dict[str, Any], as_json: bool = False) -> None:
+    """Written whole (0600) or not at all; JSON when asked (`-o json`): kubectl reads either."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fsutil.atomic_write(path, yaml.safe_dump(config, sort_keys=False).encode(), 0o600)
+    text = json.dumps(config, indent=2) + "\n" if as_json else yaml.safe_dump(config, sort_keys=False)
+    fsutil.atomic_write(path, text.encode(), 0o600)
 
 
 def server_url(address: str, port: int) -> str:

@@ -13,11 +13,11 @@ Order, and why:
 4. Write atomically under `--root` (default `/`): all new keys first (0600), then certificates, the
    CA certificate, kubeconfigs and the other files of the node's plan. A crash leaves either
    nothing or keys without certificates, which a re-run then uses.
-5. With the cluster file (`--spec`): the node's units through the systemd backend, then wait for
+5. With the cluster file (`join FILE`): the node's units through the systemd backend, then wait for
    `node-online.target`. Waiting is skipped with `--no-wait`, when `--root` is not `/`, or when
    systemd is not running (`/run/systemd/system` missing: containers, CI); the result says so.
 
-Which certificates: with `--spec`, those of the node's host plan (it must be a node-only host:
+Which certificates: with the cluster file, those of the node's host plan (it must be a node-only host:
 control-plane and etcd hosts need CA material a join token must never reach; use `apply`).
 Without it, the node's standard set (`certlist.NODE_SCOPED`) at the standard paths, and no
 units.

@@ -1,4 +1,4 @@
-"""`token create --cluster FILE`: a join token made on a control-plane host over SSH, where that
+"""`token create FILE`: a join token made on a control-plane host over SSH, where that
 host's CA service keeps its token store, with the URL a joining node asks."""
 
 from __future__ import annotations

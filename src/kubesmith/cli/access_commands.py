@@ -12,11 +12,10 @@ from pathlib import Path
 import click
 import yaml
 
-from kubesmith.cli.common import DURATION, emit_json, fail, load_plan_or_fail, spec_argument
+from kubesmith.cli.common import DURATION, emit_json, fail, load_plan_or_fail, out_option, output_option, spec_argument
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
 
-DEFAULT_TTL = 8 * 3600.0
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.@_]*[a-z0-9])?$")
 
 
@@ -70,7 +69,7 @@ def kubeconfig() -> None:
 
     \b
     Examples:
-      kubesmith kubeconfig cluster.yaml --user alice --ttl 8h --output alice.conf
+      kubesmith kubeconfig cluster.yaml --user alice --ttl 8h --out alice.conf
       kubesmith kubeconfig cluster.yaml --role view --merge      # into ~/.kube/config
       kubesmith kubeconfig revoke cluster.yaml alice
     """
@@ -81,22 +80,24 @@ def kubeconfig() -> None:
 @click.option("--user", "user", default=None, metavar="NAME", help="The person (default: your login name).")
 @click.option("--role", type=click.Choice(["view", "edit", "admin", "cluster-admin"]), default="cluster-admin",
               show_default=True, help="The ClusterRole bound to the person's group.")
-@click.option("--ttl", type=DURATION, default=DEFAULT_TTL, show_default="8h", help="Life of the certificate.")
-@click.option("--output", "output_file", default=None, metavar="FILE",
-              help="Write the kubeconfig here (0600); default: standard output.")
+@click.option("--ttl", type=DURATION, default="8h", show_default=True, help="Life of the certificate.")
+@out_option("Write the kubeconfig here (0600); default: standard output.")
+@output_option("yaml", "json", help_text="The kubeconfig's format (kubectl reads both).")
 @click.option("--merge", is_flag=True, help="Add cluster, user and context to ~/.kube/config ($KUBECONFIG's first "
                                             "file), keeping its other entries, and switch to the new context.")
 @click.option("--server", default=None, metavar="URL", help="API URL to put in the kubeconfig (default: the "
                                                             "cluster's endpoint).")
 @click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (its CA).")
-def create(spec_file: str, user: str | None, role: str, ttl: float, output_file: str | None, merge: bool,
+def create(spec_file: str, user: str | None, role: str, ttl: float, out_file: str | None, output: str, merge: bool,
            server: str | None, state_dir: str | None) -> None:
     """Mint a kubeconfig for one person, bound to a role until revoked or expired."""
     from kubesmith.apiclient import ApiError
     from kubesmith.backends.access import merge_into, write_kubeconfig
 
-    if output_file and merge:
-        fail("--output and --merge exclude each other", ExitCode.USAGE)
+    if out_file and merge:
+        fail("--out and --merge exclude each other", ExitCode.USAGE)
+    if output != "yaml" and merge:
+        fail("--merge writes the kubeconfig's own format; leave out -o/--output", ExitCode.USAGE)
     name = _user_name(user)
     try:
         grant = _access(spec_file, state_dir, server).grant(name, role, dt.timedelta(seconds=ttl))
@@ -107,9 +108,11 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, output_file:
         target = Path((os.environ.get("KUBECONFIG") or "~/.kube/config").split(":")[0]).expanduser()
         merge_into(target, grant.kubeconfig)
         destination = f"{target} (context {grant.kubeconfig['current-context']})"
-    elif output_file:
-        write_kubeconfig(Path(output_file), grant.kubeconfig)
-        destination = output_file
+    elif out_file:
+        write_kubeconfig(Path(out_file), grant.kubeconfig, as_json=output == "json")
+        destination = out_file
+    elif output == "json":
+        emit_json(grant.kubeconfig)
     else:
         sys.stdout.write(yaml.safe_dump(grant.kubeconfig, sort_keys=False))
         destination = "standard output"
@@ -122,7 +125,7 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, output_file:
 @click.argument("name")
 @click.option("--state-dir", default=None, metavar="DIR", help="The cluster's state directory (its CA).")
 @click.option("--server", default=None, metavar="URL", help="API URL (default: the cluster's endpoint).")
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text")
+@output_option()
 def revoke(spec_file: str, name: str, state_dir: str | None, server: str | None, output: str) -> None:
     """Take a person's access back: delete their binding (their certificate then opens nothing)."""
     from kubesmith.apiclient import ApiError

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import fail
+from kubesmith.cli.common import Duration, fail
 from kubesmith.exitcodes import ExitCode
 
 
 @click.command("bootstrap-admins", hidden=True)
 @click.option("--kubeconfig", "kubeconfig", required=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="super-admin.conf (system:masters), which may create the binding.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-              help="Seconds the API call may take.")
+@click.option("--timeout", type=Duration(minimum=0.1), default="10s", show_default=True,
+              help="How long the API call may take.")
 def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     """Bind admin.conf's group (kubesmith:cluster-admins) to cluster-admin, unless the binding exists.
 

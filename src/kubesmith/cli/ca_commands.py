@@ -14,7 +14,7 @@ import click
 
 from kubesmith import layout
 from kubesmith.ca import server as ca_service
-from kubesmith.cli.common import DURATION, config_option, fail, read_json_config, user_errors
+from kubesmith.cli.common import DURATION, DURATION_OR_ZERO, config_option, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
 
 CA_DEFAULTS: dict[str, Any] = {
@@ -61,11 +61,11 @@ def ca_group() -> None:
 @click.option("--state-dir", default=None, metavar="DIR",
               help=f"Token store directory (default {layout.CA_SERVICE_STATE}).")
 @click.option("--validity", type=DURATION, default=None, help="Lifetime of issued certificates (e.g. 365d, 3m).")
-@click.option("--failed-auth-delay", type=click.FloatRange(min=0), default=None,
-              help="First delay after a failed authentication, doubled per failure (seconds).")
-@click.option("--max-failed-auth-delay", type=click.FloatRange(min=0), default=None,
+@click.option("--failed-auth-delay", type=DURATION_OR_ZERO, default=None,
+              help="First delay after a failed authentication, doubled per failure.")
+@click.option("--max-failed-auth-delay", type=DURATION_OR_ZERO, default=None,
               help="Upper bound of that delay, and of how long an address's requests may queue "
-                   "(beyond it: HTTP 429) (seconds).")
+                   "(beyond it: HTTP 429).")
 @click.option("--reserve-node", "reserved", multiple=True, metavar="NAME",
               help="A node name unbound tokens may not take (repeatable; the module lists the cluster's hosts).")
 @click.option("--nodes-kubeconfig", default=None, metavar="FILE",

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from kubesmith.plan.model import Plan
     from kubesmith.spec.load import LoadedSpec
 
-OUTPUT_TEXT_JSON = click.Choice(["text", "json"])
-
 
 class CommandFailed(click.ClickException):
     """A user-facing failure with its own exit code; printed as one line, never a traceback."""
@@ -279,24 +277,157 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def spec_argument() -> Any:
-    return click.argument("spec_file", metavar="FILE", type=click.Path(dir_okay=True, path_type=str))
+def spec_argument(required: bool = True, former: tuple[str, ...] = ()) -> Any:
+    """The cluster file: always the first positional argument (FILE); `former` are the options that
+    named it before (`--spec`, `--cluster`), still accepted with a warning."""
+    argument = click.argument("spec_file", metavar="FILE" if required else "[FILE]", required=required,
+                              cls=RenamedArgument, type=click.Path(dir_okay=True, path_type=str))
+    return _with_former(argument, former)
 
 
 class Duration(click.ParamType):
-    """`90s`, `15m`, `1h30m`, `7d` as seconds."""
+    """Every duration option's one syntax: `90s`, `10m`, `1h30m`, `7d`, `500ms`, or a bare number of
+    seconds (what units and older scripts pass), as seconds. One type, so no command reads
+    `600.0` where another wants `8h`; `minimum` is the shortest value it takes (0: zero too)."""
 
-    name = "DURATION"
+    name = "duration"
+
+    def __init__(self, minimum: float | None = None) -> None:
+        self.minimum = minimum
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "DURATION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            from kubesmith.durations import parse_duration
+        from kubesmith.durations import duration_seconds
 
-            return parse_duration(str(value))
+        try:
+            seconds = float(value) if isinstance(value, (int, float)) else duration_seconds(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if self.minimum is None and seconds <= 0:
+            self.fail(f"{value!r}: a duration must be positive", param, ctx)
+        if self.minimum is not None and seconds < self.minimum:
+            self.fail(f"{value!r}: at least {self.minimum:g}s", param, ctx)
+        return seconds
 
 
 DURATION = Duration()
+DURATION_OR_ZERO = Duration(minimum=0)
+
+FORMAT_NAMES = ("text", "json", "yaml", "md")
+
+
+class OutputFormat(click.Choice):
+    """-o/--output: always the output format. A value that is not one (a file name, as `--output FILE`
+    once was in some commands) gets the spellings that do write files."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value in self.choices:
+            return value
+        self.fail(f"{value!r} is not an output format ({', '.join(map(str, self.choices))}); -o/--output is the "
+                  "format: write a file with --out FILE, a directory with --out-dir DIR", param, ctx)
+
+
+def output_option(*formats: str, help_text: str = "Output format.") -> Callable[[Callable[..., Any]], Any]:
+    """-o/--output FORMAT on every command that prints data: text (or md, yaml) first, json always."""
+    choices = formats or ("text", "json")
+    return click.option("-o", "--output", "output", cls=RenamedOption, type=OutputFormat(choices),
+                        default=choices[0], show_default=True, help=help_text)
+
+
+class FormerSpelling(click.Option):
+    """A spelling an option or argument had before (`--output-dir`, `--spec FILE`): hidden from help and
+    completion, it still works for the scripts and units written with it; the parameter that
+    replaced it (`current`) takes its value and says so in one warning line."""
+
+    def __init__(self, opts: tuple[str, ...], target: str, current: str, refuse_formats: bool = False) -> None:
+        super().__init__([*opts, f"former_{target}"], hidden=True, expose_value=False, metavar="VALUE")
+        self.current = current
+        self.refuse_formats = refuse_formats
+
+    def value_for(self, ctx: click.Context, opts: Mapping[str, Any]) -> Any:
+        """The value given to this spelling, or _NOT_GIVEN; warns (once per use) that it is deprecated."""
+        value = opts.get(self.name or "", _NOT_GIVEN)
+        if value is _NOT_GIVEN:
+            return value
+        spelled = "/".join(self.opts)
+        if self.refuse_formats and value in FORMAT_NAMES:
+            raise click.UsageError(f"{spelled} {value}: -o/--output is the output format now; give the directory "
+                                   f"with {self.current} DIR", ctx)
+        if not ctx.resilient_parsing:
+            click.echo(f"warning: {spelled} is deprecated; use {self.current}", err=True)
+        return value
+
+
+_NOT_GIVEN = object()
+
+
+class _Renamed:
+    """Mixin for a parameter with former spellings: when it is not given, a former spelling's value is."""
+
+    former: FormerSpelling | None = None
+
+    def consume_value(self, ctx: click.Context, opts: Mapping[str, Any]) -> tuple[Any, Any]:
+        value, source = super().consume_value(ctx, opts)  # type: ignore[misc]
+        if self.former is not None and source is not click.core.ParameterSource.COMMANDLINE:
+            former = self.former.value_for(ctx, opts)
+            if former is not _NOT_GIVEN:
+                return former, click.core.ParameterSource.COMMANDLINE
+        return value, source
+
+
+class RenamedOption(_Renamed, click.Option):
+    """An option whose former spellings still work (see FormerSpelling)."""
+
+
+class RenamedArgument(_Renamed, click.Argument):
+    """An argument once given as an option (`--spec FILE`, `--cluster FILE`)."""
+
+
+def renamed(*former: str, refuse_formats: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """Give the parameter declared just below (a RenamedOption or RenamedArgument) the former
+    spellings `former`; put it directly above that parameter's decorator."""
+
+    def decorate(function: Callable[..., Any]) -> Any:
+        params: list[click.Parameter] = getattr(function, "__click_params__", [])
+        target = params[-1] if params else None
+        if not isinstance(target, _Renamed):
+            raise TypeError("renamed() must sit directly above a RenamedOption or RenamedArgument")
+        current = (max(target.opts, key=len) if isinstance(target, click.Option)
+                   else f"{(target.metavar or 'FILE').strip('[]')} as the first argument")
+        target.former = FormerSpelling(former, str(target.name), current, refuse_formats)
+        params.append(target.former)
+        return function
+
+    return decorate
+
+
+def out_option(help_text: str, *former: str) -> Callable[[Callable[..., Any]], Any]:
+    """--out FILE: where a command writes a file (never -o, which is a format). The command checks
+    the path itself, so that a bad one is its own one-line failure with its own exit code."""
+    return _with_former(click.option("--out", "out_file", cls=RenamedOption, default=None, metavar="FILE",
+                                     type=click.Path(), help=help_text), former)
+
+
+def out_dir_option(help_text: str, *former: str, required: bool = False,
+                   refuse_formats: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """--out-dir DIR: where a command writes a tree of files (checked by the command, as --out)."""
+    return _with_former(click.option("--out-dir", "out_dir", cls=RenamedOption, required=required, default=None,
+                                     metavar="DIR", type=click.Path(), help=help_text),
+                        former, refuse_formats)
+
+
+def _with_former(option: Callable[[Callable[..., Any]], Any], former: tuple[str, ...],
+                 refuse_formats: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    if not former:
+        return option
+    return lambda function: renamed(*former, refuse_formats=refuse_formats)(option(function))
+
+
+def require_ssh_files(problem: str | None) -> None:
+    """A file the SSH settings name that is missing or unusable (known_hosts, identity, config) is
+    the same failure in every command: exit 3 (a file could not be read), said once, before any host
+    is tried (`SshOptions.problem()`)."""
+    if problem is not None:
+        fail(problem, ExitCode.IO_ERROR)

@@ -20,7 +20,7 @@ from kubesmith.agent.configloop import Component, load_components, wait_for_verd
 from kubesmith.agent.keeper import condition_document
 from kubesmith.agent.report import iso
 from kubesmith.agent.trial import TrialVerdict, short
-from kubesmith.cli.common import emit_json, fail
+from kubesmith.cli.common import DURATION_OR_ZERO, emit_json, fail, output_option
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import utc_now
 
@@ -37,13 +37,13 @@ def config_group() -> None:
 @click.option("--since", type=float, default=None,
               help="Only a configuration assigned at or after this Unix time counts (host clock; default: now). "
                    "An older failure of the same configuration is not a verdict: it is on trial again.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Give up after this many seconds.")
+@click.option("--timeout", type=DURATION_OR_ZERO, default="5m", show_default=True,
+              help="Give up after this long.")
 @click.option("--components-file", type=click.Path(dir_okay=False), default=layout.COMPONENTS_FILE,
               show_default=True, help="What the keeper keeps.")
 @click.option("--checkpoints-dir", type=click.Path(file_okay=False), default=layout.CONFIG_CHECKPOINTS,
               show_default=True, help="The keeper's checkpoints and records.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option()
 def wait_command(components: tuple[str, ...], since: float | None, timeout: float, components_file: str,
                  checkpoints_dir: str, output: str) -> None:
     """Wait until each COMPONENT's configuration on disk passed or failed its trial.
@@ -96,7 +96,7 @@ def _line(name: str, verdict: TrialVerdict | None, timeout: float) -> str:
               show_default=True, help="What the keeper keeps.")
 @click.option("--checkpoints-dir", type=click.Path(file_okay=False), default=layout.CONFIG_CHECKPOINTS,
               show_default=True, help="The keeper's checkpoints and records.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option()
 def status_command(components_file: str, checkpoints_dir: str, output: str) -> None:
     """Each kept component's ConfigOK condition, with every checkpoint checked against its hash."""
     kept = _kept(components_file)

@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 
 import click
 
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
-                                  load_plan_or_fail, spec_argument, ssh_flags)
+from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, hosts_option,
+                                  load_plan_or_fail, out_option, output_option, renamed, require_ssh_files,
+                                  spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
 from kubesmith.plan.model import Plan
@@ -35,6 +36,7 @@ def _on_hosts(spec_file: str, ssh_config: str | None, known_hosts: str | None, i
 
     loaded, plan = load_plan_or_fail(spec_file)
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+    require_ssh_files(options.problem())
 
     async def run() -> T:
         async with SshTransport(options) as transport:
@@ -62,18 +64,18 @@ def etcd_group() -> None:
 
 @etcd_group.command("snapshot")
 @spec_argument()
-@click.option("--output", "output_file", default=None, metavar="FILE",
-              help="Where to write it (0600); default: etcd-<cluster>-<UTC time>.db here.")
-@click.option("--format", "output", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@out_option("Where to write it (0600); default: etcd-<cluster>-<UTC time>.db here.")
+@renamed("--format")
+@output_option()
 @ssh_flags()
-def snapshot_command(spec_file: str, output_file: str | None, output: str, ssh_config: str | None,
+def snapshot_command(spec_file: str, out_file: str | None, output: str, ssh_config: str | None,
                      known_hosts: str | None, identity: str | None) -> None:
     """Save a consistent snapshot through the etcd API of the first healthy member; print its hash and revision."""
     from kubesmith.backends.day2 import snapshot
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     _, taken = _on_hosts(spec_file, ssh_config, known_hosts, identity, lambda transport, plan: snapshot(
-        transport, plan, Path(output_file or f"etcd-{plan.cluster}-{stamp}.db"), _progress))
+        transport, plan, Path(out_file or f"etcd-{plan.cluster}-{stamp}.db"), _progress))
     if output == "json":
         emit_json({"path": str(taken.path), "member": taken.member, "revision": taken.revision, "hash": taken.hash,
                    "keys": taken.keys, "size": taken.size, "sha256": taken.sha256})
@@ -86,7 +88,8 @@ def snapshot_command(spec_file: str, output_file: str | None, output: str, ssh_c
 @spec_argument()
 @click.argument("snapshot_file", metavar="SNAPSHOT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--deadline", default=600.0, show_default=True, help="Seconds etcd and the API servers may take.")
+@click.option("--deadline", type=DURATION, default="10m", show_default=True,
+              help="How long etcd and the API servers may take.")
 @ssh_flags()
 def restore_command(spec_file: str, snapshot_file: Path, yes: bool, deadline: float, ssh_config: str | None,
                     known_hosts: str | None, identity: str | None) -> None:

@@ -16,9 +16,9 @@ from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
                                 check_release, fetch_release)
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
-                                  ignore_preflight_flag, load_plan_or_fail, preflight_failed, report_problems,
-                                  spec_argument, ssh_flags)
+from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, hosts_option, ignore_preflight_flag,
+                                  load_plan_or_fail, out_dir_option, output_option, preflight_failed,
+                                  report_problems, require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
@@ -35,17 +35,18 @@ def binaries() -> None:
 
 @binaries.command("fetch")
 @click.option("--version", "version", required=True, help="Release, for example 1.33.2.")
-@click.option("--dest", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to fill.")
+@out_dir_option("Directory to fill.", "--dest", required=True)
 @click.option("--base-url", default=DEFAULT_BASE_URL, show_default=True, help="Release mirror.")
 @click.option("--arch", default="amd64", show_default=True)
 @click.option("--only", "only", multiple=True, type=click.Choice(KUBERNETES_BINARIES), help="Fetch only these.")
-def fetch(version: str, dest: Path, base_url: str, arch: str, only: tuple[str, ...]) -> None:
-    """Download a release's binaries into DEST, verifying each against its published sha512.
+def fetch(version: str, out_dir: str, base_url: str, arch: str, only: tuple[str, ...]) -> None:
+    """Download a release's binaries into DIR (--out-dir), verifying each against its published sha512.
 
     A binary whose digest does not match is not written; the command then exits 5.
-    Use the result with `kubesmith apply --binaries DEST`.
+    Use the result with `kubesmith apply --binaries DIR`.
     """
     names = only or KUBERNETES_BINARIES
+    dest = Path(out_dir)
     try:
         fetched = asyncio.run(fetch_release(version, dest, base_url, arch, names,
                                             progress=lambda line: click.echo(line, err=True)))
@@ -69,9 +70,9 @@ def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 @spec_argument()
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Directory with the Kubernetes binaries to ship (see `kubesmith binaries fetch`).")
-@click.option("--deadline", default=600.0, show_default=True, help="Seconds each start phase may take.")
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True,
-              help="json: the changes per host and the timings, for scripts (progress stays on stderr).")
+@click.option("--deadline", type=DURATION, default="10m", show_default=True,
+              help="How long each start phase may take.")
+@output_option(help_text="json: the changes per host and the timings, for scripts (progress stays on stderr).")
 @ignore_preflight_flag()
 @host_flags
 def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ignore_preflight: frozenset[str],
@@ -156,9 +157,7 @@ def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_
     live_plan = ignore_preflight is None
     binaries = checked_binaries(plan, binaries_dir, selected, check_release_now=live_plan,
                                 allow_missing=live_plan and binaries_dir is None)
-    problem = options.problem()
-    if problem is not None:  # the same for every host: said once, before any connection
-        fail(problem, ExitCode.IO_ERROR)
+    require_ssh_files(options.problem())  # after the command line's own inputs, before any host is tried
     return applying.ApplySession(loaded.cluster, load_registry(), tuple(selected), options, state, binaries,
                                  ignore_preflight or frozenset())
 

@@ -12,14 +12,15 @@ from kubesmith.backends import join as join_runtime
 from kubesmith.backends import preflight
 from kubesmith.ca import tokens
 from kubesmith.ca.client import parse_pin
-from kubesmith.cli.common import (check_addresses, check_node_name, fail, ignore_preflight_flag, load_plan_or_fail,
-                                  preflight_failed, report_problems, user_errors)
+from kubesmith.cli.common import (Duration, check_addresses, check_node_name, fail, ignore_preflight_flag,
+                                  load_plan_or_fail, preflight_failed, report_problems, spec_argument, user_errors)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.environment import observe_local
 from kubesmith.plan.model import HostPlan
 
 
 @click.command("join")
+@spec_argument(required=False, former=("--spec",))
 @click.option("--server", required=True, metavar="URL", help="CA service URL, e.g. https://10.0.0.11:8443.")
 @click.option("--token", required=True, envvar="KUBESMITH_JOIN_TOKEN", help="Join token (or $KUBESMITH_JOIN_TOKEN).")
 @click.option("--ca-hash", required=True, metavar="sha256:HEX",
@@ -27,23 +28,22 @@ from kubesmith.plan.model import HostPlan
                    "--discovery-token-ca-cert-hash; printed by `token create`).")
 @click.option("--node", default=None, metavar="NAME", help="This node's name (default: the host name).")
 @click.option("--address", "addresses", multiple=True, metavar="IP",
-              help="This node's address for its serving certificate (repeatable; default: from --spec).")
-@click.option("--spec", "spec_file", default=None, metavar="FILE",
-              help="The cluster file listing this node: its files and units are laid down too.")
+              help="This node's address for its serving certificate (repeatable; default: from FILE).")
 @click.option("--root", default="/", show_default=True, metavar="DIR",
               help="Write everything under DIR (tests, images); no symbolic link may lead out of it.")
 @click.option("--no-wait", is_flag=True, help="Do not start units or wait for node-online.target.")
-@click.option("--deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
-              help="Seconds to wait for node-online.target.")
+@click.option("--deadline", type=Duration(minimum=1), default="10m", show_default=True,
+              help="How long to wait for node-online.target.")
 @ignore_preflight_flag()
-def join_command(server: str, token: str, ca_hash: str, node: str | None, addresses: tuple[str, ...],
-                 spec_file: str | None, root: str, no_wait: bool, deadline: float,
+def join_command(spec_file: str | None, server: str, token: str, ca_hash: str, node: str | None,
+                 addresses: tuple[str, ...], root: str, no_wait: bool, deadline: float,
                  ignore_preflight: frozenset[str]) -> None:
     """Join this machine as a node: pin the CA by hash, create keys here, obtain certificates with
     the token, write them atomically, lay down the node's units and wait for node-online.target.
+    With the cluster FILE listing this node, its files and units are laid down too.
 
     Waiting is skipped with --no-wait, with --root other than /, or where systemd is not running.
-    With --spec and --root /, preflight first checks this machine as the node (as `apply --help`
+    With FILE and --root /, preflight first checks this machine as the node (as `apply --help`
     lists; exit 6 names each failure, and nothing is written).
     """
     check_addresses(addresses)

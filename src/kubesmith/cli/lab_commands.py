@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from kubesmith.cli.common import fail
+from kubesmith.cli.common import emit_json, fail, output_option
 from kubesmith.exitcodes import ExitCode
 from kubesmith.lab import access, lifecycle
 from kubesmith.lab.config import LabConfig
@@ -90,8 +90,9 @@ def down() -> None:
 
 
 @lab.command()
+@output_option()
 @lab_errors
-def status() -> None:
+def status(output: str) -> None:
     """Each host with its address, systemd state and PID 1 (as seen from this machine). Exit 4 when
     a host is not running, or no lab is up (as `kubesmith status` when nothing runs)."""
     config = LabConfig.from_env()
@@ -99,8 +100,12 @@ def status() -> None:
         rows = access.status(config)
     except NoLab as exc:
         fail(str(exc), ExitCode.UNHEALTHY)
-    for row in rows:
-        click.echo(f"{row.name:<6} {row.address:<15} {row.state:<12} pid {row.leader_pid or '-'}")
+    if output == "json":
+        emit_json([{"name": row.name, "address": row.address, "state": row.state, "pid": row.leader_pid}
+                   for row in rows])
+    else:
+        for row in rows:
+            click.echo(f"{row.name:<6} {row.address:<15} {row.state:<12} pid {row.leader_pid or '-'}")
     if any(row.state not in ("running", "degraded") for row in rows):
         sys.exit(ExitCode.UNHEALTHY)
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from kubesmith.cli.common import fail, hosts_option, load_plan_or_fail, report_problems, ssh_flags, spec_argument
+from kubesmith.cli.common import (DURATION_OR_ZERO, Duration, fail, hosts_option, load_plan_or_fail, report_problems,
+                                  require_ssh_files, ssh_flags, spec_argument)
 from kubesmith.exitcodes import ExitCode
 
 
@@ -79,8 +80,8 @@ def images_group() -> None:
               help="containerd's socket.")
 @click.option("--dir", "directory", default="/var/lib/kubesmith/images", show_default=True, metavar="DIR",
               help="Where the archives are (every *.tar).")
-@click.option("--deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Seconds to wait for containerd to answer.")
+@click.option("--deadline", type=DURATION_OR_ZERO, default="5m", show_default=True,
+              help="How long to wait for containerd to answer.")
 def images_load(endpoint: str, directory: str, deadline: float) -> None:
     """Import every image archive in DIR into containerd (namespace k8s.io); archives whose images
     containerd has already are skipped. This node's kubesmith-images unit runs it."""
@@ -130,6 +131,7 @@ def images_import(spec_file: str, archives: tuple[Path, ...], only_hosts: tuple[
         _say(f"{archive}: {', '.join(names)}")
         contents[archive.name] = archive
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+    require_ssh_files(options.problem())
 
     async def run() -> None:
         async with SshTransport(options) as transport:
@@ -171,8 +173,8 @@ def _credentials(kubeconfig: Path, server: str | None):  # type: ignore[no-untyp
 @node_group.command("drain")
 @click.argument("node")
 @_kubeconfig_option
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
-              help="Seconds to wait for every pod to leave; evictions a PodDisruptionBudget refuses are asked "
+@click.option("--timeout", type=Duration(minimum=1), default="2m", show_default=True,
+              help="How long to wait for every pod to leave; evictions a PodDisruptionBudget refuses are asked "
                    "again until then.")
 def node_drain(node: str, kubeconfig: Path, server: str | None, timeout: float) -> None:
     """Cordon NODE and evict its pods (not DaemonSet or static pods), honouring PodDisruptionBudgets."""

@@ -14,8 +14,9 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, emit_json, fail, hosts_option, load_plan_or_fail,
-                                  load_spec_or_fail, report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (emit_json, fail, hosts_option, load_plan_or_fail, load_spec_or_fail,
+                                  out_dir_option, output_option, report_problems, require_ssh_files, spec_argument,
+                                  ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
@@ -37,7 +38,7 @@ def host_option() -> Any:
 
 @click.command()
 @spec_argument()
-@click.option("--output-dir", "-o", "out_dir", required=True, metavar="DIR", help="Where to write one directory per host.")
+@out_dir_option("Where to write one directory per host.", "-o", "--output-dir", required=True, refuse_formats=True)
 @host_option()
 @state_dir_option()
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -91,7 +92,7 @@ def certs() -> None:
 
 @certs.command("check-expiration")
 @spec_argument()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @host_option()
 @state_dir_option()
 def check_expiration(spec_file: str, output: str, hosts: tuple[str, ...], state_dir: str | None) -> None:
@@ -104,7 +105,7 @@ def check_expiration(spec_file: str, output: str, hosts: tuple[str, ...], state_
     plan, state = _plan_and_state(spec_file, state_dir)
     root = store_root(state)
     if not root.is_dir():
-        fail(f"no PKI state at {state}; run `kubesmith render {spec_file} -o DIR` first", ExitCode.IO_ERROR)
+        fail(f"no PKI state at {state}; run `kubesmith render {spec_file} --out-dir DIR` first", ExitCode.IO_ERROR)
     with _user_errors():
         check_owner(root, plan.cluster)
         rows = _expiration_rows(plan, PkiStore(root, plan.pki, plan.authorities), list(hosts) or None)
@@ -156,6 +157,7 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
 
     loaded = load_spec_or_fail(spec_file)
     options, _ = ssh_options(loaded.cluster, *ssh)
+    require_ssh_files(options.problem())
 
     async def observe() -> Plan:
         async with SshTransport(options) as transport:

@@ -13,8 +13,9 @@ from kubesmith.binaries import binary_paths
 from kubesmith.backends.preflight import PreflightError
 from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
-                                  ignore_preflight_flag, load_plan_or_fail, preflight_failed, spec_argument, ssh_flags)
+from kubesmith.cli.common import (DURATION_OR_ZERO, Duration, check_host_names, emit_json, fail, hosts_option,
+                                  ignore_preflight_flag, load_plan_or_fail, output_option, preflight_failed,
+                                  require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
@@ -33,10 +34,10 @@ from kubesmith.transport.ssh import SshTransport
 @click.option("--state-dir", default=None, metavar="DIR",
               help="State directory (PKI, rendered files, run root). Default: $KUBESMITH_STATE_DIR, "
                    "else .kubesmith/<cluster> next to FILE.")
-@click.option("--gate-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Seconds a service may wait for its gates.")
-@click.option("--ready-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Seconds a started service has to pass its readiness probe.")
+@click.option("--gate-deadline", type=DURATION_OR_ZERO, default="5m", show_default=True,
+              help="How long a service may wait for its gates.")
+@click.option("--ready-deadline", type=DURATION_OR_ZERO, default="5m", show_default=True,
+              help="How long a started service has to pass its readiness probe.")
 @ignore_preflight_flag()
 def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir: str | None,
                 gate_deadline: float, ready_deadline: float, ignore_preflight: frozenset[str]) -> None:
@@ -68,11 +69,11 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
 
 @click.command("status")
 @spec_argument()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @hosts_option()
 @click.option("--state-dir", default=None, metavar="DIR",
               help="State directory (credentials for the probes). Default as for `run`.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
+@click.option("--timeout", type=Duration(minimum=0.1), default="3s", show_default=True,
               help="Timeout of each probe.")
 @ssh_flags()
 def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_dir: str | None,
@@ -93,9 +94,7 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     options, _ = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
     local = {h.name for h in plan.hosts if ran_here(state, h.name)}
     remote = [h for h in plan.hosts if (not hosts or h.name in hosts) and h.name not in local]
-    problem = options.problem() if remote else None
-    if problem is not None:  # the same for every host: said once, before any probe
-        fail(problem, ExitCode.IO_ERROR)
+    require_ssh_files(options.problem() if remote else None)  # the same for every host: said once, first
     options = dataclasses.replace(options, connect_attempts=1)  # status says how hosts are now: a down host is down
 
     async def gather() -> ClusterStatus:

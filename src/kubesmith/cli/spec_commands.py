@@ -11,8 +11,8 @@ import click
 import yaml
 
 from kubesmith import __version__
-from kubesmith.cli.common import (OUTPUT_TEXT_JSON, check_host_names, emit_json, fail, hosts_option,
-                                  load_plan_or_fail, load_spec_or_fail, report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (check_host_names, emit_json, fail, hosts_option, load_plan_or_fail,
+                                  load_spec_or_fail, output_option, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.plan.environment import local_host_name, primary_address
 from kubesmith.plan.text import plan_text
@@ -25,7 +25,7 @@ from kubesmith.versions.registry import load_registry
 
 @click.command()
 @spec_argument()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 def validate(spec_file: str, output: str) -> None:
     """Check FILE: types, unknown and duplicate keys, CIDRs, hosts, versions and flags.
 
@@ -52,7 +52,7 @@ def validate(spec_file: str, output: str) -> None:
 @spec_argument()
 @click.option("--offline", is_flag=True, help="Show the desired state without connecting to any host.")
 @hosts_option()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Binaries apply would ship (live diff only); without it they are left out of the comparison.")
 @ssh_flags("live diff only")
@@ -89,7 +89,7 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
 
 
 @click.command()
-@click.option("--output", "-o", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@output_option("md", "json")
 def options(output: str) -> None:
     """Document every option of the cluster file: path, type, default and description."""
     docs = option_docs()
@@ -101,12 +101,16 @@ def options(output: str) -> None:
 
 
 @click.command()
-def schema() -> None:
+@output_option("json", "yaml")
+def schema(output: str) -> None:
     """Print the JSON Schema of the cluster file, for editors and CI linters."""
     document = Cluster.model_json_schema(by_alias=True)
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "kubesmith Cluster"
-    emit_json(document)
+    if output == "yaml":
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=True))
+    else:
+        emit_json(document)
 
 
 @click.command()
@@ -116,7 +120,9 @@ def schema() -> None:
                    "host name and the address of its default route, with every role.")
 @click.option("--kubernetes-version", default=None, help="Release to run; default: the release kubesmith is tested with.")
 @click.option("--endpoint", default=None, metavar="HOST:PORT", help="Load-balanced API endpoint for HA.")
-def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, endpoint: str | None) -> None:
+@output_option("yaml", "json")
+def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, endpoint: str | None,
+         output: str) -> None:
     """Write a starting cluster file to standard output.
 
     Without roles, one host gets every role; with several, the first one or three become
@@ -142,7 +148,10 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
         report_problems(exc.problems)
         fail("the arguments do not make a valid cluster; see the problems above", ExitCode.USAGE)
     report_problems(loaded.warnings)
-    sys.stdout.write(text)
+    if output == "json":
+        emit_json(document)
+    else:
+        sys.stdout.write(text)
 
 
 def _this_machine() -> dict[str, Any]:
@@ -189,7 +198,7 @@ def _default_roles(hosts: list[dict[str, Any]]) -> None:
 
 
 @click.command()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 def version(output: str) -> None:
     """Show kubesmith's version and the Kubernetes releases it supports."""
     registry = load_registry()

@@ -15,8 +15,9 @@ from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.ca import policy as ca_policy, server as ca_service, tokens
 from kubesmith.ca.client import spki_hash
 from kubesmith.cli.ca_commands import ca_config
-from kubesmith.cli.common import (DURATION, OUTPUT_TEXT_JSON, check_addresses, check_node_name, config_option,
-                                  emit_json, fail, load_spec_or_fail, printable, ssh_flags, user_errors)
+from kubesmith.cli.common import (DURATION, RenamedOption, check_addresses, check_node_name, emit_json, fail,
+                                  load_spec_or_fail, output_option, printable, renamed, require_ssh_files,
+                                  spec_argument, ssh_flags, user_errors)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 from kubesmith.pki import keys
@@ -47,10 +48,14 @@ def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | Non
 
 
 def store_options(command: Any) -> Any:
-    """Where the token store is: the CA service's settings file, or --state-dir."""
+    """Where the token store is: the CA service's settings file (--ca-config: on an operator's command
+    line --config would read as the cluster file), or --state-dir."""
     command = click.option("--state-dir", default=None, metavar="DIR",
                            help=f"CA service state directory (default {layout.CA_SERVICE_STATE}).")(command)
-    return config_option(layout.CA_SERVICE_CONFIG)(command)
+    command = renamed("--config")(click.option(
+        "--ca-config", "config_file", cls=RenamedOption, default=None, metavar="FILE",
+        help=f"The CA service's settings file (default: {layout.CA_SERVICE_CONFIG} if it exists).")(command))
+    return command
 
 
 def token_options(command: Any) -> Any:
@@ -63,6 +68,7 @@ def token_options(command: Any) -> Any:
 
 
 @token_group.command("create")
+@spec_argument(required=False, former=("--cluster",))
 @click.option("--ttl", type=DURATION, default=None, help="Lifetime of the token, at most 365d (default: the CA "
               "service's default_token_ttl setting, else 1h).")
 @click.option("--node", default=None, metavar="NAME",
@@ -70,15 +76,12 @@ def token_options(command: Any) -> Any:
 @click.option("--address", "addresses", multiple=True, metavar="IP",
               help="IP address the node's serving certificate may carry (repeatable).")
 @click.option("--description", default="", help="Plain text shown by `token list` (at most 200 characters).")
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
-@click.option("--cluster", "cluster_file", default=None, metavar="FILE",
-              help="Create the token over SSH on a control-plane host of this cluster file (the one given by "
-                   "--on, else the first), and print the complete join command for that host's CA service.")
-@click.option("--on", "on_host", default=None, metavar="HOST", help="With --cluster: the control-plane host.")
-@ssh_flags("with --cluster")
+@output_option()
+@click.option("--on", "on_host", default=None, metavar="HOST", help="With FILE: the control-plane host.")
+@ssh_flags("with FILE")
 @token_options
-def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...], description: str, output: str,
-                 cluster_file: str | None, on_host: str | None, ssh_config: str | None, known_hosts: str | None,
+def token_create(spec_file: str | None, ttl: float | None, node: str | None, addresses: tuple[str, ...],
+                 description: str, output: str, on_host: str | None, ssh_config: str | None, known_hosts: str | None,
                  identity: str | None, config_file: str | None, state_dir: str | None, ca_key: str | None,
                  ca_cert: str | None) -> None:
     """Create a join token and print it once, on stdout only (it is not stored).
@@ -86,19 +89,21 @@ def token_create(ttl: float | None, node: str | None, addresses: tuple[str, ...]
     stdout gets the token alone (`TOKEN=$(kubesmith token create ...)`); stderr, which is often
     logged, gets what is not secret: the token's id, expiry and node, and the join command with
     the token left out (set KUBESMITH_JOIN_TOKEN to it on the node). With --output json, stdout
-    gets one object with the token, the join's --ca-hash (and --server, with --cluster) and the
+    gets one object with the token, the join's --ca-hash (and --server, with FILE) and the
     cfssl auth key (the token's HMAC key, as secret as the token), and stderr nothing.
 
     Run it on a control-plane host (its CA service keeps the token store), or from anywhere
-    with --cluster FILE, which runs it there over SSH.
+    with the cluster FILE: the token is then created over SSH on a control-plane host of FILE
+    (the one given by --on, else the first), and the complete join command names that host's
+    CA service.
     """
     check_addresses(addresses)
     if node is not None:
         check_node_name(node)
     _check_token_text(ttl, description, "--ttl")
-    if cluster_file is not None:
+    if spec_file is not None:
         request = remote_tokens.TokenRequest(ttl, node, addresses, description)
-        _token_create_remote(cluster_file, on_host, (ssh_config, known_hosts, identity), request, output)
+        _token_create_remote(spec_file, on_host, (ssh_config, known_hosts, identity), request, output)
         return
     config = ca_config(config_file, state_dir=state_dir, ca_key=ca_key, ca_cert=ca_cert)
     certificate = ca_certificate(config)
@@ -119,6 +124,7 @@ def _token_create_remote(cluster_file: str, on_host: str | None, ssh: tuple[str 
                          request: remote_tokens.TokenRequest, output: str) -> None:
     loaded = load_spec_or_fail(cluster_file)
     options, _ = ssh_options(loaded.cluster, *ssh)
+    require_ssh_files(options.problem())
     try:
         host = remote_tokens.signing_host(loaded.cluster, on_host, cluster_file)
     except remote_tokens.RemoteTokenError as exc:
@@ -143,7 +149,7 @@ def _print_created(info: dict[str, Any], server: str, where: str, output: str) -
 
 
 @token_group.command("list")
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @store_options
 def token_list(output: str, state_dir: str | None, config_file: str | None) -> None:
     """List tokens (id, node, expiry, state); the tokens themselves are not stored."""
@@ -183,7 +189,7 @@ def token_repair(state_dir: str | None, config_file: str | None) -> None:
 
 @token_group.command("revoke")
 @click.argument("token_id", metavar="ID")
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @store_options
 def token_revoke(token_id: str, output: str, state_dir: str | None, config_file: str | None) -> None:
     """Revoke the token ID at once (the CA service re-reads the store on its next request).

@@ -9,7 +9,8 @@ import click
 
 from kubesmith.backends import upgrade
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.cli.common import OUTPUT_TEXT_JSON, emit_json, fail, load_plan_or_fail, spec_argument, ssh_flags
+from kubesmith.cli.common import (emit_json, fail, load_plan_or_fail, output_option, require_ssh_files, spec_argument,
+                                  ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
@@ -26,7 +27,7 @@ def upgrade_group() -> None:
 
 @upgrade_group.command("plan")
 @spec_argument()
-@click.option("--output", "-o", type=OUTPUT_TEXT_JSON, default="text", show_default=True)
+@output_option()
 @ssh_flags()
 def plan_command(spec_file: str, output: str, ssh_config: str | None, known_hosts: str | None,
                  identity: str | None) -> None:
@@ -36,6 +37,7 @@ def plan_command(spec_file: str, output: str, ssh_config: str | None, known_host
     """
     loaded, plan = load_plan_or_fail(spec_file)
     options, source = ssh_options(loaded.cluster, ssh_config, known_hosts, identity)
+    require_ssh_files(options.problem())
     click.echo(f"reaching hosts with {source}", err=True)
     addresses = {host.name: host.address for host in plan.hosts}
 

@@ -12,7 +12,7 @@ import sys
 import click
 
 from kubesmith import layout
-from kubesmith.cli.common import emit_json, fail
+from kubesmith.cli.common import DURATION_OR_ZERO, Duration, emit_json, fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
 from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, WaitPolicy, run_operations, wait_ready
@@ -31,13 +31,13 @@ Exit codes: 0 ready, 2 bad command line or probe, 4 not ready before the deadlin
 
 @click.command("wait", epilog=WAIT_HELP_EPILOG)
 @click.argument("probes", nargs=-1, required=True, metavar="PROBE...")
-@click.option("--deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Give up after this many seconds (0: one attempt).")
+@click.option("--deadline", type=DURATION_OR_ZERO, default="5m", show_default=True,
+              help="Give up after this long (0: one attempt).")
 @click.option("--any", "any_of", is_flag=True, help="Ready when any one probe passes (default: all).")
 @click.option("--pki-dir", default=layout.PKI, show_default=True, help="Base for relative credential paths.")
-@click.option("--max-interval", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+@click.option("--max-interval", type=Duration(minimum=0.01), default="2s", show_default=True,
               help="Longest pause between attempts (backoff is exponential with jitter).")
-@click.option("--attempt-timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+@click.option("--attempt-timeout", type=Duration(minimum=0.1), default="5s", show_default=True,
               help="Timeout of one attempt.")
 @click.option("--quiet", is_flag=True, help="Do not log failed attempts.")
 def wait_command(probes: tuple[str, ...], deadline: float, any_of: bool, pki_dir: str,
@@ -70,7 +70,7 @@ def parse_probes(arguments: tuple[str, ...], pki_dir: str) -> list[ProbeSpec]:
 
 
 @click.command("probe", hidden=True)
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=3.0)
+@click.option("--timeout", type=Duration(minimum=0.1), default="3s", show_default=True, help="Timeout of each probe.")
 def probe_command(timeout: float) -> None:
     """Run a batch of probe operations (JSON list on stdin) from this host; print the results as JSON.
 
