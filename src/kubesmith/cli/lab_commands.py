@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,7 +44,7 @@ def lab_errors(function: F) -> F:
 def lab() -> None:
     """Local hosts h1..hN to try kubesmith on: systemd-nspawn containers booting real systemd
     and sshd, each with its own address (10.213.0.11, .12, ...) on a bridge (10.213.0.1)
-    inside a private network namespace. Needs root, systemd-nspawn (apt: systemd-container)
+    inside a private network namespace, linked to this machine's (it is 10.213.0.254 there). Needs root, systemd-nspawn (apt: systemd-container)
     and mmdebstrap; the machine itself need not run systemd.
 
     \b
@@ -61,10 +62,19 @@ def lab() -> None:
 
 @lab.command()
 @click.argument("count", type=click.IntRange(1, 200), metavar="N")
+@click.option("--link/--no-link", default=True, show_default=True,
+              help="Reach the hosts from this machine's own network namespace (a veth pair into the lab's "
+                   "bridge; this machine is 10.213.0.254 there). Without it, run clients under "
+                   "`ip netns exec kubesmith-lab`.")
 @lab_errors
-def up(count: int) -> None:
-    """Boot N hosts h1..hN and wait until systemd runs in each (builds the image first if needed)."""
-    config = LabConfig.from_env()
+def up(count: int, link: bool) -> None:
+    """Boot N hosts h1..hN and wait until systemd runs in each (builds the image first if needed).
+
+    With the link (the default) kubectl, curl and kubesmith reach 10.213.0.11, .12, ... directly, as
+    kind's port mapping does for kind. `lab down` removes it and leaves an unreachable route for
+    10.213.0.0/24, so a client never sends the lab's addresses to the default route, off the machine.
+    """
+    config = dataclasses.replace(LabConfig.from_env(), link=link)
     for lab_host in lifecycle.up(config, count, progress):
         click.echo(f"{lab_host.name} {lab_host.address}")
 

@@ -44,6 +44,7 @@ class LabConfig:
     network: str = DEFAULT_NETWORK
     boot_timeout: float = 120.0
     nspawn_args: tuple[str, ...] = field(default=())
+    link: bool = False  # reach the hosts from the machine's own namespace (`netns.link`); `lab up` sets it
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LabConfig:

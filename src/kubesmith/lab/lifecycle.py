@@ -74,8 +74,11 @@ def refuse_if_up(config: LabConfig) -> None:
 def _create(config: LabConfig, hosts: tuple[LabHost, ...], progress: Progress) -> None:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     config.state_dir.chmod(0o700)
-    LabState(netns=config.netns, bridge=config.bridge, hosts=hosts).save(config)
+    LabState(netns=config.netns, bridge=config.bridge, hosts=hosts, linked=config.link).save(config)
     netns.create(config)
+    if config.link:
+        progress(f"this machine is {netns.link(config)} on the lab network: kubectl, curl and kubesmith "
+                 "reach the hosts from here")
     client_key = sshkeys.keygen(config.client_key, f"kubesmith-lab@{config.netns}")
     host_keys: dict[LabHost, str] = {}
     for lab_host in hosts:
@@ -103,6 +106,9 @@ def down(config: LabConfig, progress: Progress) -> None:
         _await_stop(config, name, progress)
         problems += _release_host(config, name)
     _remove_empty_nspawn_dirs()
+    if config.link:
+        netns.unlink(config)
+        netns.guard(config)  # the lab's addresses stay on this machine: "no route to host", never the default route
     netns.delete(config)
     left = mounts_under(config.state_dir)
     if left:
@@ -117,7 +123,8 @@ def down(config: LabConfig, progress: Progress) -> None:
 def _as_brought_up(config: LabConfig) -> LabConfig:
     """Use the names `up` recorded, even when the environment now says otherwise."""
     saved = LabState.load(config)
-    return config if saved is None else dataclasses.replace(config, netns=saved.netns, bridge=saved.bridge)
+    return config if saved is None else dataclasses.replace(config, netns=saved.netns, bridge=saved.bridge,
+                                                            link=config.link or saved.linked)
 
 
 def host_names(config: LabConfig) -> list[str]:

@@ -1,12 +1,14 @@
 """The lab's private network namespace: its bridge, and entering it from Python.
 
-Nothing here touches the machine's own network namespace: every `ip` call names the
-lab namespace with `-n`, and sockets are opened from a thread that has setns()'d into it.
+Every `ip` call names the lab namespace with `-n`, and sockets are opened from a thread that
+has setns()'d into it, except for the link to the machine's own namespace (`link`, `unlink`,
+`guard`): one veth pair and the routes for the lab's /24, nothing else of the machine's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import socket
 import subprocess
@@ -17,6 +19,8 @@ from kubesmith.lab.config import LabConfig
 from kubesmith.lab.errors import LabError
 
 CLONE_NEWNET = 0x40000000
+LINK_HOST_OCTET = 254  # the machine's address on the lab's /24 (hosts use .11-.210, the bridge .1)
+GUARD_METRIC = 4294967295  # loses to the link's own route; wins over the default route
 
 
 def exists(config: LabConfig) -> bool:
@@ -36,6 +40,52 @@ def delete(config: LabConfig) -> None:
     """Delete the namespace (with the bridge and veths in it); fine when it is already gone."""
     if exists(config):
         _ip("netns", "del", config.netns)
+
+
+def link_names(config: LabConfig) -> tuple[str, str]:
+    """The veth pair's ends (machine side, lab side): named after the namespace, within IFNAMSIZ."""
+    tag = hashlib.sha256(config.netns.encode()).hexdigest()[:8]
+    return f"ksl{tag}m", f"ksl{tag}l"
+
+
+def link(config: LabConfig) -> str:
+    """Reach the lab from the machine's own namespace, as kind's port mapping does for kind: a veth
+    pair whose lab end is a port of the bridge and whose machine end holds .254 of the lab's /24,
+    so the hosts answer it directly. Returns the machine's address on the lab network."""
+    guard(config)
+    machine, lab = link_names(config)
+    address = f"{config.network}.{LINK_HOST_OCTET}"
+    if _link_exists(machine):
+        return address
+    _ip("link", "add", machine, "type", "veth", "peer", "name", lab)
+    try:
+        _ip("link", "set", lab, "netns", config.netns)
+        _ip("-n", config.netns, "link", "set", lab, "master", config.bridge)
+        _ip("-n", config.netns, "link", "set", lab, "up")
+        _ip("addr", "add", f"{address}/24", "dev", machine)
+        _ip("link", "set", machine, "up")
+    except LabError:
+        unlink(config)
+        raise
+    return address
+
+
+def unlink(config: LabConfig) -> None:
+    """Remove the veth pair (both ends go together); the guard stays. Fine when there is none."""
+    machine, _ = link_names(config)
+    if _link_exists(machine):
+        _ip("link", "del", machine)
+
+
+def guard(config: LabConfig) -> None:
+    """An unreachable route for the lab's /24 in the machine's namespace, at the lowest priority:
+    with no link, a client that was not started in the lab's namespace gets "no route to host"
+    instead of sending the lab's addresses to the default route, off the machine."""
+    _ip("route", "replace", "unreachable", f"{config.network}.0/24", "metric", str(GUARD_METRIC))
+
+
+def _link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, check=False).returncode == 0
 
 
 def _ip(*args: str) -> None:

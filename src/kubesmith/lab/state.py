@@ -18,9 +18,10 @@ class LabState:
     netns: str
     bridge: str
     hosts: tuple[LabHost, ...]
+    linked: bool = False  # reachable from the machine's own namespace
 
     def save(self, config: LabConfig) -> None:
-        data = {"netns": self.netns, "bridge": self.bridge,
+        data = {"netns": self.netns, "bridge": self.bridge, "linked": self.linked,
                 "hosts": [{"name": h.name, "address": h.address} for h in self.hosts]}
         (config.state_dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
@@ -29,7 +30,8 @@ class LabState:
         try:
             data = json.loads((config.state_dir / STATE_FILE).read_text())
             hosts = tuple(LabHost(name=h["name"], address=h["address"]) for h in data["hosts"])
-            return cls(netns=str(data["netns"]), bridge=str(data["bridge"]), hosts=hosts)
+            return cls(netns=str(data["netns"]), bridge=str(data["bridge"]), hosts=hosts,
+                       linked=bool(data.get("linked", False)))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
