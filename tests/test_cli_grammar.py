@@ -21,7 +21,6 @@ from kubesmith.exitcodes import ExitCode
 from pki_support import REPO
 
 SINGLE = REPO / "examples" / "single-node.yaml"
-STANDINS = Path(__file__).resolve().parent / "standins"
 
 # Commands in operator groups that kubesmith's units run on the hosts (the grammar's host-run rules apply)
 RUN_ON_HOSTS = {"images load": "the kubesmith-images unit runs it on each node"}
@@ -236,7 +235,7 @@ def test_output_given_a_file_name_says_how_to_write_files() -> None:
     assert "write a file with --out FILE" in result.stderr
 
 
-@pytest.mark.parametrize("command", [("plan", "--binaries", str(STANDINS)), ("status",), ("upgrade", "plan"),
+@pytest.mark.parametrize("command", [("plan",), ("status",), ("upgrade", "plan"),
                                      ("etcd", "snapshot"), ("reset", "--yes"), ("token", "create")])
 def test_a_missing_known_hosts_is_the_same_exit_code_everywhere(tmp_path: Path, command: tuple[str, ...]) -> None:
     """A file the command line names that cannot be read: exit 3 from every command, before any

@@ -44,12 +44,12 @@ def addons_group() -> None:
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path),
               metavar="DIR", help="The add-on files (one `List` of objects each).")
 @click.option("--wait", is_flag=True, help="Then wait for the Deployments and DaemonSets this run changed to roll out.")
-@click.option("--rollout-deadline", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              metavar="SECONDS", help="How long --wait waits.")
-@click.option("--node-wait", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
+@click.option("--rollout-deadline", type=Duration(minimum=0), default="5m", show_default=True,
+              help="How long --wait waits.")
+@click.option("--node-wait", type=Duration(minimum=0), default="0s", show_default=True,
               help="How long to wait for the Nodes to label (`*.labels.json`) to be registered.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
-              help="Seconds each API call may take.")
+@click.option("--timeout", type=Duration(minimum=0.1), default="20s", show_default=True,
+              help="How long each API call may take.")
 def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline: float, node_wait: float,
                  timeout: float) -> None:
     """Server-side apply every add-on object (field manager `kubesmith`), prune the ones no add-on has.

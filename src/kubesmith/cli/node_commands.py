@@ -219,8 +219,9 @@ def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
 
 
 @node_group.command("shutdown-delay", hidden=True)
-@click.option("--seconds", type=click.FloatRange(min=0), required=True, help="The kubelet's shutdownGracePeriod.")
-@click.option("--deadline", type=click.FloatRange(min=0), default=10.0, show_default=True)
+@click.option("--seconds", type=DURATION_OR_ZERO, required=True, help="The kubelet's shutdownGracePeriod.")
+@click.option("--deadline", type=DURATION_OR_ZERO, default="10s", show_default=True,
+              help="How long to wait for logind to take the new setting.")
 def shutdown_delay_command(seconds: float, deadline: float) -> None:
     """Have logind allow the kubelet's shutdown delay before the kubelet starts (its ExecStartPre)."""
     from kubesmith.node.logind import ensure_inhibit_delay
