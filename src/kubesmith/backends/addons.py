@@ -26,6 +26,7 @@ from kubesmith.apiclient import ApiError, Credentials, api_request
 from kubesmith.modules.addons import LABELS_SUFFIX
 
 FIELD_MANAGER = "kubesmith"
+ROLLOUTS_MANAGER = "kubesmith-rollouts"  # owns the inventory's record of roll-outs seen done
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 INVENTORY = ("kube-system", "kubesmith-addons")
 APPLY_FIRST = ("Namespace", "CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
@@ -99,48 +100,69 @@ def mode(document: dict[str, Any]) -> str:
 
 
 async def apply_addons(credentials: Credentials, directory: Path, wait: float | None, say: Say,
-                       timeout: float = 20.0, node_wait: float = 0.0) -> None:
-    """Label the nodes the add-ons need labelled, apply every add-on object, prune the ones gone,
-    then (with `wait`) wait for the roll-outs this run started."""
+                       timeout: float = 20.0, node_wait: float = 0.0, more_nodes: tuple[str, ...] = ()) -> None:
+    """Label the nodes the add-ons need labelled (those the files name and `more_nodes`), apply every
+    add-on object, prune the ones gone, then (with `wait`) wait for the roll-outs not seen done yet."""
     discovery = Discovery(credentials, timeout)
     for labels in read_node_labels(directory):
-        await label_nodes(credentials, labels, node_wait, say, timeout)
+        nodes = tuple(dict.fromkeys((*labels.nodes, *more_nodes)))
+        await label_nodes(credentials, NodeLabels(labels.label, nodes), node_wait, say, timeout)
     objects = read_dir(directory)
-    changed = [document for document in objects if await _apply_one(credentials, discovery, document, say, timeout)]
+    generations: dict[str, str] = {}
+    for document in objects:
+        generation = await _apply_one(credentials, discovery, document, say, timeout)
+        if generation is not None:
+            generations[ref(document)] = generation
     current = [ref(o) for o in objects if mode(o) == "Reconcile"]
-    previous = await _inventory(credentials, timeout)
-    for gone in [entry for entry in previous if entry not in current]:
+    inventory = await _inventory(credentials, timeout)
+    for gone in [entry for entry in inventory.objects if entry not in current]:
         await _prune(credentials, discovery, gone, say, timeout)
     await _save_inventory(credentials, current, timeout)
     if wait is not None:
-        await wait_for_rollouts(credentials, discovery, changed, wait, say, timeout)
+        seen = inventory.rolled_out
+        pending = [o for o in objects if ref(o) in generations and seen.get(ref(o)) != generations[ref(o)]]
+        await wait_for_rollouts(credentials, discovery, pending, wait, say, timeout)
+        await _save_rolled_out(credentials, generations, timeout)
 
 
 async def _apply_one(credentials: Credentials, discovery: Discovery, document: dict[str, Any], say: Say,
-                     timeout: float) -> bool:
-    """Apply one object; True when it is a workload whose pods this changed (created, or a new
-    generation): only those are waited for, so an apply that changes nothing never waits on a pod
-    that a down node holds."""
+                     timeout: float) -> str | None:
+    """Apply one object; a workload's `uid/generation` after it (None for other kinds and for objects
+    left alone; a workload deleted and created again is a new one). apply waits only for one no
+    earlier wait saw rolled out (`Inventory`): an apply that changes nothing never waits on a pod a
+    down node holds, and a change the boot-time unit applied first is still waited for."""
     kind, metadata = document["kind"], document["metadata"]
     resource = await discovery.resource(document["apiVersion"], kind, retry_for=30.0)
     if resource is None:
         raise ApiError(f"{kind} {metadata['name']}: the API serves no {kind} in {document['apiVersion']}")
     namespace = metadata.get("namespace") if resource.namespaced else None
     path = resource.path(namespace, metadata["name"])
-    before: dict[str, Any] = {}
-    if mode(document) == "EnsureExists" or kind in ROLLED_OUT:
-        status, before = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
-        if status == 404:
-            before = {}
-        elif mode(document) == "EnsureExists":
-            return False
     if mode(document) == "EnsureExists":
+        status, _ = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
+        if status != 404:
+            return None
         say(f"creating {kind} {metadata['name']} (EnsureExists)")
     own = {key: value for key, value in metadata.items() if key != "namespace"}
     body = {**document, "metadata": {**own, **({"namespace": namespace} if namespace else {})}}
-    _, after = await api_request(credentials, "PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body,
-                                 timeout, content_type="application/apply-patch+yaml")
-    return kind in ROLLED_OUT and _generation(after) != _generation(before)
+    after = await _server_side_apply(credentials, path, body, timeout)
+    return f"{(after.get('metadata') or {}).get('uid', '')}/{_generation(after)}" if kind in ROLLED_OUT else None
+
+
+async def _server_side_apply(credentials: Credentials, path: str, body: dict[str, Any], timeout: float
+                             ) -> dict[str, Any]:
+    """One server-side apply. Every control-plane host's add-on step runs at boot: two may create the
+    same object at once, and the loser is refused (409, or 422 for a Service whose cluster IP the winner
+    just took). The object exists then, and a second apply is an update like any other."""
+    url = f"{path}?fieldManager={FIELD_MANAGER}&force=true"
+    status, after = await api_request(credentials, "PATCH", url, body, timeout, accept=(409, 422),
+                                      content_type="application/apply-patch+yaml")
+    if status in (409, 422):
+        exists, _ = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
+        if exists == 404:  # not a lost race: the object itself is refused
+            raise ApiError(f"PATCH {credentials.server}{url}: HTTP {status}: {after.get('message', after)}")
+        _, after = await api_request(credentials, "PATCH", url, body, timeout,
+                                     content_type="application/apply-patch+yaml")
+    return after
 
 
 def _generation(body: dict[str, Any]) -> int:
@@ -182,25 +204,47 @@ async def label_nodes(credentials: Credentials, labels: NodeLabels, wait: float,
         say(f"{node}: no Node registered yet; it gets {labels.label} from a later run of this step")
 
 
-async def _inventory(credentials: Credentials, timeout: float) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What earlier runs left in the inventory ConfigMap: the `Reconcile` objects applied (to prune
+    the ones gone) and, per workload, the last generation apply saw rolled out."""
+
+    objects: list[str]
+    rolled_out: dict[str, str]
+
+
+async def _inventory(credentials: Credentials, timeout: float) -> Inventory:
     namespace, name = INVENTORY
     status, body = await api_request(credentials, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}", None,
                                      timeout, accept=(404,))
-    if status == 404:
-        return []
+    data = (body.get("data") or {}) if status != 404 else {}
     try:
-        return [str(entry) for entry in json.loads((body.get("data") or {}).get("objects", "[]"))]
+        objects = [str(entry) for entry in json.loads(data.get("objects", "[]"))]
     except ValueError:
-        return []
+        objects = []
+    try:
+        rolled_out = {str(key): str(value) for key, value in json.loads(data.get("rolledOut", "{}")).items()}
+    except (ValueError, TypeError, AttributeError):
+        rolled_out = {}
+    return Inventory(objects, rolled_out)
 
 
 async def _save_inventory(credentials: Credentials, current: list[str], timeout: float) -> None:
+    await _save_inventory_key(credentials, FIELD_MANAGER, "objects", sorted(current), timeout)
+
+
+async def _save_rolled_out(credentials: Credentials, generations: dict[str, str], timeout: float) -> None:
+    """Under a field manager of its own: the unit's saves of `objects` (kubesmith's manager) leave it be."""
+    await _save_inventory_key(credentials, ROLLOUTS_MANAGER, "rolledOut", generations, timeout)
+
+
+async def _save_inventory_key(credentials: Credentials, manager: str, key: str, value: Any, timeout: float) -> None:
     namespace, name = INVENTORY
     body = {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "kubesmith"}},
-            "data": {"objects": json.dumps(sorted(current), indent=1)}}
+            "data": {key: json.dumps(value, indent=1, sort_keys=True)}}
     await api_request(credentials, "PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}"
-                      f"?fieldManager={FIELD_MANAGER}&force=true", body, timeout,
+                      f"?fieldManager={manager}&force=true", body, timeout,
                       content_type="application/apply-patch+yaml")
 
 

@@ -453,8 +453,10 @@ async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, l
         return
     step = next(s for s in host.services if s.name == addons.SERVICE)
     # roll-outs need nodes: with none in the spec yet (they join later), the objects are applied only
+    nodes = [h.name for h in plan.hosts if "node" in h.roles and h.name in files]  # they got their images
     wait = ("--wait", "--node-wait", f"{addons.APPLY_NODE_WAIT:g}") if any("node" in h.roles for h in plan.hosts) \
         else ()
+    wait += tuple(part for name in nodes for part in ("--label-node", name))
     command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, *wait))
     progress(f"{host.name}: applying the add-ons")
     result = await transport.run(host.address, command, timeout=deadline + 420)  # beyond the rollout deadline

@@ -308,10 +308,11 @@ def target_unit(target: Target, host: HostPlan) -> str:
     present = {f"{t.name}.target" for t in host.targets}
     after = [name for name in target.after if name in present or not name.endswith("-online.target")]
     required = onlines + plain + children
+    loose = {f"{s.name}.service" for s in host.services if not s.holds_target}
     unit: list[tuple[str, str]] = [("Description", target.description)]
     unit += [("Wants", name) for name in required]
-    unit += [("Requisite", name) for name in required]
-    unit += [("After", name) for name in dict.fromkeys(required + after)]
+    unit += [("Requisite", name) for name in required if name not in loose]
+    unit += [("After", name) for name in dict.fromkeys(required + after) if name not in loose]
     return render_unit([
         ("Unit", unit),
         ("Install", [("WantedBy", target.wanted_by)] if target.wanted_by else []),

@@ -48,10 +48,12 @@ def addons_group() -> None:
               help="How long --wait waits.")
 @click.option("--node-wait", type=Duration(minimum=0), default="0s", show_default=True,
               help="How long to wait for the Nodes to label (`*.labels.json`) to be registered.")
+@click.option("--label-node", "label_nodes", multiple=True, metavar="NAME",
+              help="A node to label as the `*.labels.json` files say, besides the ones they name (repeatable).")
 @click.option("--timeout", type=Duration(minimum=0.1), default="20s", show_default=True,
               help="How long each API call may take.")
 def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline: float, node_wait: float,
-                 timeout: float) -> None:
+                 label_nodes: tuple[str, ...], timeout: float) -> None:
     """Server-side apply every add-on object (field manager `kubesmith`), prune the ones no add-on has.
 
     `Reconcile` objects are put back as the files say; `EnsureExists` ones only created when absent.
@@ -68,7 +70,7 @@ def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         asyncio.run(apply_addons(Credentials.of_kubeconfig(kubeconfig), directory,
-                                rollout_deadline if wait else None, say, timeout, node_wait))
+                                rollout_deadline if wait else None, say, timeout, node_wait, label_nodes))
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     except (OSError, yaml.YAMLError) as exc:

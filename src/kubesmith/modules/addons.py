@@ -64,9 +64,10 @@ def addon_file(name: str, objects: list[dict[str, Any]]) -> File:
 
 
 def node_labels_file(name: str, label: str, nodes: list[str]) -> File:
-    """Nodes the add-on step labels once they are registered (`label=true`): what the scheduler must
-    know of them, such as which nodes hold an image kubesmith imported. Only the add-on step's input
-    changes when a node is added; no object (so no pod) does."""
+    """A label the add-on step puts on nodes once they are registered (`label=true`): what the
+    scheduler must know of them, such as which nodes hold an image kubesmith imported. The file names
+    its own host at most; apply adds the other nodes it reached (`--label-node`), so adding a node
+    changes no other host's files."""
     return File(f"{ADDONS_DIR}/{name}{LABELS_SUFFIX}", 0o644, data={"label": label, "nodes": sorted(nodes)},
                 format="json")
 
@@ -106,4 +107,5 @@ def addons_service(ctx: HostContext, options: AddonsOptions) -> Service:
         needs_files=(super_admin,),
         hardening=False,
         oneshot=True,
+        holds_target=False,  # a failed add-on is apply's error to report, not a reason the API is not online
     )

@@ -78,9 +78,8 @@ class CoreDnsModule(Module):
 
             files.append(ctx.shared(("coredns-addon", id(options)), lambda: addon_file(
                 ADDON, manifests(ctx, options))))
-            if image_imported(ctx, options):
-                files.append(ctx.shared(("coredns-labels", id(options)), lambda: node_labels_file(
-                    ADDON, IMAGE_LABEL, [h.name for h in ctx.spec.spec.hosts if "node" in h.roles])))
+            if image_imported(ctx, options):  # this host only: apply names the other nodes it reached
+                files.append(node_labels_file(ADDON, IMAGE_LABEL, [ctx.host.name] if "node" in ctx.host.roles else []))
         return Contribution(files=files)
 
     def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:

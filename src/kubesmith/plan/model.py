@@ -79,6 +79,8 @@ class Service:
     unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
     tools: tuple[str, ...] = ()  # companion executables shipped beside the binary (etcdctl, etcdutl)
     oneshot: bool = False  # a step that runs to completion (ready once it exited 0), not a daemon
+    holds_target: bool = True  # its target is active only while it is (Requisite=); False: only wanted, so a
+    # step that fails (and is retried by its Restart=) never fails the start of the target it belongs to
     undo: tuple[str, ...] = ()  # the binary's arguments that undo its work: systemd runs them when a oneshot
     # stops (ExecStop=); `kubesmith run` after stopping any service, to leave the machine as it found it
     reload: tuple[str, ...] = ()  # the binary's arguments that bring a running oneshot to changed files
