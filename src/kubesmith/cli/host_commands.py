@@ -19,6 +19,7 @@ from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVer
 from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, hosts_option, ignore_preflight_flag,
                                   load_plan_or_fail, out_dir_option, output_option, preflight_failed,
                                   report_problems, require_ssh_files, spec_argument, ssh_flags)
+from kubesmith.cli.progress import mode_of, progress_option, reporter
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
@@ -74,10 +75,11 @@ def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
               help="How long each start phase may take.")
 @output_option(help_text="json: the changes per host and the timings, for scripts (progress stays on stderr).")
 @ignore_preflight_flag()
+@progress_option
 @host_flags
 def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: str, ignore_preflight: frozenset[str],
-          ssh_config: str | None, known_hosts: str | None, identity: str | None, state_dir: str | None,
-          only_hosts: tuple[str, ...]) -> None:
+          progress: str, quiet: bool, ssh_config: str | None, known_hosts: str | None, identity: str | None,
+          state_dir: str | None, only_hosts: tuple[str, ...]) -> None:
     """Make the hosts match FILE over SSH, start components in order and wait until healthy.
 
     First every host is observed and checked (preflight, below): any failure stops the apply
@@ -97,7 +99,8 @@ def apply(spec_file: str, binaries_dir: Path | None, deadline: float, output: st
     session = _session(spec_file, state_dir, ",".join(only_hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, ignore_preflight)
     started = time.monotonic()
-    report = _on_hosts(lambda: session.apply(_progress, deadline))
+    with reporter(mode_of(progress, quiet)) as say:
+        report = _on_hosts(lambda: session.apply(say, deadline))
     if output == "json":
         emit_json({"changed": report.changed, "changes": [c.as_dict() for c in report.changes],
                    "removed": report.removed, "timings": report.timings})
@@ -212,10 +215,6 @@ def upgrade_refused(lines: tuple[str, ...]) -> None:
         click.echo(f"error: {line}", err=True)
     fail(f"{len(lines)} reason{'s' if len(lines) != 1 else ''} not to change the release; nothing was changed",
          ExitCode.PREFLIGHT)
-
-
-def _progress(line: str) -> None:
-    click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
 
 def _describe(changes: applying.HostChanges, verbose: bool = False) -> str:
