@@ -85,3 +85,16 @@ def test_kubesmiths_checks_for_components_without_a_load_of_their_own(tmp_path: 
     assert verdict.problems[1] == f"{policy} does not parse: while parsing a flow mapping"
     assert verdict.problems[2] == f"{tmp_path / 'missing.crt'} (named by a flag of kube-apiserver) does not exist"
     assert "kube-apiserver's own load" not in verdict.checks
+
+
+def test_a_load_killed_by_a_signal_is_no_verdict_on_the_configuration(tmp_path: Path) -> None:
+    """systemd signals the agent's whole cgroup when an apply restarts the agent, dry loads included:
+    a load killed so must not reject (and so roll back) a configuration, as it once did in the lab.
+    A stand-in that kills itself: the real scheduler's load ends before a test could signal it."""
+    killed = tmp_path / "kube-scheduler"
+    killed.write_text("#!/bin/sh\nkill -TERM $$\n")
+    killed.chmod(0o755)
+    verdict = validate(_scheduler(tmp_path, ""), "kube-scheduler", killed, MINOR, registry(), timeout=60)
+    assert verdict.ok, verdict.problems
+    assert "kube-scheduler's own load interrupted (kube-scheduler killed by signal 15): its trial decides" \
+        in verdict.checks

@@ -5,7 +5,8 @@ What it keeps comes from `layout.COMPONENTS_FILE` (written beside the units: eac
 service name, binary, argv, configuration files and readiness probe, from the plan). A new
 configuration found on disk is validated first (`validate`); one that fails validation fails its
 trial at once and the last-known-good configuration is restored. Otherwise it runs on trial and
-graduates or is rolled back as `trial.decide` says.
+graduates or is rolled back as `trial.decide` says. A rollback to another Kubernetes release takes
+the host's other components back to that release too (`agent.hostrelease`).
 
 Health comes from the component's readiness probe (the same probe argument `kubesmith wait` and
 the units use) and its restart count; the restart count and the restart action come from a

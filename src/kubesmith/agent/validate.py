@@ -62,9 +62,18 @@ def validate(config: ComponentConfig, binary: str, executable: Path | None, mino
     problems = [*check_flags(binary, config.argv, minor, registry), *check_files(config, root)]
     checks = [f"flags of {binary} {minor}", "files"]
     if executable is not None and binary in DRY_LOADS and not problems:
-        problems += DRY_LOADS[binary](executable, config.argv, timeout)
-        checks.append(f"{binary}'s own load")
+        try:
+            problems += DRY_LOADS[binary](executable, config.argv, timeout)
+            checks.append(f"{binary}'s own load")
+        except Interrupted as exc:
+            checks.append(f"{binary}'s own load interrupted ({exc}): its trial decides")
     return Verdict(tuple(problems), tuple(checks))
+
+
+class Interrupted(Exception):
+    """A dry load was killed by a signal: systemd signals the agent's whole cgroup when it stops or
+    restarts the agent (an apply that changes the components file does), and a load killed then says
+    nothing about the configuration. Rejecting it would roll back a good configuration."""
 
 
 def flag_name(argument: str) -> str | None:
@@ -110,6 +119,8 @@ def _run(command: list[str], timeout: float) -> tuple[int | None, str]:
         return None, ""
     except OSError as exc:
         return -1, f"cannot run {command[0]}: {exc.strerror}"
+    if done.returncode < 0:
+        raise Interrupted(f"{Path(command[0]).name} killed by signal {-done.returncode}")
     return done.returncode, done.stderr + done.stdout
 
 

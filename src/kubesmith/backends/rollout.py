@@ -5,7 +5,8 @@ restarting at any moment, so etcd keeps its quorum and the API its other servers
 by `spec.rollout.maxUnavailable`. Each wave must be healthy before the next begins: its targets
 are active, and with `components.agent.keepConfigs` every restarted component passed its trial
 (`kubesmith config wait` on the host). A failed trial halts the roll-out: the host's agent already
-put its last-known-good configuration back, and the later waves are left untouched.
+put its last-known-good configuration back (in an upgrade, the whole host's previous release:
+`agent.hostrelease`), and the later waves are left untouched.
 """
 
 from __future__ import annotations
