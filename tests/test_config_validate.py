@@ -98,3 +98,27 @@ def test_a_load_killed_by_a_signal_is_no_verdict_on_the_configuration(tmp_path: 
     assert verdict.ok, verdict.problems
     assert "kube-scheduler's own load interrupted (kube-scheduler killed by signal 15): its trial decides" \
         in verdict.checks
+
+
+def test_a_load_reads_credentials_from_their_sources_not_from_systemds_copies(tmp_path: Path) -> None:
+    """The copies in /run/credentials/<unit>/ exist only while the unit runs; the keeper validates while
+    an apply restarts it. Seen in the lab: the scheduler's load failed on the missing copy of its
+    kubeconfig, and a good configuration (with its host's whole release) was rolled back."""
+    from kubesmith import layout
+    from kubesmith.agent.validate import scheduler_load
+    from kubesmith.plan.credentials import credential_name
+
+    kubeconfig = tmp_path / "scheduler.conf"
+    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
+    copy = layout.credential_path("kube-scheduler", credential_name(str(kubeconfig)))
+    assert not Path(copy).exists()  # as on a host while the unit restarts
+    config = tmp_path / "scheduler.yaml"
+    config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                      f"clientConnection: {{kubeconfig: {copy}}}\n")
+    argv = (f"--config={config}", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false")
+    scheduler = real_binaries() / "kube-scheduler"
+    assert any(copy in problem for problem in scheduler_load(scheduler, argv, 60))  # the copy itself: no load
+    component = ComponentConfig("kube-scheduler", argv, (str(config), str(kubeconfig)))
+    verdict = validate(component, "kube-scheduler", scheduler, MINOR, registry(), timeout=60)
+    assert verdict.ok, verdict.problems
+    assert "kube-scheduler's own load" in verdict.checks

@@ -25,13 +25,16 @@ import json
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from kubesmith import layout
 from kubesmith.agent.checkpoints import ComponentConfig, on_root
+from kubesmith.plan.credentials import credential_name
 from kubesmith.versions.registry import VersionRegistry
 
 DRY_LOAD_SECONDS = 30.0
@@ -63,11 +66,43 @@ def validate(config: ComponentConfig, binary: str, executable: Path | None, mino
     checks = [f"flags of {binary} {minor}", "files"]
     if executable is not None and binary in DRY_LOADS and not problems:
         try:
-            problems += DRY_LOADS[binary](executable, config.argv, timeout)
+            with without_credentials(config, root) as argv:
+                problems += DRY_LOADS[binary](executable, argv, timeout)
             checks.append(f"{binary}'s own load")
         except Interrupted as exc:
             checks.append(f"{binary}'s own load interrupted ({exc}): its trial decides")
     return Verdict(tuple(problems), tuple(checks))
+
+
+@contextmanager
+def without_credentials(config: ComponentConfig, root: Path = Path("/")) -> Iterator[tuple[str, ...]]:
+    """The argv for a dry load, reading the files systemd hands the component as credentials
+    (`plan.credentials`) from where they are kept, not from the copies in /run/credentials/<unit>/:
+    those exist only while the unit runs, and the keeper validates a new configuration while an apply
+    restarts it (a load then failed with "stat /run/credentials/...: no such file" and rolled back a good
+    configuration). A configuration document that names a copy is rewritten into a temporary file."""
+    copies = {layout.credential_path(config.name, credential_name(path)): path for path in config.paths}
+    with tempfile.TemporaryDirectory(prefix="kubesmith-validate-") as scratch:
+        yield tuple(_from_sources(argument, copies, config, root, Path(scratch)) for argument in config.argv)
+
+
+def _from_sources(argument: str, copies: dict[str, str], config: ComponentConfig, root: Path, scratch: Path) -> str:
+    for copy, source in copies.items():
+        argument = argument.replace(copy, source)
+    name, equals, value = argument.partition("=")
+    if not equals or value not in config.paths:
+        return argument
+    try:
+        text = on_root(root, value).read_text()
+    except (OSError, UnicodeDecodeError):
+        return argument
+    if not any(copy in text for copy in copies):
+        return argument
+    for copy, source in copies.items():
+        text = text.replace(copy, source)
+    rewritten = scratch / Path(value).name
+    rewritten.write_text(text)
+    return f"{name}={rewritten}"
 
 
 class Interrupted(Exception):
