@@ -144,7 +144,8 @@ def test_render_writes_the_bytes_apply_wrote_on_each_host(cluster: Cluster, tmp_
         manifest = json.loads((out / host / "manifest.json").read_text())["files"]
         paths = [entry["path"] for entry in manifest]
         assert any(p.startswith("/etc/systemd/system/kube-apiserver") for p in paths)
-        assert "/usr/local/bin/kube-apiserver" in paths and "/usr/local/lib/kubesmith/runtime.tar.gz" in paths
+        assert "/usr/local/lib/kubesmith/releases/1.36.2/kube-apiserver" in paths  # as apply ships it
+        assert "/usr/local/lib/kubesmith/runtime.tar.gz" in paths
         on_host = dict(reversed(line.split()) for line in
                        cluster.lab.ssh(host, ["sha256sum", *paths]).stdout.splitlines())
         assert {entry["path"]: entry["sha256"] for entry in manifest} == on_host, host

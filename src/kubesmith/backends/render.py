@@ -24,7 +24,7 @@ from typing import Any
 from kubesmith import fsutil, layout
 from kubesmith.agent.checkpoints import component_config
 from kubesmith.agent.configloop import Component
-from kubesmith.backends.systemd import UnitOptions, executable, unit_file_mode, unit_files
+from kubesmith.backends.systemd import UnitOptions, binary_path, executable, unit_file_mode, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import AnyHostFile, HostFile, StreamedFile, size_of
 from kubesmith.health.probespec import probe_argument
@@ -200,7 +200,7 @@ class _Extras:
         files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
             if name not in self.binaries:  # one instance for every host: its sha256 is computed once
-                self.binaries[name] = HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root",
+                self.binaries[name] = HostFile(binary_path(name, self.shipped.units), 0o755, "root", "root",
                                                self.shipped.binaries[name].read_bytes())
             files.append(self.binaries[name])
         return (*files, *self.shipped.runtime)
