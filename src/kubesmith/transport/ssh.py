@@ -316,7 +316,7 @@ class SshTransport:
         attempts = opts.connect_attempts if opts.connect_retry_for > 0 else 1
         retrying = AsyncRetrying(
             stop=stop_after_attempt(attempts) | stop_before_delay(opts.connect_deadline - MIN_ATTEMPT),
-            wait=wait_exponential_jitter(initial=0.5, max=5, jitter=1),
+            wait=wait_exponential_jitter(multiplier=0.5, max=5, jitter=1),
             retry=retry_if_exception_type(HostUnreachable),
             reraise=True,
         )
