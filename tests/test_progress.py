@@ -29,9 +29,11 @@ def test_lines_go_to_their_host_and_the_rest_to_the_cluster_row() -> None:
     board.feed("h2: etcd member back; all 3 members healthy", 103.0)
     board.feed("h1: etcd 91cfc58bf5b4 passed its trial", 110.0)
     assert {name: (row.step, row.since, row.lines) for name, row in board.rows.items()} == {
-        "h1": ("etcd 91cfc58bf5b4 passed its trial", 110.0, 2),
+        "h1": ("etcd 91cfc58bf5b4 passed its trial", 110.0, 3),
         CLUSTER: ("starting etcd-online.target on h1, h2", 102.0, 1),
-        "h2": ("etcd member back; all 3 members healthy", 103.0, 1)}
+        "h2": ("etcd member back; all 3 members healthy", 103.0, 2)}
+    board.feed("starting kubernetes.target on h1, h2", 115.0)  # the hosts a cluster line names move on too
+    assert board.rows["h2"].step == board.rows["h1"].step == "starting kubernetes.target"
     from rich.console import Console
 
     console = Console(record=True, width=100)
@@ -40,7 +42,7 @@ def test_lines_go_to_their_host_and_the_rest_to_the_cluster_row() -> None:
     assert "kubesmith: 20s" in text
     rows = [line for line in text.splitlines() if re.match(r"\s*(h\d|cluster)\b", line)]
     assert [row.split()[0] for row in rows] == ["h1", "h2", "cluster"]  # hosts in order, the cluster last
-    assert re.search(r"h1\s+10s\s+etcd 91cfc58bf5b4 passed its trial", text), text
+    assert re.search(r"h1\s+5s\s+starting kubernetes.target", text), text
 
 
 def test_auto_is_lines_when_stderr_is_not_a_terminal() -> None:
@@ -82,7 +84,8 @@ def test_the_live_view_is_drawn_on_a_terminal_and_lines_elsewhere(tmp_path: Path
     text = plain(raw)
     assert not re.search(r"\[\d\d:\d\d:\d\d\] h1:", text)  # no timestamped lines on a terminal
     last = text[text.rfind("kubesmith:"):]  # the last frame stays on the screen
-    assert re.search(r"h1\s+\d+s\s+etcd member back", last) and re.search(r"h2\s+\d+s\s+uploading 3 files", last), last
+    assert re.search(r"h1\s+\d+s\s+etcd member back", last), last
+    assert re.search(r"h2\s+\d+s\s+starting kubernetes.target", last), last
     assert "starting kubernetes.target on h1, h2" in last
 
 

@@ -23,6 +23,7 @@ Mode = Literal["auto", "live", "lines", "quiet"]
 Say = Callable[[str], None]
 CLUSTER = "cluster"
 HOST_LINE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,62}): (?P<what>.+)$", re.DOTALL)
+HOSTS_AT_END = re.compile(r"^(?P<what>.+) on (?P<hosts>[A-Za-z0-9][A-Za-z0-9.-]*(?:, [A-Za-z0-9][A-Za-z0-9.-]*)*)$")
 
 
 @dataclass(slots=True)
@@ -42,8 +43,18 @@ class Board:
     rows: dict[str, Row] = field(default_factory=dict)
 
     def feed(self, line: str, now: float) -> None:
+        """A host's line goes to its row; a cluster line to the cluster's, and to the rows of the hosts
+        it ends with (`starting etcd-online.target on h1, h2`), so no row shows a step long done."""
         matched = HOST_LINE.match(line)
-        name, what = (matched["host"], matched["what"]) if matched else (CLUSTER, line)
+        if matched:
+            self._set(matched["host"], matched["what"], now)
+            return
+        self._set(CLUSTER, line, now)
+        named = HOSTS_AT_END.match(line)
+        for name in named["hosts"].split(", ") if named else ():
+            self._set(name, named["what"], now)  # type: ignore[index]
+
+    def _set(self, name: str, what: str, now: float) -> None:
         row = self.rows.get(name)
         if row is None:
             self.rows[name] = Row(what, now)
