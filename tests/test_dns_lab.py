@@ -80,13 +80,18 @@ def pod_manifest(name: str, namespace: str) -> dict[str, Any]:
                                      "command": ["/bin/busybox", "sleep", "3600"]}]}}
 
 
+# the spec's nodes: `images import` reaches those, not a node another module joined with a token (h4)
+SPEC_NODES = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["h1", "h2", "h3"]}]}]}}}
+
+
 def workload_manifests() -> list[dict[str, Any]]:
     """In dns-a: two web pods behind Service `web` and headless `web-headless`, and a client; a client in dns-b."""
     labels = {"app": "web"}
     web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "dns-a"},
            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
                "metadata": {"labels": labels},
-               "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+               "spec": {"terminationGracePeriodSeconds": 1, "affinity": SPEC_NODES, "containers": [{
                    "name": "web", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
                    "command": ["/bin/busybox", "sh", "-c", "mkdir -p /www && exec /bin/busybox httpd -f -p 8080 -h /www"]}]}}}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "dns-a"},
