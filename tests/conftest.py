@@ -32,7 +32,13 @@ SAVED_SETTINGS = pytest.StashKey[dict[str, str]]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """The machine's settings as the run found them, kept by the main process: under xdist a worker
-    that ends early must not put them back under the lab that the other worker still runs."""
+    that ends early must not put them back under the lab that the other worker still runs. The real
+    CoreDNS goes on PATH, where kubesmith finds it to build the cluster DNS image (as a user's would)."""
+    from k8s_support import coredns_dir
+
+    found = coredns_dir()
+    if found is not None and str(found) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{found}{os.pathsep}{os.environ.get('PATH', '')}"
     if not hasattr(config, "workerinput"):
         proc_sys = Path("/proc/sys")
         config.stash[SAVED_SETTINGS] = {name: (proc_sys / name).read_text() for name in MACHINE_SETTINGS
@@ -48,13 +54,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # The lab tests are the suite's critical path, and much of their time is waiting (trials, reboots,
-# restarts) that other work can fill. So they run on up to three labs, a worker and a lab of four
-# hosts each (a lab's hosts are one pytest process's own): `lab` and `lab2` from the start, beside
-# the local tests, and `lab3` on whichever worker is done with its group first (xdist hands a
-# worker a further group only when it has at most two tests left, and orders groups by size:
-# `lab2` must keep more tests than `lab3`). A module not named here runs on the first lab.
+# restarts) that other work can fill. So they run on three labs, a worker and a lab of four hosts
+# each (a lab's hosts are one pytest process's own): `lab` and `lab2` from the start, beside the
+# local tests, and `lab3` on the local tests' worker once they are done (xdist hands a worker a
+# further group only when it has at most two tests left, and orders groups by size: `lab2` must
+# keep more tests than `lab3`). The split keeps the three about even (docs/testing.md has the
+# figures); a module not named here runs on the first lab.
 LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2",
-                 "test_upgrade_lab": "lab3"}
+                 "test_dns_lab": "lab3", "test_upgrade_lab": "lab3"}
 
 
 def xdist_group(item: pytest.Item) -> str:

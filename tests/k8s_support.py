@@ -42,6 +42,19 @@ def older_binaries() -> Path:
 
 
 @cache
+def coredns_dir() -> Path | None:
+    """The directory of the real static CoreDNS 1.13.1 (`install.sh --coredns`), which kubesmith builds
+    the cluster DNS image from; None where the installer is missing."""
+    if given := os.environ.get("KUBESMITH_COREDNS_DIR"):
+        return Path(given)
+    if not INSTALLER.exists():
+        return None
+    result = subprocess.run(["bash", str(INSTALLER), "--coredns"], capture_output=True, text=True, timeout=600,
+                            check=False)
+    return Path(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 and result.stdout.strip() else None
+
+
+@cache
 def real_release() -> str:
     """The release the binaries report (`Kubernetes v1.36.2` -> `1.36.2`)."""
     out = subprocess.run([str(real_binaries() / "kube-apiserver"), "--version"], capture_output=True, text=True,

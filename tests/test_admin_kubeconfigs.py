@@ -4,6 +4,7 @@ through a ClusterRoleBinding (revocable), super-admin.conf is system:masters, ro
 
 from __future__ import annotations
 
+import yaml
 from cryptography.x509.oid import NameOID
 
 from conftest import kubesmith
@@ -23,16 +24,21 @@ def test_admin_is_a_bound_group_and_super_admin_the_only_system_masters(tmp_path
             if conf:
                 assert (conf["mode"], conf["owner"], conf["group"]) == ("0600", "root", "root")
         services = {service.name: service for service in host.services}
-        assert ("kubesmith-admins" in services) == control_plane
+        assert ("kubesmith-addons" in services) == control_plane  # the admins binding is an add-on
         if not control_plane:
             continue
         groups = {name: [a.value for a in cert_at(on_host(tmp_path / "out", host.name,
                          f"/etc/kubernetes/pki/{name}.crt")).subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
                   for name in ("admin", "super-admin")}
         assert groups == {"admin": [CLUSTER_ADMINS], "super-admin": ["system:masters"]}
-        step = services["kubesmith-admins"]
+        step = services["kubesmith-addons"]
         assert step.oneshot and step.wanted_by == "kube-apiserver-online.target"
-        assert step.argv == ("bootstrap-admins", "--kubeconfig", "/etc/kubernetes/super-admin.conf")
+        assert step.argv[:6] == ("addons", "apply", "--kubeconfig", "/etc/kubernetes/super-admin.conf", "--dir",
+                                 "/etc/kubernetes/addons")
+        binding = yaml.safe_load(on_host(tmp_path / "out", host.name, "/etc/kubernetes/addons/kubesmith-admins.yaml")
+                                 .read_text())
+        assert binding["items"] == [cluster_admins_binding()]
+        assert binding["items"][0]["metadata"]["labels"]["addonmanager.kubernetes.io/mode"] == "EnsureExists"
         assert any(probe.path == "/readyz" and probe.client_certificate == "super-admin"
                    for gate in step.gates for probe in gate.any_of)
     masters = {request.name for host in plan.hosts for request in host.certificates

@@ -85,3 +85,40 @@ def test_kubesmiths_checks_for_components_without_a_load_of_their_own(tmp_path: 
     assert verdict.problems[1] == f"{policy} does not parse: while parsing a flow mapping"
     assert verdict.problems[2] == f"{tmp_path / 'missing.crt'} (named by a flag of kube-apiserver) does not exist"
     assert "kube-apiserver's own load" not in verdict.checks
+
+
+def test_a_load_killed_by_a_signal_is_no_verdict_on_the_configuration(tmp_path: Path) -> None:
+    """systemd signals the agent's whole cgroup when an apply restarts the agent, dry loads included:
+    a load killed so must not reject (and so roll back) a configuration, as it once did in the lab.
+    A stand-in that kills itself: the real scheduler's load ends before a test could signal it."""
+    killed = tmp_path / "kube-scheduler"
+    killed.write_text("#!/bin/sh\nkill -TERM $$\n")
+    killed.chmod(0o755)
+    verdict = validate(_scheduler(tmp_path, ""), "kube-scheduler", killed, MINOR, registry(), timeout=60)
+    assert verdict.ok, verdict.problems
+    assert "kube-scheduler's own load interrupted (kube-scheduler killed by signal 15): its trial decides" \
+        in verdict.checks
+
+
+def test_a_load_reads_credentials_from_their_sources_not_from_systemds_copies(tmp_path: Path) -> None:
+    """The copies in /run/credentials/<unit>/ exist only while the unit runs; the keeper validates while
+    an apply restarts it. Seen in the lab: the scheduler's load failed on the missing copy of its
+    kubeconfig, and a good configuration (with its host's whole release) was rolled back."""
+    from kubesmith import layout
+    from kubesmith.agent.validate import scheduler_load
+    from kubesmith.plan.credentials import credential_name
+
+    kubeconfig = tmp_path / "scheduler.conf"
+    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
+    copy = layout.credential_path("kube-scheduler", credential_name(str(kubeconfig)))
+    assert not Path(copy).exists()  # as on a host while the unit restarts
+    config = tmp_path / "scheduler.yaml"
+    config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                      f"clientConnection: {{kubeconfig: {copy}}}\n")
+    argv = (f"--config={config}", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false")
+    scheduler = real_binaries() / "kube-scheduler"
+    assert any(copy in problem for problem in scheduler_load(scheduler, argv, 60))  # the copy itself: no load
+    component = ComponentConfig("kube-scheduler", argv, (str(config), str(kubeconfig)))
+    verdict = validate(component, "kube-scheduler", scheduler, MINOR, registry(), timeout=60)
+    assert verdict.ok, verdict.problems
+    assert "kube-scheduler's own load" in verdict.checks

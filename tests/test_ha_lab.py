@@ -91,10 +91,11 @@ def test_one_leader_each_and_a_new_one_soon_after_its_host_stops(cluster: Cluste
     try:
         moved = {name: poll(lambda: (lambda h: h if h not in (None, victim) else None)(
             leader(cluster, admin, name, witness)) if holders[name] == victim else holders[name], 60,
-            f"a new {name} leader") for name in LEADERS}  # the poll's bound fails it; timing decides nothing
+            f"a new {name} leader") for name in LEADERS}
         elapsed = time.monotonic() - stopped
         print(f"new leaders {moved} {elapsed:.1f}s after {victim} stopped")
         assert victim not in moved.values()
+        assert elapsed < 30, f"leadership took {elapsed:.1f}s to move"  # the bound, not a timing test
     finally:
         cluster.lab.ssh(victim, "systemctl start kubernetes.target", timeout=300)
     poll(lambda: status(cluster)["exit"] == 0, 180, "the cluster to be healthy again")
@@ -143,7 +144,8 @@ def test_render_writes_the_bytes_apply_wrote_on_each_host(cluster: Cluster, tmp_
         manifest = json.loads((out / host / "manifest.json").read_text())["files"]
         paths = [entry["path"] for entry in manifest]
         assert any(p.startswith("/etc/systemd/system/kube-apiserver") for p in paths)
-        assert "/usr/local/bin/kube-apiserver" in paths and "/usr/local/lib/kubesmith/runtime.tar.gz" in paths
+        assert "/usr/local/lib/kubesmith/releases/1.36.2/kube-apiserver" in paths  # as apply ships it
+        assert "/usr/local/lib/kubesmith/runtime.tar.gz" in paths
         on_host = dict(reversed(line.split()) for line in
                        cluster.lab.ssh(host, ["sha256sum", *paths]).stdout.splitlines())
         assert {entry["path"]: entry["sha256"] for entry in manifest} == on_host, host

@@ -1,6 +1,6 @@
 """kubesmith's packages form a one-way ladder: a module imports only from its own rung or below.
 
-Bottom to top (the README's "Where things live" says the same):
+Bottom to top (docs/design.md, "Design", says the same):
 
     base        layout, urls, fsutil, formats, ... ; versions (what each release accepts)
     transport   SSH, nothing else; lab (the test bed of nspawn hosts) stands beside it

@@ -110,8 +110,12 @@ def test_a_rebooted_host_runs_its_components_and_its_pod_again_without_a_manual_
         rebooted = cluster.kubectl(admin, "get", "node", host, "-o", "jsonpath={.status.nodeInfo.bootID}").stdout
         after = running_by_node(cluster, admin) if host in ready_nodes(cluster, admin) else None
         pod = (after or {}).get(host)
-        restarted = pod is not None and pod["status"]["containerStatuses"][0]["restartCount"] > \
-            before[host]["status"]["containerStatuses"][0]["restartCount"]
+        # graceful node shutdown stopped the pod (Failed) and its ReplicaSet replaced it: a new pod on
+        # h3 (the only node its anti-affinity leaves), or the same one restarted where shutdown was not graceful
+        restarted = pod is not None and (
+            pod["metadata"]["uid"] != before[host]["metadata"]["uid"]
+            or pod["status"]["containerStatuses"][0]["restartCount"]
+            > before[host]["status"]["containerStatuses"][0]["restartCount"])
         return pod if rebooted and rebooted != boot_id and restarted else None
 
     pod = poll(back, 180, f"{host} Ready again after its reboot, with its pod running again")

@@ -254,6 +254,51 @@ def test_pods_run_on_the_node_and_a_service_reaches_them_from_a_pod_and_from_the
     assert code == 0 and node["ready"] and node["pods_running"] >= 2 and node["pods"] >= node["pods_running"]
 
 
+def test_a_pod_resolves_a_service_by_name_through_the_cluster_dns(cluster: Run) -> None:
+    """CoreDNS (kubesmith's add-on, its image built here from the real 1.13.1 binary and imported) answers
+    for the cluster domain: a pod finds the Service of the pods test by its short and its full name. Its
+    pods run as non-root on a read-only root filesystem with NET_BIND_SERVICE only (asked of the API).
+    (After the pods test: its Service `hello` exists.)"""
+    def available() -> dict[str, Any] | None:
+        found = json.loads(cluster.kubectl("admin", "-n", "kube-system", "get", "deployment", "coredns", "-o",
+                                           "json").stdout or "{}")
+        return found if found.get("status", {}).get("availableReplicas", 0) >= 1 else None
+
+    deployment = poll(available, 180, "CoreDNS available")
+    assert deployment["spec"]["replicas"] == 1  # one node: one pod (a second would only hold up drains)
+    service = json.loads(cluster.kubectl("admin", "-n", "kube-system", "get", "service", "kube-dns", "-o", "json",
+                                         check=True).stdout)
+    assert service["spec"]["clusterIP"] == "10.32.0.10"
+    hello = cluster.kubectl("admin", "get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}", check=True).stdout
+    pod = json.loads(cluster.kubectl("admin", "get", "pods", "-l", "app=hello", "-o", "json", check=True).stdout
+                     )["items"][0]["metadata"]["name"]
+    tried: list[str] = []
+
+    def lookup(name: str, address: str) -> str | None:
+        """busybox nslookup applies the search path to names without a dot only; `ping` resolves through
+        the C library as applications do (search path and ndots:5), and prints the address first."""
+        command = ("nslookup", name) if "." not in name or name.endswith(".local") else ("ping", "-c", "1", "-W", "1",
+                                                                                          name)
+        answer = cluster.kubectl("admin", "exec", pod, "--", "/bin/busybox", *command)
+        tried.append(answer.stdout + answer.stderr)
+        return answer.stdout if f"Address: {address}" in answer.stdout or f"({address})" in answer.stdout else None
+
+    for name, address in (("hello", hello), ("hello.default.svc.cluster.local", hello),
+                          ("kubernetes.default", "10.32.0.1")):
+        try:
+            poll(lambda: lookup(name, address), 60, f"{name} to resolve")
+        except AssertionError:
+            logs = cluster.kubectl("admin", "-n", "kube-system", "logs", "deployment/coredns").stdout
+            raise AssertionError(f"{tried[-1]}\nCoreDNS: {logs[-2000:]}") from None
+    pods = json.loads(cluster.kubectl("admin", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o",
+                                      "json", check=True).stdout)["items"]
+    for item in pods:
+        context, (container,) = item["spec"]["securityContext"], item["spec"]["containers"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] != 0
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["capabilities"] == {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}
+
+
 def test_a_drain_honours_a_pod_disruption_budget_then_evicts_the_pods(cluster: Run) -> None:
     """`kubesmith node drain`, which apply runs when a node leaves the spec, against the real API
     server and controllers: while a PodDisruptionBudget allows no disruption the eviction is refused

@@ -100,6 +100,86 @@ def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
     lab_cluster.applied()
 
 
+# long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
+TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
+          "kube-proxy": 20}
+RELEASES = "/usr/local/lib/kubesmith/releases"
+# A stand-in for a broken build of kube-apiserver 1.36.2 (a real binary cannot be made to fail on demand):
+# it names its release, so preflight's binary-version check passes as it would for a build that fails
+# only when it runs, and it exits at every start.
+BROKEN_APISERVER = f"""#!/bin/sh
+case "$1" in --version) echo "Kubernetes v{NEW}"; exit 0;; esac
+echo "kube-apiserver: a broken build (tests/test_upgrade_lab.py)" >&2
+exit 1
+"""
+
+
+def with_trials(source: Path, directory: Path, name: str) -> Path:
+    """`source` with the configuration keeper on (short trials)."""
+    document = yaml.safe_load(source.read_text())
+    document["spec"]["components"]["agent"] = {"keepConfigs": True, "configTrials": TRIALS}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def broken_binaries(cluster: Cluster, directory: Path) -> Path:
+    """The 1.36.2 binaries with a kube-apiserver that does not come up."""
+    broken = directory / "broken-binaries"
+    broken.mkdir()
+    for entry in cluster.binaries.iterdir():
+        if entry.name != "kube-apiserver":
+            (broken / entry.name).symlink_to(entry)
+    (broken / "kube-apiserver").write_text(BROKEN_APISERVER)
+    (broken / "kube-apiserver").chmod(0o755)
+    return broken
+
+
+def every_trial_passed(cluster: Cluster) -> bool:
+    status = cluster.kubesmith("status", "--output", "json", timeout=300)
+    if status.returncode != 0:
+        return False
+    hosts = json.loads(status.stdout)["hosts"]
+    configs = [c for host in hosts for c in ((host.get("agent") or {}).get("configs") or [])]
+    return bool(configs) and all(c.get("phase") == "good" for c in configs)
+
+
+def test_a_failing_upgrade_puts_its_first_host_back_on_the_old_release_by_itself(
+        cluster_at_old: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """h1's new kube-apiserver does not come up: h1's agent puts its whole release back (the old binaries
+    are still there), apply names host, component and cause in one line, h2 and h3 are untouched."""
+    cluster, old_spec = cluster_at_old
+    kept = apply_with(cluster, with_trials(old_spec, tmp_path, "old-kept"), older_binaries())
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    poll(lambda: every_trial_passed(cluster), 300, "every first configuration graduated", interval=5)
+    others = {name: cluster.unit_state(name) for name in cluster.hosts if name != "h1"}
+
+    try:
+        failed = apply_with(cluster, with_trials(cluster.spec, tmp_path, "new-kept"),
+                            broken_binaries(cluster, tmp_path))
+        print(failed.stderr)
+        assert failed.returncode == 5, failed.stdout + failed.stderr
+        errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: h1: "), failed.stderr
+        assert "kube-apiserver's new configuration" in errors[0], errors[0]
+        assert "kube-apiserver exited" in errors[0] or "did not become ready" in errors[0], errors[0]  # the cause
+        assert f"h1 is back on Kubernetes {OLD}" in errors[0] and "uncordoned" in errors[0], errors[0]
+        assert "went back with it" in errors[0] and "kubelet" in errors[0], errors[0]
+        assert "  h2: untouched" in failed.stderr and "  h3: untouched" in failed.stderr, failed.stderr
+
+        assert component_releases(cluster) == {name: dict.fromkeys(COMPONENTS, OLD) for name in cluster.hosts}
+        assert cluster.lab.ssh("h1", f"ls {RELEASES}").stdout.split() == [OLD, NEW]  # both, until NEW graduates
+        assert {name: cluster.unit_state(name) for name in others} == others
+        poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 180, "the cluster healthy", interval=3)
+        admin = cluster.admin_kubeconfig(tmp_path)
+        cordoned = cluster.kubectl(admin, "get", "node", "h1", "-o", "jsonpath={.spec.unschedulable}")
+        assert cordoned.returncode == 0 and cordoned.stdout == "", cordoned.stdout + cordoned.stderr
+    finally:  # as the module found it (trials off), whatever failed above: the next test starts from there
+        back = apply_with(cluster, old_spec, older_binaries())
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert cluster.lab.ssh("h1", f"ls {RELEASES}").stdout.split() == [OLD]  # the abandoned upload is gone
+
+
 def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_at_old: tuple[Cluster, Path],
                                                                            tmp_path: Path) -> None:
     cluster, old_spec = cluster_at_old
@@ -154,11 +234,6 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
     downgrade = apply_with(cluster, old_spec, older_binaries())
     assert downgrade.returncode == 6 and "minor downgrade" in downgrade.stderr, downgrade.stderr
     assert {name: cluster.unit_state(name) for name in cluster.hosts} == units  # no host touched
-
-
-# long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
-TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
-          "kube-proxy": 20}
 
 
 def keeping_spec(cluster: Cluster, directory: Path, name: str, extra_args: dict[str, object]) -> Path:

@@ -70,3 +70,8 @@ def go_duration_ns(text: str) -> int:
         raise ValueError(f"{text!r} is longer than Go's longest duration ({GO_MAX_TEXT}, about 292 years): the "
                          "binary refuses it")
     return sign * int(total)
+
+
+def go_seconds(text: str) -> float:
+    """Seconds in a Go duration already checked by `check_go_duration` ("15s", "1m30s", "0")."""
+    return go_duration_ns(text) / 1e9

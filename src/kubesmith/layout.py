@@ -11,8 +11,15 @@ CONFIG = f"{ETC}/config"  # component configuration documents
 KUBESMITH_ETC = "/etc/kubesmith"
 LIB = "/var/lib"
 LOG = "/var/log/kubernetes"
-BIN = "/usr/local/bin"
+BIN = "/usr/local/bin"  # kubesmith's wrapper, etcd and its tools (etcd is versioned on its own)
+# Each Kubernetes release's binaries in a directory of their own, which the units name: a host keeps the
+# release it ran before an upgrade beside the new one, so the agent's rollback of a unit (part of every
+# configuration checkpoint) goes back to a binary that is still there, with no upload in between.
+RELEASES = "/usr/local/lib/kubesmith/releases"
+RELEASE_BINARIES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                              "kubectl"})
 HOST_PYTHON = "/usr/bin/python3"  # what kubesmith's runtime on a host runs (its wrapper's #! line)
+LEGACY_RELEASE = "unversioned"  # a host applied before RELEASES: its Kubernetes binaries are in BIN
 UNIT_DIR = "/etc/systemd/system"
 CA_SERVICE_CONFIG = f"{KUBESMITH_ETC}/ca-service.json"
 CA_SERVICE_STATE = f"{LIB}/kubesmith/ca"  # the token store and replay memory
@@ -23,6 +30,21 @@ AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kub
 CONFIG_CHECKPOINTS = f"{LIB}/kubesmith/config"  # per component: checkpoints and the assigned/active/LKG records
 COMPONENTS_FILE = f"{KUBESMITH_ETC}/components.json"  # what makes up each component's configuration (agent)
 CREDENTIALS = "/run/credentials"  # systemd's per-unit copies of root-only files (LoadCredential=)
+
+
+def release_dir(version: str) -> str:
+    return f"{RELEASES}/{version}"
+
+
+def release_of(path: str) -> str | None:
+    """The release a shipped Kubernetes binary's path belongs to: `<RELEASES>/<version>/<name>` gives
+    the version, `<BIN>/<name>` LEGACY_RELEASE; None for any other path."""
+    if path.startswith(RELEASES + "/"):
+        version, _, name = path.removeprefix(RELEASES + "/").partition("/")
+        return version if version and name and "/" not in name else None
+    if path.startswith(BIN + "/") and path.removeprefix(BIN + "/") in RELEASE_BINARIES:
+        return LEGACY_RELEASE
+    return None
 
 
 def pki_path(relative: str) -> str:

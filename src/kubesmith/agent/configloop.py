@@ -5,7 +5,8 @@ What it keeps comes from `layout.COMPONENTS_FILE` (written beside the units: eac
 service name, binary, argv, configuration files and readiness probe, from the plan). A new
 configuration found on disk is validated first (`validate`); one that fails validation fails its
 trial at once and the last-known-good configuration is restored. Otherwise it runs on trial and
-graduates or is rolled back as `trial.decide` says.
+graduates or is rolled back as `trial.decide` says. A rollback to another Kubernetes release takes
+the host's other components back to that release too (`agent.hostrelease`).
 
 Health comes from the component's readiness probe (the same probe argument `kubesmith wait` and
 the units use) and its restart count; the restart count and the restart action come from a
@@ -27,8 +28,8 @@ from typing import Any, Protocol
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
-from kubesmith.agent import trial
-from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
+from kubesmith.agent import hostrelease, trial
+from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
 from kubesmith.agent.nodeconditions import NodeConditions
 from kubesmith.agent.report import Stopping, iso, locked_report
@@ -145,7 +146,45 @@ class Keeper:
             if outcome.decision.action not in ("none", "keep"):
                 self.store.collect(name)
             outcomes[name] = outcome
+        self._follow_releases(outcomes)
         return outcomes
+
+    def _follow_releases(self, outcomes: dict[str, Outcome]) -> None:
+        """A component rolled back to another release this pass takes the host's others with it
+        (`agent.hostrelease`): a host never keeps a kubelet of the release its API server left."""
+        for name, outcome in list(outcomes.items()):
+            active = outcome.records.active
+            if outcome.decision.action != "rollback" or active is None or active.failed is None:
+                continue
+            try:
+                back, failed = (hostrelease.release_of(self.store.load(name, digest))
+                                for digest in (active.hash, active.failed))
+            except CheckpointError as exc:
+                LOG.error("%s: cannot tell the release it went back to: %s", name, exc)
+                continue
+            if back is None or back == failed:
+                continue
+            cause = f"{name} {failed} failed its trial ({outcome.decision.reason}); the host goes back to {back}"
+            for other in self.components:
+                if other.config.name != name:
+                    outcomes[other.config.name] = self._follow(other, back, cause) or outcomes[other.config.name]
+
+    def _follow(self, component: Component, release: str, cause: str) -> Outcome | None:
+        """Send one component back to `release` unless it runs it already (or is no Kubernetes binary)."""
+        name = component.config.name
+        disk = snapshot(component.config, self.root)
+        if hostrelease.release_of(disk) in (None, release):
+            return None
+        target = hostrelease.checkpoint_of(self.store, name, release, self.store.records(name))
+        if target is None:
+            LOG.error("%s: no checkpoint of release %s to go back to with its host", name, release)
+            return None
+        carry_out(trial.follow_release(disk.hash, target, self.clock(), cause), self.store, name, self.root, None,
+                  self.host.restart)
+        self.watches[name] = Watch(self.clock())
+        self.store.collect(name)
+        LOG.warning("%s: back to %s with its host: %s", name, trial.short(target), cause)
+        return Outcome(self.store.records(name), trial.Decision("rollback", trial.FOLLOWED + cause))
 
     def _validated(self, component: Component, outcome: Outcome) -> Outcome:
         """Validate before use: an invalid new configuration fails its trial before it is relied on."""

@@ -267,6 +267,20 @@ def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, .
     raise ValueError(f"no effects for {decision.action} without a last-known-good record")
 
 
+FOLLOWED = "went back with its host's release: "  # a reason's prefix: the component did not fail itself
+
+
+def follow_release(on_disk: str, target: str, now: float, cause: str) -> tuple[Effect, ...]:
+    """Back to `target` (a checkpoint of the release another component of the host went back to),
+    whatever this component's own trial says: a host's release goes back as a whole, since a kubelet or
+    controller-manager newer than its host's API server breaks the skew policy. Write-ahead as a
+    rollback (`rolling-back` first, which the next pass finishes after a crash); `target` becomes
+    last-known-good too, so a later failure does not return to the release that failed."""
+    intent = Active(target, "rolling-back", now, failed=on_disk, reason=FOLLOWED + cause)
+    return (WriteActive(intent), WriteLastKnownGood(Record(target, now)), RestoreFiles(target), Restart(),
+            WriteActive(replace(intent, phase="rolled-back")))
+
+
 # ---- a roll-out waits for the verdict
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,16 @@ import json
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from kubesmith import layout
 from kubesmith.agent.checkpoints import ComponentConfig, on_root
+from kubesmith.plan.credentials import credential_name
 from kubesmith.versions.registry import VersionRegistry
 
 DRY_LOAD_SECONDS = 30.0
@@ -62,9 +65,50 @@ def validate(config: ComponentConfig, binary: str, executable: Path | None, mino
     problems = [*check_flags(binary, config.argv, minor, registry), *check_files(config, root)]
     checks = [f"flags of {binary} {minor}", "files"]
     if executable is not None and binary in DRY_LOADS and not problems:
-        problems += DRY_LOADS[binary](executable, config.argv, timeout)
-        checks.append(f"{binary}'s own load")
+        try:
+            with without_credentials(config, root) as argv:
+                problems += DRY_LOADS[binary](executable, argv, timeout)
+            checks.append(f"{binary}'s own load")
+        except Interrupted as exc:
+            checks.append(f"{binary}'s own load interrupted ({exc}): its trial decides")
     return Verdict(tuple(problems), tuple(checks))
+
+
+@contextmanager
+def without_credentials(config: ComponentConfig, root: Path = Path("/")) -> Iterator[tuple[str, ...]]:
+    """The argv for a dry load, reading the files systemd hands the component as credentials
+    (`plan.credentials`) from where they are kept, not from the copies in /run/credentials/<unit>/:
+    those exist only while the unit runs, and the keeper validates a new configuration while an apply
+    restarts it (a load then failed with "stat /run/credentials/...: no such file" and rolled back a good
+    configuration). A configuration document that names a copy is rewritten into a temporary file."""
+    copies = {layout.credential_path(config.name, credential_name(path)): path for path in config.paths}
+    with tempfile.TemporaryDirectory(prefix="kubesmith-validate-") as scratch:
+        yield tuple(_from_sources(argument, copies, config, root, Path(scratch)) for argument in config.argv)
+
+
+def _from_sources(argument: str, copies: dict[str, str], config: ComponentConfig, root: Path, scratch: Path) -> str:
+    for copy, source in copies.items():
+        argument = argument.replace(copy, source)
+    name, equals, value = argument.partition("=")
+    if not equals or value not in config.paths:
+        return argument
+    try:
+        text = on_root(root, value).read_text()
+    except (OSError, UnicodeDecodeError):
+        return argument
+    if not any(copy in text for copy in copies):
+        return argument
+    for copy, source in copies.items():
+        text = text.replace(copy, source)
+    rewritten = scratch / Path(value).name
+    rewritten.write_text(text)
+    return f"{name}={rewritten}"
+
+
+class Interrupted(Exception):
+    """A dry load was killed by a signal: systemd signals the agent's whole cgroup when it stops or
+    restarts the agent (an apply that changes the components file does), and a load killed then says
+    nothing about the configuration. Rejecting it would roll back a good configuration."""
 
 
 def flag_name(argument: str) -> str | None:
@@ -110,6 +154,8 @@ def _run(command: list[str], timeout: float) -> tuple[int | None, str]:
         return None, ""
     except OSError as exc:
         return -1, f"cannot run {command[0]}: {exc.strerror}"
+    if done.returncode < 0:
+        raise Interrupted(f"{Path(command[0]).name} killed by signal {-done.returncode}")
     return done.returncode, done.stderr + done.stdout
 
 

@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith import fsutil
 from kubesmith.apiclient import ApiError, Credentials, api_request
+from kubesmith.modules import addons
 from kubesmith.pki import documents, keys
-from kubesmith.pki.certlist import CLUSTER_ADMINS
 from kubesmith.pki.issue import new_leaf
 from kubesmith.pki.store import PkiError, PkiStore, check_owner, store_root, utc_now
 from kubesmith.plan.model import CertificateRequest, Plan
@@ -138,11 +138,8 @@ class ClusterAccess:
 
 
 def cluster_admins_binding() -> dict[str, Any]:
-    """admin.conf's group to cluster-admin (kubeadm 1.29+'s kubeadm:cluster-admins, under kubesmith's name)."""
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": CLUSTER_ADMINS, "labels": {"app.kubernetes.io/managed-by": "kubesmith"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": CLUSTER_ADMINS}]}
+    """admin.conf's group to cluster-admin: the add-on step's own object (`modules.addons`)."""
+    return addons.cluster_admins_binding()
 
 
 def bind_cluster_admins(kubeconfig: Path, timeout: float = 10.0) -> bool:

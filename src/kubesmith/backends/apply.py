@@ -33,14 +33,15 @@ from pathlib import Path
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from kubesmith import layout
-from kubesmith.backends import etcd_members, preflight, removal, rollout, runtime_bundle, upgrade
+from kubesmith.backends import etcd_members, preflight, releases, removal, rollout, runtime_bundle, upgrade
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
-from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions
+from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, for_release
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
+from kubesmith.modules import addons
 from kubesmith.plan.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.plan.history import History
@@ -48,7 +49,7 @@ from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.skew import Verdict
 from kubesmith.spec.model import Cluster
-from kubesmith.transport.ssh import SshOptions, SshTransport
+from kubesmith.transport.ssh import SshOptions, SshTransport, TransportError
 from kubesmith.versions.registry import VersionRegistry
 
 HASH_CACHE = "/var/lib/kubesmith/hashes.json"  # inspect reads a file again only when its stat changed
@@ -109,6 +110,7 @@ class HostState:
     existing_users: frozenset[str]
     changes: HostChanges
     leftovers: tuple[str, ...] = ()  # temp files and directories of an interrupted upload or unpack
+    kept: releases.Kept | None = None  # the release kept beside this apply's, and stale ones (`releases`)
 
 
 @dataclass(slots=True)
@@ -123,10 +125,11 @@ class ApplyReport:
 
 
 def desired_files(plan: Plan, state_dir: Path, binaries: Binaries, bundle: runtime_bundle.RuntimeBundle,
-                  hosts: Sequence[str] | None = None, units: UnitOptions = UnitOptions()) -> dict[str, list[AnyHostFile]]:
+                  hosts: Sequence[str] | None = None, units: UnitOptions | None = None
+                  ) -> dict[str, list[AnyHostFile]]:
     """Everything each selected host must hold, by host name: the rendered tree, which is what
-    `kubesmith render --binaries DIR --runtime` writes."""
-    shipped = Shipped(binaries.paths, runtime_bundle.host_files(bundle), units)
+    `kubesmith render --binaries DIR --runtime` writes (Kubernetes binaries in their release's directory)."""
+    shipped = Shipped(binaries.paths, runtime_bundle.host_files(bundle), units or for_release(plan.kubernetes_version))
     rendered = bundles(plan, state_dir, list(hosts) if hosts else None, shipped)
     return {name: list(files) for name, files in rendered.items()}
 
@@ -137,21 +140,25 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
     (binaries not given to a live plan), neither compared nor counted as removed."""
     address = host.address
     names = " ".join(shlex.quote(user.name) for user in host.users)
-    python, current, manifest, users, installed, temps = await asyncio.gather(  # independent: one round trip
+    python, current, manifest, users, installed, temps, listing = await asyncio.gather(  # independent: one round trip
         transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
         transport.hashes(address, [f.path for f in files], HASH_CACHE),
         transport.run(address, f"cat {layout.APPLIED_MANIFEST} 2>/dev/null || true"),
         transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
                       if names else "true"),
         transport.run(address, runtime_bundle.inspect_command()),
-        transport.stale_temps(address, [str(Path(f.path).parent) for f in files]))
+        transport.stale_temps(address, [str(Path(f.path).parent) for f in files]),
+        transport.run(address, releases.LIST_COMMAND))
     if python.stdout.strip() != bundle.python:
         found = python.stdout.strip() or "no python3"
         raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
     kept = await keep_renewed(transport, host, files, current)
     renewed = frozenset(mine.path for mine, theirs in zip(files, kept) if mine is not theirs)
     files = kept
-    previous: dict[str, str] = json.loads(manifest.stdout).get("files", {}) if manifest.stdout.strip() else {}
+    document = json.loads(manifest.stdout) if manifest.stdout.strip() else {}
+    keeping = releases.kept(document, host_release(files), releases.listed(listing.stdout))
+    previous: dict[str, str] = {path: digest for path, digest in document.get("files", {}).items()
+                                if path not in keeping.files}  # the kept release is neither removed nor redone
     existing = frozenset(users.stdout.split())
     changes = diff_host(host, files, current, previous, existing, frozenset(unseen))
     runtime, unpack_leftovers = runtime_bundle.parse_inspection(installed.stdout)
@@ -159,7 +166,15 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
     kept_previous = {path: digest for path, digest in previous.items() if path not in unseen}
     changes = dataclasses.replace(changes, redo=redo(files, current, kept_previous, changes,
                                                      runtime == bundle.sha256, leftovers, renewed))
-    return HostState(host, tuple(files), current, previous, existing, changes, leftovers)
+    if keeping.stale:
+        changes = dataclasses.replace(changes, redo=(*changes.redo, "stale-releases"))
+    return HostState(host, tuple(files), current, previous, existing, changes, leftovers, keeping)
+
+
+def host_release(files: Sequence[AnyHostFile]) -> str:
+    """The release whose binaries this apply puts on the host ("" when it ships none)."""
+    return next((release for f in files if (release := layout.release_of(f.path)) not in (None, layout.LEGACY_RELEASE)),
+                "")
 
 
 def redo(files: Sequence[AnyHostFile], current: dict[str, str | None], previous: dict[str, str],
@@ -222,7 +237,9 @@ def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
         return True
     if path in service.needs_files or path in service.watch_files:
         return True
-    return any(path in argument for argument in service.argv)
+    # a file in a directory named by an argument (images to import, add-ons to apply) matters too
+    return any(path in argument or path.startswith(argument.rstrip("/") + "/")
+               for argument in service.argv if argument.startswith("/") or path in argument)
 
 
 async def change_host(transport: SshTransport, state: HostState, bundle: runtime_bundle.RuntimeBundle,
@@ -236,6 +253,8 @@ async def change_host(transport: SshTransport, state: HostState, bundle: runtime
     if state.leftovers:
         await phases.run(name, "cleanup", _must(transport, state, "rm -rf -- " + " ".join(map(shlex.quote,
                                                                                              state.leftovers))))
+    if state.kept is not None and state.kept.stale:  # first: at most two releases on a host
+        await phases.run(name, "cleanup", _must(transport, state, releases.remove_command(state.kept.stale)))
     if users_file or changes.users:
         await phases.run(name, "users", _users(transport, state, users_file))
     rest = [f for f in upload if f not in users_file]
@@ -387,8 +406,11 @@ async def failed_units_report(transport: SshTransport, host: HostPlan) -> str:
 
 
 async def record(transport: SshTransport, state: HostState, cluster: str) -> None:
-    """The manifest of what this apply put on the host, and for which cluster (reset checks it)."""
-    manifest = {"cluster": cluster, "files": {f.path: f.sha256 for f in state.files}}
+    """The manifest of what this apply put on the host, and for which cluster (reset checks it); with the
+    release it runs and the one kept beside it (their files too, so a later apply removes them)."""
+    kept = state.kept
+    files = {**(kept.files if kept else {}), **{f.path: f.sha256 for f in state.files}}
+    manifest = {"cluster": cluster, **(kept.manifest_fields() if kept else {}), "files": files}
     data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     await transport.upload(state.plan.address, [HostFile(layout.APPLIED_MANIFEST, 0o600, "root", "root", data)])
 
@@ -433,8 +455,36 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
         await _roll_wave(transport, [by_name[host.name] for host in wave], bundle, progress, deadline, report.timings,
                          phases, membership, plan.cluster, plan if upgrading else None)
     phases.done.update(phases.hosts)
+    mark = clock()
+    await keep_addons(transport, plan, files, progress, deadline)
+    report.timings["addons"] = clock() - mark
     report.timings["total"] = clock() - started
     return report
+
+
+async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, list[HostFile]],
+                      progress: Progress, deadline: float) -> None:
+    """The add-on step once more, on the first control-plane host this apply reached, now that every
+    node runs: every apply puts back hand edits of `Reconcile` objects and waits for the roll-outs."""
+    host = next((h for h in plan.hosts if h.name in files and any(s.name == addons.SERVICE for s in h.services)),
+                None)
+    if host is None:
+        return
+    step = next(s for s in host.services if s.name == addons.SERVICE)
+    # roll-outs need nodes: with none in the spec yet (they join later), the objects are applied only
+    nodes = [h.name for h in plan.hosts if "node" in h.roles and h.name in files]  # they got their images
+    wait = ("--wait", "--node-wait", f"{addons.APPLY_NODE_WAIT:g}") if any("node" in h.roles for h in plan.hosts) \
+        else ()
+    wait += tuple(part for name in nodes for part in ("--label-node", name))
+    command = " ".join(shlex.quote(part) for part in (UnitOptions().kubesmith, *step.argv, *wait))
+    progress(f"{host.name}: applying the add-ons")
+    result = await transport.run(host.address, command, timeout=deadline + 420)  # beyond the rollout deadline
+    if not result.ok:
+        raise ApplyError(f"{host.name}: the add-ons step ({step.name}) failed: "
+                         f"{(result.stderr or result.stdout).strip()[-800:]}")
+    for line in result.stderr.strip().splitlines():
+        if line and not line.startswith("add-ons of "):
+            progress(f"{host.name}: {line}")
 
 
 def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:
@@ -474,8 +524,9 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     if tried:
         await settled(phases, wave, lambda state: phases.run(state.plan.name, "restart",
                                                              _restart_changed(transport, state)))
-        passed = await settled(phases, tried, lambda state: phases.run(state.plan.name, "trial", rollout.await_trials(
-            transport, state.plan, trials[state.plan.name], since[state.plan.name])))
+        passed = await settled(phases, tried, lambda state: phases.run(state.plan.name, "trial", _trial(
+            transport, state, trials[state.plan.name], since[state.plan.name], deadline, draining,
+            via if state in nodes else None)))
         for state, components in zip(tried, passed):
             progress(f"{state.plan.name}: {components} passed {'its' if ',' not in components else 'their'} "
                      f"trial; now last-known-good")
@@ -490,6 +541,34 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
             transport, via, state.plan.name)))
         progress(f"{', '.join(state.plan.name for state in nodes)}: upgraded, Ready and uncordoned")
     phases.done.update(state.plan.name for state in wave)
+
+
+async def _trial(transport: SshTransport, state: HostState, components: Sequence[str], since: float, deadline: float,
+                 upgrading: Plan | None, via: HostPlan | None) -> str:
+    """Wait for the host's trials. In an upgrade, a failed one has sent the whole host back to the release
+    it ran (the agent, `agent.hostrelease`): once it is ready again it is uncordoned, as it was before."""
+    try:
+        return await rollout.await_trials(transport, state.plan, components, since)
+    except rollout.TrialFailed as exc:
+        if upgrading is None:
+            raise
+        back = await _back_on_release(transport, state, str(exc), deadline, upgrading, via)
+        raise rollout.TrialFailed(back) from None
+
+
+async def _back_on_release(transport: SshTransport, state: HostState, failure: str, deadline: float, upgrading: Plan,
+                           via: HostPlan | None) -> str:
+    """The failure's line, with where the host is now: its previous release, ready (and uncordoned) or not."""
+    name, old = state.plan.name, state.kept.previous if state.kept else None
+    where = f"Kubernetes {old}" if old and old != layout.LEGACY_RELEASE else "its previous release"
+    try:
+        await _start_target(transport, state, "kubernetes.target", deadline)
+        if via is not None:
+            await upgrade.uncordon_node(transport, via, name)
+        now = ", ready" + (" and uncordoned" if via is not None else "")
+    except (StepError, TransportError) as exc:
+        now = f", not ready yet{', still cordoned' if via is not None else ''} ({str(exc).splitlines()[0]})"
+    return f"{failure}; {name} is back on {where}{now}; the upgrade to {upgrading.kubernetes_version} stopped there"
 
 
 async def _etcd_healthy(transport: SshTransport, state: HostState, progress: Progress) -> None:

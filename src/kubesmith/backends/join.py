@@ -133,6 +133,9 @@ async def obtain(options: JoinOptions, requests: tuple[CertificateRequest, ...],
     return ca_pem, issued
 
 
+ARCHIVES_OF_THE_OPERATOR = ("image-archive", "coredns-image")  # built or read where apply runs, not on a node
+
+
 def own_files(options: JoinOptions) -> tuple[dict[str, bytes], tuple[str, ...]]:
     """The plan's files that need no certificate (documents, the sandbox image), made before any is
     asked for, so that a node that cannot make one wastes no issuance; and the image archives of the
@@ -147,7 +150,7 @@ def own_files(options: JoinOptions) -> tuple[dict[str, bytes], tuple[str, ...]]:
                 made[file.path] = pause_archive(image_cache_dir())
             except ImageError as exc:
                 raise JoinError(f"{file.path}: {exc}") from None
-        elif file.source.kind == "image-archive":
+        elif file.source.kind in ARCHIVES_OF_THE_OPERATOR:
             skipped.append(file.source.name)
     return made, tuple(skipped)
 
@@ -168,7 +171,7 @@ def files_to_write(options: JoinOptions, requests: tuple[CertificateRequest, ...
         for file in options.host_plan.files:
             if file.path in made:
                 pending.append(fsutil.Pending(_under(root, file.path), made[file.path], file.mode))
-            elif file.path not in written and not (file.source and file.source.kind == "image-archive"):
+            elif file.path not in written and not (file.source and file.source.kind in ARCHIVES_OF_THE_OPERATOR):
                 pending.append(fsutil.Pending(_under(root, file.path), _content(options, file, ca_pem, issued),
                                               file.mode))
     return pending

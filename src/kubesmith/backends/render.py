@@ -24,11 +24,12 @@ from typing import Any
 from kubesmith import fsutil, layout
 from kubesmith.agent.checkpoints import component_config
 from kubesmith.agent.configloop import Component
-from kubesmith.backends.systemd import UnitOptions, executable, unit_file_mode, unit_files
+from kubesmith.backends.systemd import UnitOptions, binary_path, executable, unit_file_mode, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import AnyHostFile, HostFile, StreamedFile, size_of
 from kubesmith.health.probespec import probe_argument
-from kubesmith.images import MAX_ARCHIVE_BYTES, ImageError, check_archive, image_cache_dir, pause_archive
+from kubesmith.images import (MAX_ARCHIVE_BYTES, ImageError, check_archive, coredns_archive, coredns_binary,
+                              image_cache_dir, pause_archive)
 from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
@@ -77,9 +78,11 @@ class RenderResult:
 
 
 def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None = None,
-           shipped: Shipped | None = Shipped(), notify: Notify = to_stderr) -> RenderResult:
+           shipped: Shipped | None = Shipped(), notify: Notify = to_stderr,
+           binaries: Mapping[str, Path] | None = None) -> RenderResult:
     """Issue what the PKI lacks, then write every selected host's bundle under `out_dir` (with its
     units; with binaries and runtime as `shipped` gives them; None: the plan's files alone).
+    `binaries`: where images are built from (coredns), when `shipped` names no binaries.
 
     A second render into the same `out_dir` waits for the first (`notify` says for which pid):
     each removes a killed run's temp files on start, which would be a live run's files."""
@@ -90,13 +93,14 @@ def render(plan: Plan, state_dir: Path, out_dir: Path, hosts: list[str] | None =
     fsutil.make_dirs(out_dir)
     waiting = lambda holder: notify(f"waiting for {holder}, which is rendering into {out_dir}")
     with fsutil.exclusive(out_dir / LOCK, waiting):
-        return _render_locked(plan, state_dir, out_dir, selected, shipped, notify)
+        return _render_locked(plan, state_dir, out_dir, selected, shipped, notify, binaries)
 
 
 def _render_locked(plan: Plan, state_dir: Path, out_dir: Path, selected: list[HostPlan],
-                   shipped: Shipped | None, notify: Notify) -> RenderResult:
+                   shipped: Shipped | None, notify: Notify, binaries: Mapping[str, Path] | None = None
+                   ) -> RenderResult:
     with PkiStore.open(store_root(state_dir), plan, notify=notify) as store:
-        certificates, files = _materialise(plan, selected, store, shipped)
+        certificates, files = _materialise(plan, selected, store, shipped, binaries)
     fsutil.remove_stale_temps(out_dir)
     written = unchanged = removed = 0
     pending: list[fsutil.Pending] = []
@@ -168,12 +172,14 @@ class _Context:
     # shares one configuration document between all hosts that have the same one (1,000 kubelets)
     images: dict[str, bytes] = field(default_factory=dict)  # built images by source name, built once
     archives: dict[tuple[str, str, int], StreamedFile] = field(default_factory=dict)  # operators' archives
+    binaries: Mapping[str, Path] = field(default_factory=dict)  # this machine's binaries (the coredns image's)
 
 
-def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped: Shipped | None = None
-                 ) -> tuple[list[Issued], dict[str, tuple[AnyHostFile, ...]]]:
+def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped: Shipped | None = None,
+                 binaries: Mapping[str, Path] | None = None) -> tuple[list[Issued], dict[str, tuple[AnyHostFile, ...]]]:
     certificates = store.issue((host.name, request) for host in selected for request in host.certificates)
-    ctx = _Context(plan, store, {(item.host, item.name): item for item in certificates})
+    ctx = _Context(plan, store, {(item.host, item.name): item for item in certificates},
+                   binaries=binaries or (shipped.binaries if shipped is not None else {}))
     files = {host.name: tuple(_rendered(ctx, host, file) for file in host.files) for host in selected}
     if shipped is not None:
         extra = _Extras(shipped)
@@ -194,7 +200,7 @@ class _Extras:
         files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
             if name not in self.binaries:  # one instance for every host: its sha256 is computed once
-                self.binaries[name] = HostFile(f"{self.shipped.units.bin_dir}/{name}", 0o755, "root", "root",
+                self.binaries[name] = HostFile(binary_path(name, self.shipped.units), 0o755, "root", "root",
                                                self.shipped.binaries[name].read_bytes())
             files.append(self.binaries[name])
         return (*files, *self.shipped.runtime)
@@ -276,7 +282,7 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
         return private if kind == "service-account-key" else public
     if kind == "kubeconfig":
         return _kubeconfig(ctx, host, options, path)
-    if kind == "sandbox-image":
+    if kind in ("sandbox-image", "coredns-image"):
         return _image(ctx, source, path)
     if kind == "encryption-config":
         secret = ctx.store.encryption_secret(source.name)
@@ -288,10 +294,14 @@ def _resolve(ctx: _Context, host: HostPlan, source: Source, path: str) -> bytes:
 
 
 def _image(ctx: _Context, source: Source, path: str) -> bytes:
-    """kubesmith's sandbox image, built here from source once."""
+    """kubesmith's own images (the sandbox's, CoreDNS's), built here once."""
     if source.name not in ctx.images:
         try:
-            ctx.images[source.name] = pause_archive(image_cache_dir())
+            if source.kind == "coredns-image":
+                binary = coredns_binary(dict(source.options).get("binary") or None, ctx.binaries)
+                ctx.images[source.name] = coredns_archive(binary, image_cache_dir())
+            else:
+                ctx.images[source.name] = pause_archive(image_cache_dir())
         except ImageError as exc:
             raise RenderError(f"{path}: {exc}") from None
     return ctx.images[source.name]

@@ -5,7 +5,8 @@ restarting at any moment, so etcd keeps its quorum and the API its other servers
 by `spec.rollout.maxUnavailable`. Each wave must be healthy before the next begins: its targets
 are active, and with `components.agent.keepConfigs` every restarted component passed its trial
 (`kubesmith config wait` on the host). A failed trial halts the roll-out: the host's agent already
-put its last-known-good configuration back, and the later waves are left untouched.
+put its last-known-good configuration back (in an upgrade, the whole host's previous release:
+`agent.hostrelease`), and the later waves are left untouched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubesmith import layout
-from kubesmith.agent.trial import TrialPolicy, short
+from kubesmith.agent.trial import FOLLOWED, TrialPolicy, short
 from kubesmith.backends.phases import StepError
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport
@@ -77,9 +78,20 @@ async def await_trials(transport: SshTransport, host: HostPlan, components: Sequ
         if not entry["decided"]:
             raise TrialFailed(f"{host.name}: {entry['component']}'s new configuration got no verdict within "
                               f"{timeout:.0f}s (is the host's kubesmith-agent running?)")
-        if not entry["passed"]:
-            back = (f"; the host runs its last-known-good configuration {short(entry['running'])} again"
-                    if entry["running"] else "; there was no last-known-good configuration to go back to")
-            raise TrialFailed(f"{host.name}: {entry['component']}'s new configuration {short(entry['hash'])} "
-                              f"failed its trial: {entry['reason']}{back}")
+    failed = [entry for entry in found if not entry["passed"]]
+    if failed:
+        raise TrialFailed(failure_line(host.name, failed))
     return ", ".join(f"{e['component']} {short(e['hash'])}" for e in found)
+
+
+def failure_line(host: str, failed: Sequence[dict[str, Any]]) -> str:
+    """One line for the failed trials of a host: the component that failed by itself and why; those that
+    went back with the host's release (`trial.FOLLOWED`) are only named."""
+    own = [entry for entry in failed if not str(entry["reason"]).startswith(FOLLOWED)]
+    followers = [entry["component"] for entry in failed if entry not in own]
+    entry = (own or failed)[0]
+    back = (f"; the host runs its last-known-good configuration {short(entry['running'])} again"
+            if entry["running"] else "; there was no last-known-good configuration to go back to")
+    also = f" ({', '.join(followers)} went back with it)" if own and followers else ""
+    return (f"{host}: {entry['component']}'s new configuration {short(entry['hash'])} failed its trial: "
+            f"{entry['reason']}{back}{also}")

@@ -69,13 +69,21 @@ HARDENING: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class UnitOptions:
-    """Where binaries live and how long gates and readiness checks may take."""
+    """Where binaries live and how long gates and readiness checks may take. `release_dir`: where the
+    Kubernetes binaries that apply ships live (`layout.release_dir`); None for binaries that are the
+    host's own in `bin_dir` (`kubesmith join`, where the operator installed them)."""
 
     bin_dir: str = layout.BIN
+    release_dir: str | None = None
     kubesmith: str = f"{layout.BIN}/kubesmith"
     gate_deadline: float = 300.0  # a gate failing this long fails the start; Restart= retries
     online_deadline: float = 300.0
     max_interval: float = 2.0
+
+
+def for_release(version: str) -> UnitOptions:
+    """The units of an apply that ships `version`'s binaries into their release's own directory."""
+    return UnitOptions(release_dir=layout.release_dir(version))
 
 
 def online_unit(service: Service) -> str:
@@ -227,8 +235,17 @@ def service_section(service: Service, host: HostPlan, options: UnitOptions) -> l
 
 
 def executable(service: Service, options: UnitOptions) -> str:
-    """Shipped binaries live in bin_dir; a binary named by its absolute path is the host's own."""
-    return service.binary if service.binary.startswith("/") else f"{options.bin_dir}/{service.binary}"
+    """Shipped binaries live in bin_dir or their release's directory; one named by its absolute path is
+    the host's own."""
+    return service.binary if service.binary.startswith("/") else binary_path(service.binary, options)
+
+
+def binary_path(name: str, options: UnitOptions) -> str:
+    """Where a shipped binary goes: a Kubernetes binary into its release's directory (so the unit names
+    the release, and a unit restored by a rollback names the release it ran), the others into bin_dir."""
+    if options.release_dir is not None and name in layout.RELEASE_BINARIES:
+        return f"{options.release_dir}/{name}"
+    return f"{options.bin_dir}/{name}"
 
 
 def directories(service: Service) -> list[tuple[str, str]]:
@@ -308,10 +325,11 @@ def target_unit(target: Target, host: HostPlan) -> str:
     present = {f"{t.name}.target" for t in host.targets}
     after = [name for name in target.after if name in present or not name.endswith("-online.target")]
     required = onlines + plain + children
+    loose = {f"{s.name}.service" for s in host.services if not s.holds_target}
     unit: list[tuple[str, str]] = [("Description", target.description)]
     unit += [("Wants", name) for name in required]
-    unit += [("Requisite", name) for name in required]
-    unit += [("After", name) for name in dict.fromkeys(required + after)]
+    unit += [("Requisite", name) for name in required if name not in loose]
+    unit += [("After", name) for name in dict.fromkeys(required + after) if name not in loose]
     return render_unit([
         ("Unit", unit),
         ("Install", [("WantedBy", target.wanted_by)] if target.wanted_by else []),

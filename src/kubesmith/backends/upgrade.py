@@ -3,8 +3,8 @@
 An upgrade is an apply whose spec names another `kubernetesVersion`. What runs is asked of the hosts,
 not of local state (which may be another machine's, or older than a halted apply): one command per
 host asks each component's running process (`/proc/PID/exe --version`, so a binary replaced on disk
-but not restarted yet still counts as the old release), or the installed binary when the service is
-stopped. The verdict (`kubesmith.skew`) and, for a change of release, the cluster's health are checked
+but not restarted yet still counts as the old release), or, when the service is stopped, the binary its
+unit names (in its release's directory, `layout.release_dir`). The verdict (`kubesmith.skew`) and, for a change of release, the cluster's health are checked
 before anything changes; a refusal is `UpgradeRefused` (exit 6, nothing changed).
 """
 
@@ -35,6 +35,8 @@ VERSIONS_COMMAND = (  # each component at once; a line is one short write, so an
     "for c in " + " ".join(ASKED) + "; do ( "
     "pid=$(systemctl show -p MainPID --value \"$c.service\" 2>/dev/null); "
     "if [ -n \"$pid\" ] && [ \"$pid\" != 0 ]; then exe=/proc/$pid/exe; state=running; "
+    f"elif exe=$(sed -n 's/^ExecStart=\\([^ ]*\\).*/\\1/p' {layout.UNIT_DIR}/$c.service 2>/dev/null) "
+    "&& [ -x \"$exe\" ]; then state=stopped; "  # the binary its unit names (the release's directory)
     f"elif [ -x {layout.BIN}/$c ]; then exe={layout.BIN}/$c; state=stopped; else exit 0; fi; "
     "echo \"$c $state $(\"$exe\" --version 2>&1 | tr '\\n' ' ' | cut -c1-200)\" ) & done; wait")
 

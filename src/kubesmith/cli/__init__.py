@@ -66,6 +66,8 @@ COMMANDS: dict[str, Entry] = {
                    on_hosts=True),
     "bootstrap-admins": Entry("kubesmith.cli.bootstrap_commands", "bootstrap_admins",
                               "Bind admin.conf's group to cluster-admin.", on_hosts=True),
+    "addons": Entry("kubesmith.cli.bootstrap_commands", "addons_group", "Keep the cluster's add-ons applied.",
+                    on_hosts=True),
 }
 
 

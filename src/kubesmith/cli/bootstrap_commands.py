@@ -1,4 +1,4 @@
-"""`kubesmith bootstrap-admins`: the step a control-plane host runs once its API answers."""
+"""`kubesmith addons apply` (and `bootstrap-admins`): the steps a control-plane host runs once its API answers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kubesmith.exitcodes import ExitCode
 def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     """Bind admin.conf's group (kubesmith:cluster-admins) to cluster-admin, unless the binding exists.
 
-    Run by the `kubesmith-admins` unit on control-plane hosts; deleting the binding takes admin.conf's
+    The `kubesmith-addons` step now creates it (an EnsureExists add-on); deleting the binding takes admin.conf's
     rights back (until this step runs again), which no change can do for super-admin.conf.
     """
     from kubesmith.apiclient import ApiError
@@ -31,3 +31,48 @@ def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     click.echo("created the cluster-admins binding" if created else "the cluster-admins binding exists", err=True)
+
+
+@click.group("addons", hidden=True)
+def addons_group() -> None:
+    """Keep the add-ons of a control-plane host applied (run by the `kubesmith-addons` unit and by apply)."""
+
+
+@addons_group.command("apply")
+@click.option("--kubeconfig", "kubeconfig", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="super-admin.conf (system:masters), which may apply any object.")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path),
+              metavar="DIR", help="The add-on files (one `List` of objects each).")
+@click.option("--wait", is_flag=True, help="Then wait for the Deployments and DaemonSets this run changed to roll out.")
+@click.option("--rollout-deadline", type=Duration(minimum=0), default="5m", show_default=True,
+              help="How long --wait waits.")
+@click.option("--node-wait", type=Duration(minimum=0), default="0s", show_default=True,
+              help="How long to wait for the Nodes to label (`*.labels.json`) to be registered.")
+@click.option("--label-node", "label_nodes", multiple=True, metavar="NAME",
+              help="A node to label as the `*.labels.json` files say, besides the ones they name (repeatable).")
+@click.option("--timeout", type=Duration(minimum=0.1), default="20s", show_default=True,
+              help="How long each API call may take.")
+def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline: float, node_wait: float,
+                 label_nodes: tuple[str, ...], timeout: float) -> None:
+    """Server-side apply every add-on object (field manager `kubesmith`), prune the ones no add-on has.
+
+    `Reconcile` objects are put back as the files say; `EnsureExists` ones only created when absent.
+    """
+    import asyncio
+
+    import yaml
+
+    from kubesmith.apiclient import ApiError, Credentials
+    from kubesmith.backends.addons import apply_addons
+
+    if not kubeconfig.is_file():
+        fail(f"{kubeconfig}: no such file", ExitCode.IO_ERROR)
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    try:
+        asyncio.run(apply_addons(Credentials.of_kubeconfig(kubeconfig), directory,
+                                rollout_deadline if wait else None, say, timeout, node_wait, label_nodes))
+    except ApiError as exc:
+        fail(str(exc), ExitCode.FAILED)
+    except (OSError, yaml.YAMLError) as exc:
+        fail(f"{directory}: {getattr(exc, 'strerror', None) or exc}", ExitCode.IO_ERROR)
+    say(f"add-ons of {directory} applied")

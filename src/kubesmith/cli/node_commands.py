@@ -216,3 +216,15 @@ def node_delete(node: str, kubeconfig: Path, server: str | None) -> None:
     from kubesmith.backends.drain import delete_node
 
     _say(f"{node}: Node deleted" if _on_node(delete_node, node, kubeconfig, server) else f"{node}: no such Node")
+
+
+@node_group.command("shutdown-delay", hidden=True)
+@click.option("--seconds", type=DURATION_OR_ZERO, required=True, help="The kubelet's shutdownGracePeriod.")
+@click.option("--deadline", type=DURATION_OR_ZERO, default="10s", show_default=True,
+              help="How long to wait for logind to take the new setting.")
+def shutdown_delay_command(seconds: float, deadline: float) -> None:
+    """Have logind allow the kubelet's shutdown delay before the kubelet starts (its ExecStartPre)."""
+    from kubesmith.node.logind import ensure_inhibit_delay
+
+    if ensure_inhibit_delay(seconds, deadline, lambda line: click.echo(line, err=True)):
+        click.echo(f"logind allows {seconds:g}s of shutdown delay", err=True)

@@ -14,6 +14,7 @@ import click
 from cryptography import x509
 
 from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
+from kubesmith.backends.systemd import for_release
 from kubesmith.cli.common import (emit_json, fail, hosts_option, load_plan_or_fail, load_spec_or_fail,
                                   out_dir_option, output_option, report_problems, require_ssh_files, spec_argument,
                                   ssh_flags)
@@ -74,7 +75,7 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
         selected = list(hosts) or [host.name for host in plan.hosts]
         binaries = checked_binaries(plan, binaries_dir, selected).paths if binaries_dir is not None else {}
         runtime = host_files(build_bundle(state / "cache")) if with_runtime else []
-        shipped = Shipped(binaries, runtime)
+        shipped = Shipped(binaries, runtime, for_release(plan.kubernetes_version))  # as apply ships them
     with _user_errors():
         result = render_plan(plan, state, Path(out_dir), list(hosts) or None, shipped)
     for item in result.issued:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from kubesmith.backends.render import RenderError, render as render_plan
+from kubesmith.binaries import binary_paths
 from kubesmith.backends.preflight import PreflightError
 from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
 from kubesmith.backends.ssh_settings import ssh_options
@@ -54,7 +55,7 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
     try:
         options = RunOptions(state, binaries, gate_deadline, ready_deadline)
         preflight_host(plan, host_name, options, ignore_preflight)
-        render_plan(plan, state, state / "rendered", [host_name])
+        render_plan(plan, state, state / "rendered", [host_name], binaries=binary_paths(binaries))
         run_host(plan, host_name, options, line_printer())
     except PreflightError as exc:
         preflight_failed(exc.failures)

@@ -11,6 +11,7 @@ Grammar (a URL; query values are percent-encoded file paths)::
     http://HOST:PORT/PATH
     tcp://HOST:PORT
     etcd://HOST:PORT[/PATH]?ca=FILE&cert=FILE&key=FILE     (GET /health over TLS, body health=true)
+    dns://HOST:PORT/NAME                                    (an A query for NAME over UDP answers)
 
 Relative FILE values are resolved against the PKI directory (`--pki-dir`, default
 /etc/kubernetes/pki), so units stay short and a supervisor running under a state
@@ -29,8 +30,8 @@ from kubesmith.pki.certlist import authority
 from kubesmith.plan.model import HostPlan, Probe
 from kubesmith.urls import url_host
 
-Scheme = Literal["https", "http", "tcp", "etcd"]
-SCHEMES: tuple[str, ...] = ("https", "http", "tcp", "etcd")
+Scheme = Literal["https", "http", "tcp", "etcd", "dns"]
+SCHEMES: tuple[str, ...] = ("https", "http", "tcp", "etcd", "dns")
 QUERY_KEYS = ("ca", "cert", "key", "servername")
 
 
@@ -101,7 +102,7 @@ def parse_probe(argument: str) -> ProbeSpec:
     if not parts.hostname or port is None:
         raise ProbeSyntaxError(f"{argument!r}: expected {parts.scheme}://HOST:PORT")
     query = _query(argument, parts.query)
-    if parts.scheme in ("http", "tcp") and set(query) - {"servername"}:
+    if parts.scheme in ("http", "tcp", "dns") and set(query) - {"servername"}:
         raise ProbeSyntaxError(f"{argument!r}: {parts.scheme} probes take no TLS credentials")
     if (query.get("cert") is None) != (query.get("key") is None):
         raise ProbeSyntaxError(f"{argument!r}: cert= and key= go together")

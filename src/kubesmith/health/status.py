@@ -30,6 +30,7 @@ from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe, pro
 from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 from kubesmith.layout import RunPaths
 from kubesmith.modules.api_load_balancer import STATS_PATH, ApiLoadBalancerModule, backend_states
+from kubesmith.modules.core_dns import IMAGE_FILE as DNS_IMAGE_FILE
 from kubesmith.plan.model import HostPlan, Plan, Service
 
 
@@ -135,6 +136,18 @@ class NodeState:
     reason: str
     pods_running: int = 0
     pods: int = 0
+    dns_pods_ready: int = 0  # CoreDNS pods on this node that are Ready
+    dns_pods: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DnsState:
+    """The cluster DNS as this node sees it: a lookup of the `kubernetes` Service through the DNS
+    Service's address (kube-proxy sends it to a CoreDNS pod), and the CoreDNS pods here."""
+
+    ready: bool
+    reason: str
+    latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +160,7 @@ class HostStatus:
     agent: AgentReport | None = None
     node: NodeState | None = None
     problem: str | None = None  # the host could not be reached: every answer below is "host not reached"
+    dns: DnsState | None = None
 
     @property
     def healthy(self) -> bool:
@@ -154,7 +168,8 @@ class HostStatus:
             return False
         etcd_ok = self.etcd_error is None and (self.etcd_leader is not None or not self.etcd_members)
         node_ok = self.node is None or self.node.ready
-        return all(c.ready and c.running is not False for c in self.components) and etcd_ok and node_ok
+        dns_ok = self.dns is None or self.dns.ready
+        return all(c.ready and c.running is not False for c in self.components) and etcd_ok and node_ok and dns_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +247,22 @@ def node_api(host: HostPlan, pki_dir: str) -> tuple[ProbeSpec, str, str] | None:
     return spec, f"/api/v1/nodes/{host.name}", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{host.name}"
 
 
+def dns_probe(host: HostPlan) -> ProbeSpec | None:
+    """A lookup of `kubernetes.default.svc.<domain>` at the kubelet's cluster DNS address, on a node
+    that got kubesmith's CoreDNS image (the cluster runs kubesmith's DNS add-on)."""
+    if not any(f.path.endswith(f"/{DNS_IMAGE_FILE}") for f in host.files):
+        return None
+    config = next((f.data for f in host.files if f.path == layout.config_path("kubelet.yaml")), None)
+    if not isinstance(config, dict) or not config.get("clusterDNS"):
+        return None
+    return ProbeSpec("dns", str(config["clusterDNS"][0]), 53, f"/kubernetes.default.svc.{config['clusterDomain']}")
+
+
 def status_operations(host: HostPlan, pki_dir: str) -> list[ProbeOperation]:
     """Everything `host_status` may ask of the host's components: measured in one batch remotely."""
     operations: list[ProbeOperation] = []
+    if dns := dns_probe(host):
+        operations.append(ProbeOperation(format_probe(dns), "check"))
     if api := node_api(host, pki_dir):
         operations += [ProbeOperation(format_probe(api[0]), "request", "GET", path) for path in api[1:]]
     for service in host.services:
@@ -345,8 +373,20 @@ async def node_state(runner: ProbeRunner, host: HostPlan, pki_dir: str, timeout:
     condition = next((c for c in node.json().get("status", {}).get("conditions", []) if c.get("type") == "Ready"), {})
     items = pods.json().get("items", []) if pods.status == 200 else []
     running = sum(1 for pod in items if pod.get("status", {}).get("phase") == "Running")
+    dns = [pod for pod in items if pod.get("metadata", {}).get("namespace") == "kube-system"
+           and pod.get("metadata", {}).get("labels", {}).get("k8s-app") == "kube-dns"]
+    ready = sum(1 for pod in dns if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                        for c in pod.get("status", {}).get("conditions", [])))
     return NodeState(condition.get("status") == "True", condition.get("message") or "no Ready condition yet",
-                     running, len(items))
+                     running, len(items), ready, len(dns))
+
+
+async def dns_state(runner: ProbeRunner, host: HostPlan, timeout: float) -> DnsState | None:
+    spec = dns_probe(host)
+    if spec is None:
+        return None
+    result = await runner.check(spec, timeout)
+    return DnsState(result.ok, result.reason, round(result.latency * 1000, 1) if result.ok else None)
 
 
 async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
@@ -357,6 +397,12 @@ async def host_status(host: HostPlan, view: HostView, timeout: float) -> HostSta
 async def _host_status(host: HostPlan, view: HostView, timeout: float) -> HostStatus:
     components = await asyncio.gather(*(component_status(s, host, view, timeout) for s in host.services))
     node = await node_state(view.runner, host, view.pki_dir, timeout)
+    return replace(await _with_etcd(host, view, timeout, tuple(components), node),
+                   dns=await dns_state(view.runner, host, timeout))
+
+
+async def _with_etcd(host: HostPlan, view: HostView, timeout: float, components: tuple[ComponentStatus, ...],
+                     node: NodeState | None) -> HostStatus:
     etcd = next((s for s in host.services if s.component == "etcd" and s.readiness), None)
     if etcd is None or etcd.readiness is None:
         return HostStatus(host.name, tuple(components), agent=view.agent, node=node)
@@ -401,17 +447,35 @@ def status_lines(status: ClusterStatus) -> list[str]:
             pods = f"{host.node.pods_running}/{host.node.pods} pods running"
             lines.append(f"  node: Ready, {pods}" if host.node.ready
                          else f"  node: NOT READY ({host.node.reason}), {pods}")
+        if host.dns is not None:
+            here = f"; CoreDNS pods here: {host.node.dns_pods_ready}/{host.node.dns_pods} Ready" if host.node else ""
+            lines.append(f"  dns: ready ({host.dns.reason}, {host.dns.latency_ms:g} ms{here})" if host.dns.ready
+                         else f"  dns: NOT READY ({host.dns.reason}{here})")
         if host.etcd_members or host.etcd_error:
             names = ", ".join(m.name + ("*" if m.leader else "") for m in host.etcd_members)
             lines.append(f"  etcd members: {names or '-'}; leader: {host.etcd_leader or '-'}"
                          + (f" ({host.etcd_error})" if host.etcd_error else ""))
         if host.agent is not None:
             lines += agent_lines(host.agent)
+    lines += dns_summary(status)
     progress = upgrade_in_progress(releases)
     if progress:
         lines.append(progress)
     lines.append("cluster healthy" if status.healthy else "cluster UNHEALTHY")
     return lines
+
+
+def dns_summary(status: ClusterStatus) -> list[str]:
+    """One line for the cluster DNS: its pods Ready across the nodes, and where lookups answered."""
+    asked = [host for host in status.hosts if host.dns is not None]
+    if not asked:
+        return []
+    ready = sum(h.node.dns_pods_ready for h in status.hosts if h.node)
+    pods = sum(h.node.dns_pods for h in status.hosts if h.node)
+    answered = [h.host for h in asked if h.dns is not None and h.dns.ready]
+    verdict = "ready" if ready and len(answered) == len(asked) else "NOT READY"
+    return [f"cluster DNS: {verdict}: {ready}/{pods} CoreDNS pods Ready; lookups answered on "
+            f"{len(answered)}/{len(asked)} nodes"]
 
 
 def host_releases(status: ClusterStatus) -> dict[str, str]:

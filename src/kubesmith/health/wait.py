@@ -21,7 +21,10 @@ import http.client
 import json
 import os
 import random
+import secrets
+import socket
 import ssl
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -133,6 +136,10 @@ class LocalProbeRunner:
             if spec.scheme == "tcp":
                 await self._connect(spec, timeout)
                 return ProbeResult(True, "connected", time.monotonic() - started)
+            if spec.scheme == "dns":
+                name = spec.path.strip("/")
+                addresses = await asyncio.to_thread(dns_query, spec.host, spec.port, name, timeout)
+                return ProbeResult(True, f"{name} -> {', '.join(addresses)}", time.monotonic() - started)
             answer = await self.request(spec, "GET", spec.http_path, timeout=timeout)
         except Exception as exc:  # every failure is a reason, never a crash of the wait loop
             return ProbeResult(False, describe_error(exc), time.monotonic() - started)
@@ -369,3 +376,44 @@ async def wait_ready(specs: Sequence[ProbeSpec], runner: ProbeRunner, policy: Wa
                              reraise=True)
     ready = await retrying(attempt)
     return WaitOutcome(bool(ready), attempts, time.monotonic() - started, last)
+
+
+def dns_query(server: str, port: int, name: str, timeout: float) -> list[str]:
+    """The IPv4 addresses one UDP A query for `name` gets from `server`; raises OSError when none."""
+    ident = secrets.randbelow(1 << 16)
+    question = b"".join(bytes([len(label)]) + label.encode() for label in name.split(".") if label) + b"\0"
+    packet = struct.pack(">HHHHHH", ident, 0x0100, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
+    family = socket.AF_INET6 if ":" in server else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout)
+        sock.sendto(packet, (server, port))
+        while True:
+            reply, _ = sock.recvfrom(4096)
+            if len(reply) >= 12 and struct.unpack(">H", reply[:2])[0] == ident:
+                break
+    flags, _, answers = struct.unpack(">HHH", reply[2:8])
+    if flags & 0xF:
+        raise OSError(f"{name}: the server answered rcode {flags & 0xF} ({'NXDOMAIN' if flags & 0xF == 3 else 'error'})")
+    offset = 12 + len(question) + 4
+    found: list[str] = []
+    for _ in range(answers):
+        offset = _skip_name(reply, offset)
+        kind, _, _, length = struct.unpack(">HHIH", reply[offset:offset + 10])
+        offset += 10
+        if kind == 1 and length == 4:
+            found.append(socket.inet_ntoa(reply[offset:offset + 4]))
+        offset += length
+    if not found:
+        raise OSError(f"{name}: no address in the answer")
+    return found
+
+
+def _skip_name(message: bytes, offset: int) -> int:
+    """The offset after a (possibly compressed) name in a DNS message."""
+    while True:
+        length = message[offset]
+        if length & 0xC0 == 0xC0:
+            return offset + 2
+        if length == 0:
+            return offset + 1
+        offset += length + 1

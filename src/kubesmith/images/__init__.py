@@ -5,6 +5,8 @@ containerd imports (`ctr images import`), the air-gapped path every node takes.
 files (fixed times, owners and order), so apply uploads an unchanged image never again.
 `pause_archive` builds the sandbox image from `pause.c`, shipped as source with kubesmith and
 compiled static on the machine that runs kubesmith: no downloaded binary anywhere.
+`coredns_archive` packs the static CoreDNS binary the operator supplies (next to the Kubernetes
+binaries, or named by `components.coreDns.binary`) the same way: the cluster DNS image.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tarfile
 import tempfile
@@ -28,6 +31,11 @@ from kubesmith.fsutil import atomic_write
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
 PAUSE_BUNDLED = Path(__file__).with_name("pause.tar")  # built where apply ran, shipped in kubesmith's runtime
 PAUSE_IMAGE = "kubesmith.local/pause:1"
+COREDNS_IMAGE = "kubesmith.local/coredns:1"
+COREDNS_BINARY = "coredns"
+# `setcap cap_net_bind_service=+ep`: a vfs_cap_data v2 (revision 2 | effective; permitted bit 10), so
+# CoreDNS binds port 53 as a non-root user holding no other capability (as the upstream image does)
+NET_BIND_SERVICE_FILE_CAP = ("security.capability", struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0))
 COMPILE = ("-static", "-Os", "-s", "-Wall", "-Werror")
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -48,12 +56,14 @@ class ImageFile:
     path: str
     data: bytes
     mode: int = 0o755
+    xattrs: tuple[tuple[str, bytes], ...] = ()  # extended attributes (file capabilities), as PAX records
 
 
 def oci_archive(name: str, files: tuple[ImageFile, ...], entrypoint: tuple[str, ...],
                 architecture: str = "amd64") -> bytes:
     """An OCI image layout tarball holding one single-layer image named `name` (repository:tag)."""
-    layer = _gzip(_tar({file.path.lstrip("/"): (file.data, file.mode) for file in files}))
+    layer = _gzip(_tar({file.path.lstrip("/"): (file.data, file.mode) for file in files},
+                       {file.path.lstrip("/"): file.xattrs for file in files if file.xattrs}))
     diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
     config = _json({"architecture": architecture, "os": "linux",
                     "config": {"Entrypoint": list(entrypoint), "WorkingDir": "/"},
@@ -93,6 +103,39 @@ def pause_archive(cache_dir: Path, compiler: str = "cc") -> bytes:
         if result.returncode != 0:
             raise ImageError(f"building the pod sandbox image failed ({found}): {result.stderr.strip()[-400:]}")
         archive = oci_archive(PAUSE_IMAGE, (ImageFile("/pause", binary.read_bytes()),), ("/pause",))
+    atomic_write(cached, archive, 0o644)
+    return archive
+
+
+def coredns_binary(given: str | None, binaries: Mapping[str, Path]) -> Path:
+    """The static CoreDNS binary to pack: the option's path, else `coredns` among the binaries apply
+    ships (--binaries DIR), else on PATH."""
+    if given:
+        return Path(given)
+    if COREDNS_BINARY in binaries:
+        return binaries[COREDNS_BINARY]
+    found = shutil.which(COREDNS_BINARY)
+    if found is None:
+        raise ImageError("no coredns binary for the cluster DNS image: put a static `coredns` in --binaries DIR "
+                         "or on PATH, set spec.components.coreDns.binary, or set spec.components.coreDns.enabled: "
+                         "false")
+    return Path(found)
+
+
+def coredns_archive(binary: Path, cache_dir: Path) -> bytes:
+    """The cluster DNS image (one file, /coredns), cached in `cache_dir` by the binary's sha256: the
+    same binary gives the same bytes, so apply uploads it once."""
+    try:
+        data = binary.read_bytes()
+    except OSError as exc:
+        raise ImageError(f"cannot read the coredns binary {binary}: {exc.strerror or exc}") from None
+    if not data.startswith(b"\x7fELF"):
+        raise ImageError(f"{binary} is not an executable (ELF) file: the cluster DNS image needs a static coredns")
+    cached = cache_dir / f"coredns-2-{hashlib.sha256(data).hexdigest()[:24]}.tar"
+    if cached.exists():
+        return cached.read_bytes()
+    archive = oci_archive(COREDNS_IMAGE, (ImageFile("/coredns", data, xattrs=(NET_BIND_SERVICE_FILE_CAP,)),),
+                          ("/coredns",))
     atomic_write(cached, archive, 0o644)
     return archive
 
@@ -187,8 +230,10 @@ def _json(document: object) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _tar(members: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """A tarball of `members` (path -> (bytes, mode)), parents included, all owned by root at time 0."""
+def _tar(members: Mapping[str, tuple[bytes, int]],
+         xattrs: Mapping[str, tuple[tuple[str, bytes], ...]] | None = None) -> bytes:
+    """A tarball of `members` (path -> (bytes, mode)), parents included, all owned by root at time 0;
+    `xattrs` (path -> attributes) become SCHILY.xattr PAX records, which containerd sets on unpacking."""
     buffer = io.BytesIO()
     directories = sorted({str(parent) for path in members for parent in Path(path).parents if str(parent) != "."})
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
@@ -200,6 +245,8 @@ def _tar(members: Mapping[str, tuple[bytes, int]]) -> bytes:
             data, mode = members[path]
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.mtime = len(data), mode, 0
+            info.pax_headers = {f"SCHILY.xattr.{name}": value.decode("utf-8", "surrogateescape")
+                                for name, value in (xattrs or {}).get(path, ())}
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubesmith.modules.addons import AddonsModule
 from kubesmith.modules.agent import AgentModule
 from kubesmith.modules.api_load_balancer import ApiLoadBalancerModule
 from kubesmith.modules.apiserver import ApiserverModule
@@ -10,6 +11,7 @@ from kubesmith.modules.ca_service import CaServiceModule
 from kubesmith.modules.container_runtime import ContainerRuntimeModule
 from kubesmith.modules.control_plane_vip import ControlPlaneVipModule
 from kubesmith.modules.controller_manager import ControllerManagerModule
+from kubesmith.modules.core_dns import CoreDnsModule
 from kubesmith.modules.etcd import EtcdModule
 from kubesmith.modules.kubelet import KubeletModule
 from kubesmith.modules.pod_network import PodNetworkModule
@@ -29,4 +31,6 @@ MODULES: tuple[Module, ...] = (
     CaServiceModule(),
     ControlPlaneVipModule(),
     AgentModule(),
+    AddonsModule(),
+    CoreDnsModule(),
 )

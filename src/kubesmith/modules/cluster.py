@@ -2,9 +2,9 @@
 the administrators' kubeconfigs on control-plane hosts, and the start-up targets.
 
 Administrators, as kubeadm 1.29+ splits them: `admin.conf` is in the group `kubesmith:cluster-admins`,
-which a ClusterRoleBinding ties to cluster-admin (the `kubesmith-admins` step creates it with
-`super-admin.conf` once the API answers, on every control-plane host, idempotently), so its rights
-can be taken back; `super-admin.conf` is in `system:masters` and stays the root-only break-glass
+which a ClusterRoleBinding ties to cluster-admin (an add-on of mode EnsureExists: the
+`kubesmith-addons` step of `modules/addons.py` creates it with `super-admin.conf` once the API
+answers, unless it exists), so its rights can be taken back; `super-admin.conf` is in `system:masters` and stays the root-only break-glass
 credential for when RBAC itself is broken.
 
 Targets synchronise start-up: each is reached only when the services wanted by it are
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from kubesmith import layout
 from kubesmith.modules.base import file_from
-from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.modules.kubeconfigs import kubeconfig_file
 from kubesmith.pki.certlist import AUTHORITIES, certificate
 from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import RestartPolicy, Service, Target
+from kubesmith.plan.model import Target
 
 # (target, what it means, targets it comes after when present on the same host)
 TARGETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -44,7 +44,6 @@ def common_contribution(ctx: HostContext, certificates: list[str], wanted_target
         contribution.files.append(kubeconfig_file(ctx, "admin", "admin", "root"))
         contribution.files.append(kubeconfig_file(ctx, "super-admin", "super-admin", "root"))
         contribution.certificates += ["admin", "super-admin"]
-        contribution.services.append(admins_service(ctx))
     present = {f"{name}.target" for name, _, _ in TARGETS if f"{name}.target" in wanted_targets}
     for name, description, after in TARGETS:
         if f"{name}.target" in present:
@@ -56,27 +55,6 @@ def common_contribution(ctx: HostContext, certificates: list[str], wanted_target
         name="kubernetes", description="kubesmith: this host's part of the cluster is healthy",
         after=tuple(sorted(present)), wanted_by="multi-user.target"))
     return contribution
-
-
-def admins_service(ctx: HostContext) -> Service:
-    """The step that binds admin.conf's group to cluster-admin, as super-admin, once the API answers."""
-    super_admin = layout.kubeconfig_path("super-admin")
-    return Service(
-        name="kubesmith-admins",
-        component="apiserver",
-        description="kubesmith: bind admin.conf's group to cluster-admin (a ClusterRoleBinding, revocable)",
-        binary="kubesmith",
-        argv=("bootstrap-admins", "--kubeconfig", super_admin),
-        user="root",
-        group="root",
-        wanted_by="kube-apiserver-online.target",
-        after=("kube-apiserver.service",),
-        gates=(api_gate(ctx, "super-admin"),),
-        restart=RestartPolicy("on-failure", 5.0, 60.0),
-        needs_files=(super_admin,),
-        hardening=False,
-        oneshot=True,
-    )
 
 
 def ca_key_holders(ca: str, hosts: list[tuple[str, frozenset[str]]]) -> tuple[str, ...]:

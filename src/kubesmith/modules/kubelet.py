@@ -21,6 +21,7 @@ from kubesmith.modules.apiserver import STRONG_CIPHERS
 from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
+from kubesmith.durations import go_seconds
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -54,6 +55,12 @@ class KubeletOptions(ComponentOptions):
                                           description="Fail when kernel tunables differ from the kubelet's needs.")
     streaming_connection_idle_timeout: GoDuration = Field(default="4h",
                                                    description="Idle timeout of exec/attach/port-forward streams.")
+    shutdown_grace_period: GoDuration = Field(
+        default="15s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
+        "it at most this long (a logind inhibitor) to stop the pods, so Services stop sending to them before the "
+        "host goes (0s: off). Pods stopped so end Failed; their controllers replace them.")
+    shutdown_grace_period_critical_pods: GoDuration = Field(
+        default="5s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
@@ -83,6 +90,10 @@ class KubeletModule(Module):
             "v": options.verbosity,
         }
         watched = (serving.cert_path, serving.key_path, kubeconfig.path)
+        grace = shutdown_seconds(ctx, options)
+        logind = [File(LOGIND_DROP_IN, 0o644, content=f"[Login]\nInhibitDelayMaxSec={grace:g}\n")] if grace else []
+        # logind must allow the delay before the kubelet asks for it (node/logind.py says why)
+        pre = (("ExecStartPre", f"-{layout.BIN}/kubesmith node shutdown-delay --seconds {grace:g}"),) if grace else ()
         service = Service(
             name="kubelet",
             component=self.key,
@@ -101,12 +112,23 @@ class KubeletModule(Module):
             state_directory=options.root_dir,
             ports=(options.port, options.healthz_port),
             hardening=False,
+            unit_settings=pre,
         )
         return Contribution(
             services=[service],
-            files=[kubeconfig, config],
+            files=[kubeconfig, config, *logind],
             certificates=["kubelet-serving", "kubelet-client"],
         )
+
+
+LOGIND_DROP_IN = "/etc/systemd/logind.conf.d/99-kubesmith-kubelet.conf"
+
+
+def shutdown_seconds(ctx: HostContext, options: KubeletOptions) -> float:
+    """The graceful shutdown delay this host's kubelet asks logind for: 0 without systemd."""
+    if ctx.host.environment.init_system != "systemd":
+        return 0.0
+    return go_seconds(options.shutdown_grace_period)
 
 
 def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str, Any]:
@@ -151,6 +173,10 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
         "serverTLSBootstrap": False,
         "registerWithTaints": [_taint(text) for text in options.register_with_taints] or None,
         "featureGates": gates or None,
+        # graceful node shutdown needs logind, which only a systemd host has
+        "shutdownGracePeriod": options.shutdown_grace_period if environment.init_system == "systemd" else None,
+        "shutdownGracePeriodCriticalPods": options.shutdown_grace_period_critical_pods
+        if environment.init_system == "systemd" else None,
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}
     return document

@@ -12,10 +12,10 @@ from typing import Any, Literal
 from kubesmith.plan.environment import ASSUMED, HostEnvironment
 from kubesmith.urls import url_host
 
-ProbeKind = Literal["https", "http", "tcp", "etcd"]
+ProbeKind = Literal["https", "http", "tcp", "etcd", "dns"]
 SourceKind = Literal["certificate", "private-key", "ca-certificate", "ca-private-key",
                      "service-account-key", "service-account-public-key", "kubeconfig", "encryption-config",
-                     "sandbox-image", "image-archive"]
+                     "sandbox-image", "image-archive", "coredns-image"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,8 @@ class Service:
     unit_settings: tuple[tuple[str, str], ...] = ()  # further [Service] settings it needs (Delegate=yes)
     tools: tuple[str, ...] = ()  # companion executables shipped beside the binary (etcdctl, etcdutl)
     oneshot: bool = False  # a step that runs to completion (ready once it exited 0), not a daemon
+    holds_target: bool = True  # its target is active only while it is (Requisite=); False: only wanted, so a
+    # step that fails (and is retried by its Restart=) never fails the start of the target it belongs to
     undo: tuple[str, ...] = ()  # the binary's arguments that undo its work: systemd runs them when a oneshot
     # stops (ExecStop=); `kubesmith run` after stopping any service, to leave the machine as it found it
     reload: tuple[str, ...] = ()  # the binary's arguments that bring a running oneshot to changed files

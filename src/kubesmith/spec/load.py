@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from kubesmith import fsutil
 from kubesmith.gcpause import gc_paused
+from kubesmith.spec.addons import read_addons
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
 from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
 from kubesmith.spec.model import Cluster
@@ -72,6 +73,9 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
         semantic = [_located(finding, document) for finding in _semantics_of_the_rest(document.data, exc, registry)]
         raise SpecError(_by_position(problems + typed + flags + semantic)) from None
     problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
+    addons, addon_findings = read_addons(cluster.spec.addons, Path(filename).parent)
+    problems += [_located(finding, document) for finding in addon_findings]
+    cluster.spec._addon_manifests = addons  # read with the spec: the plan stays pure
     if any(problem.severity == "error" for problem in problems):
         raise SpecError(_by_position(problems))
     return LoadedSpec(cluster, document, tuple(problems))

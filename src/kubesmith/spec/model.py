@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, create_model, field_validator
+from pydantic import Field, PrivateAttr, create_model, field_validator
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.types import (Cidr, CisId, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey,
@@ -123,6 +123,17 @@ class ClusterSpec(StrictModel):
     rollout: Rollout = Field(default_factory=Rollout, description="How apply rolls a change over running hosts.")
     components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
                                    description="Per-component options.")
+    addons: list[str] = Field(
+        default=[], description="Add-on manifests kubesmith keeps applied (server-side apply): files or directories "
+        "(their *.yaml, *.yml and *.json), relative to the cluster file. Per object, the label "
+        "addonmanager.kubernetes.io/mode says Reconcile (the default: kubesmith's state wins; deleted when "
+        "removed from here) or EnsureExists (created once, then yours).")
+    _addon_manifests: tuple[tuple[str, list[dict[str, Any]]], ...] = PrivateAttr(default=())
+
+    @property
+    def addon_manifests(self) -> tuple[tuple[str, list[dict[str, Any]]], ...]:
+        """(add-on name, its objects) per `addons` entry, as the loader read and checked them."""
+        return self._addon_manifests
 
 
 class Cluster(StrictModel):

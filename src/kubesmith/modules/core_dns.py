@@ -1,0 +1,251 @@
+"""CoreDNS: the cluster's DNS, the first add-on, in the layout every tool expects (kubeadm's, k3s's).
+
+Deployment `coredns`, Service `kube-dns` at the spec's DNS service address (the kubelets' clusterDNS),
+ConfigMap `coredns` with the Corefile, and the ServiceAccount and ClusterRole the `kubernetes` plugin
+needs (list/watch EndpointSlices, Services, Namespaces), all in `kube-system` and kept by the add-on
+step (`modules/addons.py`) with mode `Reconcile`: kubesmith's state wins.
+
+No registry is reachable: the image is built on the machine running kubesmith from the static
+`coredns` binary the operator supplies (`kubesmith.images.coredns_archive`, with the file capability
+NET_BIND_SERVICE, as the upstream image has it) and imported on every node like the pause image.
+The pod runs as a non-root user on a read-only root filesystem, with every capability dropped but
+NET_BIND_SERVICE. The Corefile's hash is on the pod template, so an option change rolls the pods
+(the add-on step waits for the new ones to be ready) rather than waiting for `reload` to notice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import Field
+
+from kubesmith.images import COREDNS_IMAGE
+from kubesmith.modules.base import Module, OptionProblem
+from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
+from kubesmith.plan.facts import Contribution, HostContext
+from kubesmith.plan.model import File, Source
+from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel
+
+NAMESPACE = "kube-system"
+ADDON = "coredns"
+MODE_LABEL = "addonmanager.kubernetes.io/mode"
+APP_LABELS = {"k8s-app": "kube-dns"}
+IMAGE_FILE = "kubesmith-coredns.tar"  # on every node that runs kubesmith's DNS (status asks there)
+IMAGE_LABEL = "images.kubesmith.io/coredns"  # on the nodes kubesmith imported its CoreDNS image to
+RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
+
+
+class CoreDnsOptions(StrictModel):
+    enabled: bool = Field(default=True, description="Run CoreDNS as the cluster DNS (Service kube-dns at "
+                          "spec.network.dnsServiceIp); off removes it at the next apply.")
+    replicas: int | None = Field(default=None, ge=1, le=100, description="CoreDNS pods, spread over the nodes; "
+                                 "default: 2, or 1 when the cluster has one node (a second pod there would only "
+                                 "hold up drains: its disruption budget allows one pod down).",
+                                 json_schema_extra={"x-derived-from": "the number of node hosts"})
+    upstream: list[str] = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
+                                "ADDRESS:PORT); default: each node's own /etc/resolv.conf.")
+    stub_domains: dict[DnsName, list[str]] = Field(default={}, description="Domains answered by other resolvers: "
+                                                   "domain -> resolvers (ADDRESS or ADDRESS:PORT).")
+    cache_ttl: int = Field(default=30, ge=0, le=86400, description="Longest time (seconds) an answer is cached; "
+                           "0 turns the cache off.")
+    extra_server_blocks: dict[str, list[str]] = Field(
+        default={}, description="Further Corefile server blocks: ZONE[:PORT] -> its directives, one line each "
+        "(\"forward . 192.0.2.1\"); CoreDNS checks them when its pods start.")
+    binary: AbsolutePath | None = Field(
+        default=None, description="The static coredns binary (on the machine running kubesmith) the image is "
+        "built from; default: `coredns` in --binaries DIR, else on PATH.",
+        json_schema_extra={"x-derived-from": "--binaries DIR, then PATH"})
+    image: str = Field(default=COREDNS_IMAGE, description="The image the pods run; kubesmith builds and imports "
+                       "its own. Another image must be on the nodes already.")
+
+
+class CoreDnsModule(Module):
+    key = "core_dns"
+    title = "CoreDNS cluster DNS (an add-on)"
+    options = CoreDnsOptions
+    roles = frozenset({"control-plane", "node"})
+
+    def contribute(self, ctx: HostContext, options: CoreDnsOptions) -> Contribution:
+        if not options.enabled:
+            return Contribution()
+        files: list[File] = []
+        if "node" in ctx.host.roles and image_imported(ctx, options):
+            files.append(File(f"{IMAGES_DIR}/{IMAGE_FILE}", 0o644,
+                              source=Source("coredns-image", "coredns", (("binary", options.binary or ""),))))
+        if "control-plane" in ctx.host.roles:
+            from kubesmith.modules.addons import addon_file, node_labels_file  # same rung: the step's layout
+
+            files.append(ctx.shared(("coredns-addon", id(options)), lambda: addon_file(
+                ADDON, manifests(ctx, options))))
+            if image_imported(ctx, options):  # this host only: apply names the other nodes it reached
+                files.append(node_labels_file(ADDON, IMAGE_LABEL, [ctx.host.name] if "node" in ctx.host.roles else []))
+        return Contribution(files=files)
+
+    def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:
+        problems = [OptionProblem(("upstream", index), message) for index, server in enumerate(options.upstream)
+                    if (message := resolver_problem(server))]
+        for domain, servers in options.stub_domains.items():
+            if not servers:
+                problems.append(OptionProblem(("stubDomains", domain), "name at least one resolver"))
+            problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
+                         enumerate(servers) if (message := resolver_problem(server))]
+        for zone, lines in options.extra_server_blocks.items():
+            if not zone or any(c in zone for c in " {}") or not lines:
+                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (no spaces or "
+                                              "braces) with at least one directive"))
+            elif sum(line.count("{") - line.count("}") for line in lines) != 0:
+                problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
+        return problems
+
+
+def resolver_problem(server: str) -> str | None:
+    """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT, or None."""
+    import ipaddress
+
+    host, port = server, None
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        port = rest.removeprefix(":") if rest else None
+    elif server.count(":") == 1:
+        host, port = server.split(":")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return f"{server!r} is not an address (ADDRESS or ADDRESS:PORT)"
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        return f"{server!r}: {port!r} is not a port (1-65535)"
+    return None
+
+
+def corefile(ctx: HostContext, options: CoreDnsOptions) -> str:
+    """The Corefile: the cluster's zones (its domain and the reverse zones of the pod and service
+    ranges), upstream forwarding, and what the probes (health, ready) and metrics need."""
+    cluster = ctx.cluster
+    cache = f"    cache {options.cache_ttl}\n" if options.cache_ttl else ""
+    # a Service is answered as soon as it exists: "no such name" in the cluster's zone is never cached
+    cluster_cache = (f"    cache {options.cache_ttl} {{\n        disable denial {cluster.dns_domain}\n    }}\n"
+                     if options.cache_ttl else "")
+    upstream = " ".join(options.upstream) or "/etc/resolv.conf"
+    text = (".:53 {\n"
+            "    errors\n"
+            "    health {\n        lameduck 5s\n    }\n"
+            "    ready\n"
+            f"    kubernetes {cluster.dns_domain} {cluster.cluster_cidr} {cluster.service_cidr} {{\n"
+            "        pods insecure\n"
+            "        fallthrough in-addr.arpa ip6.arpa\n"
+            "    }\n"
+            "    prometheus :9153\n"
+            f"    forward . {upstream} {{\n        max_concurrent 1000\n    }}\n"
+            f"{cluster_cache}"
+            "    loop\n"
+            "    reload\n"
+            "    loadbalance\n"
+            "}\n")
+    for domain, servers in sorted(options.stub_domains.items()):
+        text += f"{domain}:53 {{\n    errors\n{cache}    forward . {' '.join(servers)}\n}}\n"
+    for zone, lines in options.extra_server_blocks.items():
+        text += f"{zone} {{\n" + "".join(f"    {line}\n" for line in lines) + "}\n"
+    return text
+
+
+def manifests(ctx: HostContext, options: CoreDnsOptions) -> list[dict[str, Any]]:
+    """Every object of the add-on, in the order they are applied."""
+    text = corefile(ctx, options)
+    return [
+        _object("v1", "ServiceAccount", "coredns"),
+        _object("rbac.authorization.k8s.io/v1", "ClusterRole", "system:coredns", namespaced=False, rules=[
+            {"apiGroups": [""], "resources": ["services", "namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]),
+        _object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "system:coredns", namespaced=False,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+                subjects=[{"kind": "ServiceAccount", "name": "coredns", "namespace": NAMESPACE}]),
+        _object("v1", "ConfigMap", "coredns", data={"Corefile": text}),
+        deployment(options, default_replicas(ctx), hashlib.sha256(text.encode()).hexdigest(),
+                   image_imported(ctx, options)),
+        _object("policy/v1", "PodDisruptionBudget", "coredns",
+                spec={"maxUnavailable": 1, "selector": {"matchLabels": APP_LABELS}}),
+        service(ctx.cluster.dns_service_ip),
+    ]
+
+
+def image_imported(ctx: HostContext, options: CoreDnsOptions) -> bool:
+    """kubesmith imports its own CoreDNS image on the spec's nodes (not on nodes that joined later)."""
+    runtime: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
+    return runtime.enabled and options.image == COREDNS_IMAGE
+
+
+def default_replicas(ctx: HostContext) -> int:
+    nodes = sum(1 for host in ctx.spec.spec.hosts if "node" in host.roles)
+    return 2 if nodes > 1 else 1
+
+
+def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str, labelled_nodes: bool) -> dict[str, Any]:
+    """The same for every node count beyond one: adding a node changes no object. `labelled_nodes`:
+    the pods may run only where IMAGE_LABEL says kubesmith's image was imported (`imagePullPolicy:
+    Never` fails anywhere else, and a pod there is not rescheduled by itself)."""
+    container = {
+        "name": "coredns",
+        "image": options.image,
+        "imagePullPolicy": "Never" if options.image == COREDNS_IMAGE else "IfNotPresent",
+        "args": ["-conf", "/etc/coredns/Corefile"],
+        "resources": {"requests": {"cpu": "100m", "memory": "70Mi"}, "limits": {"memory": "170Mi"}},
+        "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/coredns", "readOnly": True}],
+        "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                  {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": 9153, "protocol": "TCP"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": 8080, "scheme": "HTTP"}, "initialDelaySeconds": 60,
+                          "timeoutSeconds": 5, "successThreshold": 1, "failureThreshold": 5},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181, "scheme": "HTTP"}, "periodSeconds": 2},
+    }
+    spread = {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": APP_LABELS},
+                                                 "topologyKey": "kubernetes.io/hostname"}}
+    pod = {
+        "priorityClassName": "system-cluster-critical",
+        "serviceAccountName": "coredns",
+        "dnsPolicy": "Default",  # the node's resolvers: CoreDNS must not ask itself
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]},
+                     **({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                         {"matchExpressions": [{"key": IMAGE_LABEL, "operator": "In", "values": ["true"]}]}]}}}
+                        if labelled_nodes else {})},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "whenUnsatisfiable": "ScheduleAnyway",
+                                       "labelSelector": {"matchLabels": APP_LABELS}}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "config-volume", "configMap": {"name": "coredns",
+                                                            "items": [{"key": "Corefile", "path": "Corefile"}]}}],
+    }
+    return _object("apps/v1", "Deployment", "coredns", spec={
+        "replicas": options.replicas or replicas,
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+        "selector": {"matchLabels": APP_LABELS},
+        "template": {"metadata": {"labels": APP_LABELS,
+                                  "annotations": {"kubesmith.io/corefile-sha256": corefile_hash}},
+                     "spec": pod},
+    })
+
+
+def service(address: str) -> dict[str, Any]:
+    return _object("v1", "Service", "kube-dns", labels={"kubernetes.io/name": "CoreDNS"},
+                   annotations={"prometheus.io/port": "9153", "prometheus.io/scrape": "true"}, spec={
+                       "selector": APP_LABELS, "clusterIP": address,
+                       "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                                 {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]})
+
+
+def _object(api_version: str, kind: str, name: str, namespaced: bool = True, labels: dict[str, str] | None = None,
+            annotations: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {**APP_LABELS, **(labels or {}), MODE_LABEL: "Reconcile"}}
+    if namespaced:
+        metadata["namespace"] = NAMESPACE
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}

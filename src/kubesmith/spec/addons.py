@@ -1,0 +1,146 @@
+"""`spec.addons`: read the manifests the spec names and check that each document is a Kubernetes
+object, when the spec is loaded, so a malformed manifest is a located error before anything connects.
+
+Each problem names the `spec.addons[i]` entry (located in the cluster file) and the manifest's own
+file and line. An object is labelled with its add-on's name (`kubesmith.io/addon`), and gets the mode
+`Reconcile` unless its `addonmanager.kubernetes.io/mode` label says otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesmith.spec.checks import Finding
+
+MODE_LABEL = "addonmanager.kubernetes.io/mode"
+ADDON_LABEL = "kubesmith.io/addon"
+MODES = ("Reconcile", "EnsureExists")
+SUFFIXES = (".yaml", ".yml", ".json")
+MAX_BYTES = 4 << 20
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9.:]{0,251}[a-z0-9])?$")  # RBAC names may hold ':' (system:coredns)
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+Addon = tuple[str, list[dict[str, Any]]]
+
+
+def read_addons(entries: list[str], base: Path) -> tuple[tuple[Addon, ...], list[Finding]]:
+    """The add-ons named by `entries` (paths relative to `base`), and every problem found in them."""
+    addons: list[Addon] = []
+    findings: list[Finding] = []
+    seen: dict[tuple[str, str, str], str] = {}
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        loc = ("spec", "addons", index)
+        objects, problems = _read_entry(base / entry)
+        findings += [(loc, message, "error") for message in problems]
+        name = _addon_name(Path(entry), names)
+        for where, document in objects:
+            key = (document["kind"], document["metadata"].get("namespace", ""), document["metadata"]["name"])
+            if key in seen:
+                findings.append((loc, f"{where}: {_describe(document)} is also in {seen[key]}", "error"))
+            seen[key] = where
+            labels = document["metadata"].setdefault("labels", {})
+            labels[ADDON_LABEL] = name
+            labels.setdefault(MODE_LABEL, "Reconcile")
+        addons.append((name, [document for _, document in objects]))
+    return tuple(addons), findings
+
+
+def _addon_name(entry: Path, taken: set[str]) -> str:
+    """A file name for the add-on: its entry's name, made unique and kept apart from kubesmith's own."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", entry.stem.lower()).strip("-") or "addon"
+    name, number = f"spec-{stem}", 2
+    while name in taken:
+        name, number = f"spec-{stem}-{number}", number + 1
+    taken.add(name)
+    return name
+
+
+def _read_entry(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+        if not files:
+            return [], [f"{path}: no *.yaml, *.yml or *.json files in the directory"]
+    elif path.is_file():
+        files = [path]
+    else:
+        return [], [f"{path}: no such file or directory"]
+    objects: list[tuple[str, dict[str, Any]]] = []
+    problems: list[str] = []
+    for file in files:
+        found, bad = _read_file(file)
+        objects += found
+        problems += bad
+    return objects, problems
+
+
+def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """(where, object) of every document of one manifest file (a `List`'s items one by one)."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return [], [f"{path}: larger than {MAX_BYTES >> 20} MiB"]
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], [f"{path}: cannot read it: {getattr(exc, 'strerror', None) or exc}"]
+    objects: list[tuple[str, dict[str, Any]]] = []
+    problems: list[str] = []
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            where = f"{path}:{node.start_mark.line + 1}"
+            document = loader.construct_document(node)
+            if document is None:
+                continue
+            items = document.get("items") if isinstance(document, dict) and document.get("kind") == "List" else None
+            for item in items if isinstance(items, list) else [document]:
+                problem = object_problem(item)
+                if problem:
+                    problems.append(f"{where}: {problem}")
+                else:
+                    objects.append((where, item))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problems.append(f"{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+    finally:
+        loader.dispose()
+    return objects, problems
+
+
+def object_problem(document: Any) -> str | None:
+    """Why `document` is not a Kubernetes object kubesmith can apply, or None."""
+    if not isinstance(document, dict):
+        return f"a manifest document must be a mapping (a Kubernetes object), got {type(document).__name__}"
+    for field in ("apiVersion", "kind"):
+        if not isinstance(document.get(field), str) or not document[field]:
+            return f"{field} is missing (every object names its apiVersion and kind)"
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return f"{_describe(document)}: metadata is missing"
+    name = metadata.get("name")
+    if name is None:
+        return f"{_describe(document)}: metadata.name is missing"
+    if not isinstance(name, str) or not NAME.match(name):
+        return f"{_describe(document)}: metadata.name {name!r} is not a valid object name"
+    if "generateName" in metadata:
+        return f"{_describe(document)}: metadata.generateName cannot be kept applied; give a name"
+    namespace = metadata.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not NAMESPACE.match(namespace)):
+        return f"{_describe(document)}: metadata.namespace {namespace!r} is not a valid namespace name"
+    labels = metadata.get("labels", {})
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return f"{_describe(document)}: metadata.labels must map strings to strings"
+    mode = labels.get(MODE_LABEL, "Reconcile")
+    if mode not in MODES:
+        return f"{_describe(document)}: label {MODE_LABEL}={mode!r}: expected Reconcile or EnsureExists"
+    return None
+
+
+def _describe(document: dict[str, Any]) -> str:
+    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    return f"{document.get('kind')} {metadata.get('name', '(no name)')!r}"
