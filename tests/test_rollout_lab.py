@@ -155,7 +155,7 @@ def test_a_bad_change_fails_its_trial_on_the_first_host_and_halts_the_roll_out(k
     assert cluster.lab.ssh("h1", f"cat {UNIT}").stdout == before["h1"]
     for host in ("h2", "h3"):
         assert cluster.lab.ssh(host, f"cat {UNIT}").stdout == before[host]
-    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 120, "h1 healthy again", interval=3)
+    cluster.wait_healthy(120, "h1 healthy again")
     apiserver = config_conditions(cluster)["h1"]["kube-apiserver"]
     assert apiserver["status"] == "False" and apiserver["active"] == apiserver["last_known_good"], apiserver
     assert "failed its trial" in apiserver["message"], apiserver
@@ -181,7 +181,7 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     assert "  h2: untouched" in result.stderr and "  h3: untouched" in result.stderr, result.stderr
     for host in CONTROL_PLANE:
         assert cluster.lab.ssh(host, f"cat {files}").stdout == before[host], host
-    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 120, "h1 healthy again", interval=3)
+    cluster.wait_healthy(120, "h1 healthy again")
     conditions = config_conditions(cluster)["h1"]
     for component in ("kubelet", "etcd"):
         assert conditions[component]["status"] == "False", conditions[component]

@@ -170,7 +170,7 @@ def test_a_failing_upgrade_puts_its_first_host_back_on_the_old_release_by_itself
         assert component_releases(cluster) == {name: dict.fromkeys(COMPONENTS, OLD) for name in cluster.hosts}
         assert cluster.lab.ssh("h1", f"ls {RELEASES}").stdout.split() == [OLD, NEW]  # both, until NEW graduates
         assert {name: cluster.unit_state(name) for name in others} == others
-        poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 180, "the cluster healthy", interval=3)
+        cluster.wait_healthy(180, "the cluster healthy")
         admin = cluster.admin_kubeconfig(tmp_path)
         cordoned = cluster.kubectl(admin, "get", "node", "h1", "-o", "jsonpath={.spec.unschedulable}")
         assert cordoned.returncode == 0 and cordoned.stdout == "", cordoned.stdout + cordoned.stderr
@@ -199,7 +199,7 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
         assert "must be healthy" in sick.stderr
     finally:
         cluster.lab.ssh("h3", "systemctl start kubelet")
-    poll(lambda: cluster.kubesmith("status", timeout=120).returncode == 0, 180, "the cluster healthy again")
+    cluster.wait_healthy(180, "the cluster healthy again")
     assert {name: cluster.unit_state(name) for name in cluster.hosts} == before  # no refusal touched a host
 
     plan = cluster.kubesmith("upgrade plan", state=False, timeout=300)
