@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["lab_fixture", "lab_cluster", "sshd_fixture", "run_support"]  # lab_hosts, lab_cluster, local_sshd, run_netns
+pytest_plugins = ["lab_fixture", "lab_cluster", "sshd_fixture", "run_support"]  # lab_hosts, lab_cluster, cluster, admin, local_sshd, run_netns
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -1,4 +1,5 @@
-"""The `lab_cluster` fixture: examples/lab.yaml (h1..h3) applied to the session's lab hosts.
+"""The `lab_cluster` fixture: examples/lab.yaml (h1..h3) applied to the session's lab hosts; `cluster`
+and `admin`, a module's start from it.
 
 One cluster per session, shared by test_apply_lab and test_join_lab: one state directory (PKI,
 runtime bundle cache), so each module's first `apply` finds the other's cluster in place and
@@ -123,3 +124,16 @@ def lab_cluster(lab_hosts: LabHosts, tmp_path_factory: pytest.TempPathFactory) -
     spec = base / "lab.yaml"
     spec.write_bytes(EXAMPLE.read_bytes())
     yield Cluster(lab_hosts, spec, base / "state", real_binaries())
+
+
+@pytest.fixture(scope="module")
+def cluster(lab_cluster: Cluster) -> Cluster:
+    """The session's cluster as examples/lab.yaml says, for a module that starts from it (a module
+    that needs another start defines its own `cluster`)."""
+    return lab_cluster.applied()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An admin kubeconfig of the module's `cluster`."""
+    return cluster.admin_kubeconfig(tmp_path_factory.mktemp("admin"))

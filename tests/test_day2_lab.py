@@ -31,11 +31,6 @@ OWNED = ("/var/lib/etcd", "/etc/kubernetes", "/var/lib/kubesmith", "/etc/kubesmi
          "/var/lib/kubelet")
 
 
-@pytest.fixture(scope="module")
-def cluster(lab_cluster: Cluster) -> Cluster:
-    return lab_cluster.applied()
-
-
 class WriteLoop:
     """Writes to the API (a ConfigMap's value, every half second) from a thread while an apply runs:
     each failed write is kept with kubectl's message."""

@@ -39,16 +39,6 @@ CLIENT_NODE = "h1"  # the client pods' node; the reboot takes another
 
 
 @pytest.fixture(scope="module")
-def cluster(lab_cluster: Cluster) -> Cluster:
-    return lab_cluster.applied()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cluster.admin_kubeconfig(tmp_path_factory.mktemp("dns"))
-
-
-@pytest.fixture(scope="module")
 def upstream(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[str]]:
     """A real DNS server only the lab network reaches: CoreDNS with a zone file, on the lab bridge."""
     found = coredns_dir()

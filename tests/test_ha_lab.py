@@ -29,16 +29,6 @@ ETCDCTL = ("/usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/
            "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key")
 
 
-@pytest.fixture(scope="module")
-def cluster(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    return lab_cluster.applied()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cluster.admin_kubeconfig(tmp_path_factory.mktemp("ha"))
-
-
 def leader(cluster: Cluster, admin: Path, component: str, server: str | None = None) -> str | None:
     """The host whose instance holds the component's Lease (holderIdentity is `<hostname>_<uuid>`)."""
     result = cluster.kubectl(admin, "get", "lease", component, "-n", "kube-system",

@@ -24,16 +24,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 APP = "spread"
 
 
-@pytest.fixture(scope="module")
-def cluster(lab_cluster: Cluster) -> Cluster:
-    return lab_cluster.applied()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cluster.admin_kubeconfig(tmp_path_factory.mktemp("pods"))
-
-
 def pods(cluster: Cluster, admin: Path) -> list[dict[str, Any]]:
     answer = cluster.kubectl(admin, "get", "pods", "-l", f"app={APP}", "-o", "json")
     return json.loads(answer.stdout).get("items", []) if answer.returncode == 0 else []
