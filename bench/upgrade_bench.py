@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import yaml  # noqa: E402
-from k8s_support import INSTALLER, real_binaries  # noqa: E402
+from k8s_support import OLDER_RELEASE, older_binaries, real_binaries  # noqa: E402
 
 from kubesmith.health.probespec import probe_argument  # noqa: E402
 from kubesmith.lab import access, lifecycle  # noqa: E402
@@ -32,7 +32,7 @@ from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.plan.evaluate import evaluate  # noqa: E402
 from kubesmith.versions.registry import load_registry  # noqa: E402
 
-OLD = "1.35.6"
+OLD = OLDER_RELEASE
 RESTARTED = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 
 
@@ -60,12 +60,6 @@ def kubesmith(config: LabConfig, work: Path, *args: str) -> float:
     if result.returncode:
         raise SystemExit(f"{' '.join(args[:2])} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return time.perf_counter() - started
-
-
-def older_binaries() -> Path:
-    out = subprocess.run(["bash", str(INSTALLER), "--version", f"v{OLD}"], capture_output=True, text=True,
-                         check=True).stdout
-    return Path(out.strip().splitlines()[-1])
 
 
 def floor(config: LabConfig, spec: Path) -> float:
