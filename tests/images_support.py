@@ -42,7 +42,8 @@ spec:
   template:
     metadata: {{labels: {{app: {name}}}}}
     spec:
-{placement}      containers:
+{placement}      terminationGracePeriodSeconds: 1  # httpd is PID 1: it ignores SIGTERM, so a drain would wait 30 s
+      containers:
       - name: web
         image: {BUSYBOX_IMAGE}
         imagePullPolicy: Never

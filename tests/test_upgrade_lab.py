@@ -1,5 +1,6 @@
 """Upgrades on the lab, with the real binaries of both releases: h1..h3 reset and applied at 1.35.6,
-refusals that touch no host, then the upgrade to 1.36.2 under a client loop through the control-plane VIP.
+refusals that touch no host, then the upgrade to 1.36.2 under two client loops: one through the
+control-plane VIP, one through a Service whose pods (with a PodDisruptionBudget) the drains move.
 
 The module leaves the cluster as examples/lab.yaml applies it (1.36.2), as the other lab modules expect.
 """
@@ -10,11 +11,13 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+from images_support import busybox_archive, web_manifest
 from k8s_support import OLDER_RELEASE, older_binaries
 from lab_cluster import Cluster
 from polling import poll
@@ -22,6 +25,7 @@ from polling import poll
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 OLD, NEW = OLDER_RELEASE, "1.36.2"
 VIP = "https://10.213.0.10:6443"
+WATCHER = "h3"  # the host that asks Service web during the upgrade
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 
 
@@ -48,23 +52,25 @@ def fresh_at_old_release(cluster: Cluster, old_spec: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-class ApiLoop:
-    """Asks the API through the VIP once a second from inside the lab; records the longest outage."""
+class OutageLoop:
+    """Runs `answers` about once a second in a thread; records the longest outage, from a failure to
+    the next success."""
 
-    def __init__(self, cluster: Cluster, kubeconfig: Path) -> None:
-        self.cluster, self.kubeconfig = cluster, kubeconfig
+    def __init__(self, answers: Callable[[], bool]) -> None:
+        self.answers = answers
         self.stop = threading.Event()
         self.longest = 0.0
         self.failures = 0
+        self.tries = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         down_since: float | None = None
         while not self.stop.is_set():
-            ok = self.cluster.kubectl(self.kubeconfig, "get", "--raw", "/readyz", server=VIP,
-                                      timeout=20).returncode == 0
+            ok = self.answers()
             now = time.monotonic()
-            if ok and down_since is not None:  # an outage lasts from its first failure to the next success
+            self.tries += 1
+            if ok and down_since is not None:
                 self.longest = max(self.longest, now - down_since)
                 down_since = None
             elif not ok:
@@ -72,13 +78,59 @@ class ApiLoop:
                 down_since = down_since or now
             self.stop.wait(1.0)
 
-    def __enter__(self) -> ApiLoop:
+    def __enter__(self) -> OutageLoop:
         self.thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         self.thread.join(timeout=30)
+
+
+def api_answers(cluster: Cluster, kubeconfig: Path) -> Callable[[], bool]:
+    """The API's /readyz through the control-plane VIP, asked from inside the lab."""
+    return lambda: cluster.kubectl(kubeconfig, "get", "--raw", "/readyz", server=VIP, timeout=20).returncode == 0
+
+
+def service_answers(cluster: Cluster, address: str) -> Callable[[], bool]:
+    """Service `web` at its cluster IP, asked from h3 (upgraded last, so its kube-proxy is the old
+    one's rules, then the new one's)."""
+    command = f"curl -sf -m 2 -o /dev/null http://{address}/"
+    return lambda: cluster.lab.exec(WATCHER, command, check=False, timeout=20).returncode == 0
+
+
+WEB_PDB = """apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"""
+
+
+@contextmanager
+def web_service(cluster: Cluster, admin: Path, directory: Path) -> Iterator[str]:
+    """Deployment `web` (two busybox httpd pods, one per node, on h1..h3), its PodDisruptionBudget
+    (one must stay up) and its Service; yields the Service's cluster IP, and deletes them after."""
+    imported = cluster.kubesmith("images import", str(busybox_archive(directory)), state=False, timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    manifest = directory / "web.yaml"
+    manifest.write_text(web_manifest("web", 2, spread_over=cluster.hosts) + "---\n" + WEB_PDB)
+    # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
+    created = cluster.kubectl(admin, "create", "--validate=false", "-f", str(manifest))
+    assert created.returncode == 0, created.stderr
+    try:
+        poll(lambda: available_replicas(cluster, admin) == 2, 180, "both web pods available")
+        address = cluster.kubectl(admin, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}").stdout
+        poll(service_answers(cluster, address), 60, "Service web to answer from h3")
+        yield address
+    finally:
+        cluster.kubectl(admin, "delete", "--wait=false", "-f", str(manifest))
+
+
+def available_replicas(cluster: Cluster, admin: Path) -> int:
+    answer = cluster.kubectl(admin, "get", "deployment", "web", "-o", "jsonpath={.status.availableReplicas}")
+    return int(answer.stdout or 0) if answer.returncode == 0 else 0
 
 
 def component_releases(cluster: Cluster) -> dict[str, dict[str, str | None]]:
@@ -208,17 +260,22 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
     assert "order: etcd snapshot, then h1 -> h2 -> h3" in plan.stdout, plan.stdout
     print(plan.stdout)
 
-    started = time.monotonic()
-    with ApiLoop(cluster, admin) as loop:
-        upgraded = apply_with(cluster, cluster.spec, cluster.binaries)
-    took = time.monotonic() - started
-    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
-    print(upgraded.stderr)
-    print(f"upgrade took {took:.0f}s; longest API outage through the VIP {loop.longest:.1f}s "
-          f"({loop.failures} failed requests)")
-    assert "etcd snapshot" in upgraded.stderr and "draining (through h2)" in upgraded.stderr, upgraded.stderr
-    assert "uncordoned" in upgraded.stderr, upgraded.stderr
-    assert loop.longest < 30, f"the API was unreachable for {loop.longest:.1f}s through the VIP"
+    with web_service(cluster, admin, tmp_path) as address:
+        started = time.monotonic()
+        with OutageLoop(api_answers(cluster, admin)) as api, OutageLoop(service_answers(cluster, address)) as web:
+            upgraded = apply_with(cluster, cluster.spec, cluster.binaries)
+        took = time.monotonic() - started
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        print(upgraded.stderr)
+        print(f"upgrade took {took:.0f}s; longest API outage through the VIP {api.longest:.1f}s "
+              f"({api.failures} of {api.tries} requests failed); longest outage of Service web "
+              f"{web.longest:.1f}s ({web.failures} of {web.tries} requests failed, while its pods moved)")
+        assert "etcd snapshot" in upgraded.stderr and "draining (through h2)" in upgraded.stderr, upgraded.stderr
+        assert "uncordoned" in upgraded.stderr, upgraded.stderr
+        assert api.longest < 30, f"the API was unreachable for {api.longest:.1f}s through the VIP"
+        # two replicas, one per node, and a budget of one: a drain never takes both
+        assert web.longest < 30, f"Service web did not answer for {web.longest:.1f}s"
+        poll(lambda: available_replicas(cluster, admin) == 2, 180, "both web pods available after the upgrade")
 
     assert component_releases(cluster) == {name: dict.fromkeys(COMPONENTS, NEW) for name in cluster.hosts}
     kubelets = cluster.kubectl(admin, "get", "nodes", "-o", "jsonpath={.items[*].status.nodeInfo.kubeletVersion}")
