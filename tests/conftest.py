@@ -61,7 +61,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # keep more tests than `lab3`). The split keeps the three about even (docs/testing.md has the
 # figures); a module not named here runs on the first lab.
 LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2",
-                 "test_dns_lab": "lab3", "test_upgrade_lab": "lab3"}
+                 "test_upgrade_lab": "lab3"}
 
 
 def xdist_group(item: pytest.Item) -> str:
