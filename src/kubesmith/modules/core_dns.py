@@ -33,6 +33,10 @@ MODE_LABEL = "addonmanager.kubernetes.io/mode"
 APP_LABELS = {"k8s-app": "kube-dns"}
 IMAGE_FILE = "kubesmith-coredns.tar"  # on every node that runs kubesmith's DNS (status asks there)
 IMAGE_LABEL = "images.kubesmith.io/coredns"  # on the nodes kubesmith imported its CoreDNS image to
+# On SIGTERM CoreDNS's /ready answers 503 at once and it keeps answering lookups this long: time for the
+# readiness probe (every 2 s), the EndpointSlice and every node's kube-proxy to take the pod out of the
+# Service first. The kubelet's shutdownGracePeriodCriticalPods must be longer (a reboot).
+LAME_DUCK_SECONDS = 10
 RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
 
 
@@ -129,7 +133,7 @@ def corefile(ctx: HostContext, options: CoreDnsOptions) -> str:
     upstream = " ".join(options.upstream) or "/etc/resolv.conf"
     text = (".:53 {\n"
             "    errors\n"
-            "    health {\n        lameduck 5s\n    }\n"
+            f"    health {{\n        lameduck {LAME_DUCK_SECONDS}s\n    }}\n"
             "    ready\n"
             f"    kubernetes {cluster.dns_domain} {cluster.cluster_cidr} {cluster.service_cidr} {{\n"
             "        pods insecure\n"

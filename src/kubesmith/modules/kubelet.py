@@ -56,11 +56,12 @@ class KubeletOptions(ComponentOptions):
     streaming_connection_idle_timeout: GoDuration = Field(default="4h",
                                                    description="Idle timeout of exec/attach/port-forward streams.")
     shutdown_grace_period: GoDuration = Field(
-        default="15s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
+        default="30s", description="Graceful node shutdown where systemd is PID 1: on a reboot the kubelet holds "
         "it at most this long (a logind inhibitor) to stop the pods, so Services stop sending to them before the "
         "host goes (0s: off). Pods stopped so end Failed; their controllers replace them.")
     shutdown_grace_period_critical_pods: GoDuration = Field(
-        default="5s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last.")
+        default="15s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last: "
+        "more than CoreDNS's lame-duck time, so it leaves its Service before it stops answering.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
