@@ -94,6 +94,12 @@ def _options(command: click.Command) -> Iterator[tuple[str, click.Option]]:
             yield max(param.opts, key=len), param
 
 
+@pytest.mark.parametrize(("path", "command"), [(path, command) for path, command, _ in ALL], ids=[p for p, _, _ in ALL])
+def test_every_command_takes_verbose(path: str, command: click.Command) -> None:
+    verbose = [p for p in command.params if isinstance(p, click.Option) and "--verbose" in p.opts]
+    assert len(verbose) == 1 and verbose[0].opts == ["-v", "--verbose"] and verbose[0].count, path
+
+
 def test_the_walk_sees_every_command() -> None:
     paths = {path for path, _, _ in ALL}
     assert {"render", "etcd snapshot", "token create", "join", "kubeconfig create", "wait", "agent"} <= paths

@@ -170,8 +170,13 @@ def test_a_live_plan_without_binaries_says_what_it_left_out(local_sshd: LocalSsh
     assert line.startswith("not compared: the binaries kube-apiserver, kube-controller-manager, kube-proxy, "
                            "kube-scheduler, kubelet (no --binaries DIR given)"), line
     assert "w1: " in text.stdout and "Traceback" not in text.stderr
-    document = json.loads(subprocess.run([*base, "-o", "json"], capture_output=True, text=True, timeout=300,
-                                         env=environment, check=True).stdout)
+    verbose = subprocess.run([*base, "-o", "json", "-v"], capture_output=True, text=True, timeout=300,
+                             env=environment, check=True)
+    document = json.loads(verbose.stdout)  # -v logs to stderr only: the JSON stays whole
+    logged = verbose.stderr.splitlines()
+    assert any(f"{NODE_ADDRESS}: connected in " in line for line in logged), verbose.stderr
+    assert any(f"{NODE_ADDRESS}: exit 0 in " in line for line in logged), verbose.stderr
+    assert not any(": exit 0 in " in line for line in text.stderr.splitlines())  # without -v: no log
     assert document["notCompared"]["binaries"] == ["kube-apiserver", "kube-controller-manager", "kube-proxy",
                                                    "kube-scheduler", "kubelet"]
     (changes,) = document["changes"]

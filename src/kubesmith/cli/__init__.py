@@ -11,6 +11,8 @@ import click
 
 from kubesmith import __version__
 from kubesmith.cli.common import run_guarded
+from kubesmith.cli.verbosity import with_verbose
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -81,7 +83,7 @@ class LazyGroup(click.Group):
             return None
         command: click.Command = getattr(importlib.import_module(entry.module), entry.attribute)
         command.short_help = entry.summary  # one text for the list and the command's own line
-        return command
+        return with_verbose(command)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Operators' commands first; those kubesmith's units run on hosts apart, still listed."""
@@ -113,6 +115,9 @@ def cli() -> None:
     4 unhealthy or not ready in time, 5 an operation on hosts failed, 6 a host failed preflight
     (nothing was changed).
     """
+
+
+with_verbose(cli)  # `kubesmith -v COMMAND` as well as `kubesmith COMMAND -v`
 
 
 def main() -> None:

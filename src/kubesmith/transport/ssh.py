@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import logging
 import secrets
 import shlex
 import socket
 import subprocess
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,8 @@ from tenacity import (AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from kubesmith import fsutil
 from kubesmith.hostfile import AnyHostFile, StreamedFile
+
+LOG = logging.getLogger("kubesmith.ssh")  # -v (cli/verbosity.py): what is asked of each host
 
 
 UPLOAD_CONCURRENCY = 16  # files in flight per host: hides round trips, which dominate small files
@@ -194,6 +198,7 @@ class SshTransport:
                   timeout: float | None = 120.0) -> CommandResult:
         text = command if isinstance(command, str) else shlex.join(command)
         connection = await self._connection(host)
+        started = time.monotonic()
         try:
             result = await asyncio.wait_for(connection.run(text, input=input, check=False), timeout)
         except asyncio.TimeoutError:
@@ -203,6 +208,7 @@ class SshTransport:
         if result.exit_status is None and result.exit_signal is None:  # the channel closed without an answer
             raise HostLost(f"{host}: connection lost while running {text[:80]!r}")
         status = result.exit_status if result.exit_status is not None else 255
+        _log_command(host, text, status, time.monotonic() - started)
         return CommandResult(host, text, status, str(result.stdout or ""), str(result.stderr or ""))
 
     async def upload(self, host: str, files: Sequence[AnyHostFile],
@@ -239,6 +245,7 @@ class SshTransport:
         script.append("sync")  # data of every temp file is durable before any rename
         script += [f"mv -f -- {shlex.quote(temp)} {shlex.quote(file.path)}" for file, temp in temps]
         await self._checked(host, " && ".join(script))
+        LOG.info("%s: uploaded %d files: %s", host, len(files), _listed([file.path for file in files]))
 
     async def stale_temps(self, host: str, directories: Sequence[str]) -> list[str]:
         """Temp files an interrupted upload left in these directories (a later apply removes them)."""
@@ -320,10 +327,15 @@ class SshTransport:
             retry=retry_if_exception_type(HostUnreachable),
             reraise=True,
         )
+        started = clock()
         async for attempt in retrying:
             with attempt:
                 async with self._slots:
-                    return await self._connect_once(host, max(min(opts.connect_timeout, end - clock()), MIN_ATTEMPT))
+                    connection = await self._connect_once(host, max(min(opts.connect_timeout, end - clock()),
+                                                                    MIN_ATTEMPT))
+                LOG.info("%s: connected in %.1fs (attempt %d)", host, clock() - started,
+                         attempt.retry_state.attempt_number)
+                return connection
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _connect_once(self, host: str, timeout: float) -> asyncssh.SSHClientConnection:
@@ -461,3 +473,17 @@ def _reap(proxy: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proxy.kill()
             proxy.wait()
+
+
+def _log_command(host: str, text: str, status: int, seconds: float) -> None:
+    """-v: the command's first line (a script's is its first step); -vv: all of it."""
+    if LOG.isEnabledFor(logging.DEBUG):
+        LOG.debug("%s: exit %d in %.2fs: %s", host, status, seconds, text)
+    elif LOG.isEnabledFor(logging.INFO):
+        first = text.splitlines()[0] if text else ""
+        LOG.info("%s: exit %d in %.2fs: %s", host, status, seconds, first if len(first) <= 160 else first[:157] + "...")
+
+
+def _listed(paths: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
