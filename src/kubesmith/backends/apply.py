@@ -141,7 +141,9 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
     address = host.address
     names = " ".join(shlex.quote(user.name) for user in host.users)
     python, current, manifest, users, installed, temps, listing = await asyncio.gather(  # independent: one round trip
-        transport.run(address, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"),
+        # the interpreter the runtime's wrapper names, not whichever python3 comes first on PATH
+        transport.run(address, f"{layout.HOST_PYTHON} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' "
+                      "2>/dev/null || true"),
         transport.hashes(address, [f.path for f in files], HASH_CACHE),
         transport.run(address, f"cat {layout.APPLIED_MANIFEST} 2>/dev/null || true"),
         transport.run(address, f"for u in {names}; do id -u \"$u\" >/dev/null 2>&1 && echo \"$u\"; done"
@@ -150,8 +152,9 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
         transport.stale_temps(address, [str(Path(f.path).parent) for f in files]),
         transport.run(address, releases.LIST_COMMAND))
     if python.stdout.strip() != bundle.python:
-        found = python.stdout.strip() or "no python3"
-        raise ApplyError(f"{host.name}: needs python3 {bundle.python} for kubesmith's runtime, found {found}")
+        found = python.stdout.strip() or "none"
+        raise ApplyError(f"{host.name}: needs {layout.HOST_PYTHON} {bundle.python} for kubesmith's runtime, "
+                         f"found {found}")
     kept = await keep_renewed(transport, host, files, current)
     renewed = frozenset(mine.path for mine, theirs in zip(files, kept) if mine is not theirs)
     files = kept
