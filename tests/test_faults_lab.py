@@ -30,6 +30,7 @@ from lab_cluster import Cluster
 from lab_fixture import LabHosts
 from polling import poll
 
+from kubesmith import layout
 from kubesmith.backends.phases import PAUSE_AT, PAUSE_FILE, doing
 from kubesmith.lab import host as lab_host
 
@@ -81,8 +82,10 @@ class Faults:
         return process.returncode, err
 
     def remove_runtime(self, host: str) -> None:
-        """Work for apply on a running cluster: the runtime (tarball and unpacked) must be shipped again."""
-        self.lab.exec(host, f"rm -rf {RUNTIME}")
+        """Work for apply on a running cluster: the runtime (tarball and unpacked) must be shipped again.
+        The Kubernetes release directories beside it stay (else apply would ship 400 MB of binaries too)."""
+        self.lab.exec(host, f"mkdir -p {RUNTIME} && find {RUNTIME} -mindepth 1 -maxdepth 1 "
+                            f"! -path {layout.RELEASES} -exec rm -rf {{}} +")
 
     def reboot(self, host: str) -> None:
         """Reboot from inside and wait until sshd answers (not for a healthy boot: with the runtime
@@ -205,15 +208,19 @@ def test_sshd_stopped_on_a_host_mid_apply(faults: Faults) -> None:
 
 
 def test_a_full_disk_under_the_runtime_is_named_and_heals(faults: Faults) -> None:
-    """A 20 MB tmpfs over the runtime directory: the 14 MB tarball fits, unpacking it does not."""
+    """A 20 MB tmpfs over the runtime directory: the 14 MB tarball fits, unpacking it does not. The
+    release directories below it are bound back in, as they were: only the runtime is to ship."""
     faults.remove_runtime("h3")
-    faults.lab.exec("h3", f"mkdir -p {RUNTIME} && mount -t tmpfs -o size=20m kubesmith-full {RUNTIME}")
+    aside = "/run/kubesmith-releases-aside"
+    faults.lab.exec("h3", f"mkdir -p {aside} && mount --bind {layout.RELEASES} {aside} && "
+                          f"mount -t tmpfs -o size=20m kubesmith-full {RUNTIME} && mkdir -p {layout.RELEASES} && "
+                          f"mount --bind {aside} {layout.RELEASES}")
     try:
         result = faults.cluster.apply()
         assert result.returncode == 5, result.stdout + result.stderr
         _one_error_line(result.stderr, "h3", "unpack", "No space left on device")
     finally:
-        faults.lab.exec("h3", f"umount {RUNTIME}", check=False)
+        faults.lab.exec("h3", f"umount {layout.RELEASES}; umount {RUNTIME}; umount {aside}", check=False)
     faults.converges()
 
 

@@ -76,8 +76,11 @@ def test_one_leader_each_and_a_new_one_soon_after_its_host_stops(cluster: Cluste
     # asked of a surviving API server, not through the virtual IP: its failover has a test of its own,
     # and this one is about the Leases (with the IP on the victim, kubectl waited on both at once)
     witness = f"https://{cluster.lab.address(next(h for h in cluster.hosts if h != victim))}:6443"
+    # the Lease holders first, and the clock starts once they are gone: the rest of the host takes its
+    # own time to stop (CoreDNS's lame duck, containerd's pods), which says nothing about leader election
+    cluster.lab.ssh(victim, "systemctl stop kube-controller-manager.service kube-scheduler.service")
     stopped = time.monotonic()
-    cluster.lab.ssh(victim, "systemctl stop kubernetes.slice")  # every component of that host at once
+    cluster.lab.ssh(victim, "systemctl stop kubernetes.slice")  # then every other component of that host
     try:
         moved = {name: poll(lambda: (lambda h: h if h not in (None, victim) else None)(
             leader(cluster, admin, name, witness)) if holders[name] == victim else holders[name], 60,
