@@ -388,3 +388,6 @@ def test_the_node_keeps_the_api_through_its_local_load_balancer_when_a_control_p
     poll(lambda: lb_backends(cluster) == {"h1": "UP", "h2": "UP", "h3": "UP"}, 180, "h1 UP again behind h4's balancer")
     poll(lambda: all(active(cluster, host, "kubernetes.target") for host in cluster.hosts), 180,
          "the control plane healthy again")
+    # and its pods, which outlived its units: once a stop took their links, the pods on h1 (CoreDNS, after
+    # the day-2 module rebuilt the cluster from h1) ran on with no network, and cluster DNS never came back
+    cluster.wait_healthy(180, "the cluster healthy again, its DNS included")

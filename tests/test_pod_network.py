@@ -127,7 +127,8 @@ def test_an_image_archive_is_the_same_bytes_every_time_and_names_its_image(tmp_p
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> None:
     """A node (its own network namespace) with the pods' bridge and two pods' veth pairs, each pod
-    in a namespace of its own: `kubesmith network down` leaves neither the bridge nor a veth behind,
+    in a namespace of its own: `kubesmith network down --bridge` (reset, once the pods are stopped)
+    leaves neither the bridge nor a veth behind,
     while the pods' namespaces still exist (the kernel would drop a pair only with its namespace)."""
     tag = f"ks-netdown-{os.getpid()}"
     node, pods = tag, [f"{tag}-p{i}" for i in (1, 2)]
@@ -146,7 +147,7 @@ def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> 
             assert on_node("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod).returncode == 0
             assert on_node("ip", "link", "set", veth, "master", "cni0").returncode == 0
         down = on_node(sys.executable, "-c", "from kubesmith.cli import main; main()", "network", "down",
-                       "--config", str(config))
+                       "--config", str(config), "--bridge")
         assert down.returncode == 0, down.stderr
         links = on_node("ip", "-o", "link", "show").stdout
         assert "cni0" not in links and "veth" not in links, links
@@ -161,8 +162,8 @@ def test_network_down_removes_the_pods_links_with_the_bridge(tmp_path: Path) -> 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_network_up_again_follows_the_learned_routes_and_keeps_the_pods_bridge(tmp_path: Path) -> None:
     """`network up` brings back the routes last learned (`network follow` saves them): a node that left
-    loses its route, a route outside the cluster's pod range stays, and the pods' bridge and veth stay
-    (a restart's `network down` would take them)."""
+    loses its route, a route outside the cluster's pod range stays, and the pods' bridge and veth stay,
+    through `network up` and through `network down` (a stop or restart of the unit) too."""
     node = f"ks-netup-{os.getpid()}"
     config = tmp_path / "network.json"
 
@@ -201,6 +202,9 @@ def test_network_up_again_follows_the_learned_routes_and_keeps_the_pods_bridge(t
         assert down.returncode == 0, down.stderr
         routes = on_node("ip", "route", "show").stdout
         assert "10.200.1.0/24" not in routes and "198.51.100.0/24 via 192.0.2.9" in routes, routes
+        # a stop of the unit leaves running pods their links: they outlive it, and the kubelet would not
+        # make them new ones (their sandboxes still run)
+        assert "veth0" in on_node("ip", "-o", "link", "show", "master", "cni0").stdout
     finally:
         subprocess.run(["ip", "netns", "del", node], capture_output=True, check=False)
     assert not Path(f"/run/netns/{node}").exists()

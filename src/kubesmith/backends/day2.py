@@ -23,6 +23,7 @@ from kubesmith.backends.etcd_members import MembershipError, etcdctl, members_of
 from kubesmith.backends.runtime_bundle import REMOTE_ROOT
 from kubesmith.backends.systemd import UnitOptions
 from kubesmith.hostfile import HostFile
+from kubesmith.modules.pod_network import NETWORK_CONFIG
 from kubesmith.plan.model import HostPlan, Plan
 from kubesmith.transport.ssh import SshTransport
 
@@ -207,6 +208,10 @@ async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str
     if "node" in host.roles:
         progress(f"{host.name}: stopping pods")
         await _run(transport, host, "stopping pods", STOP_PODS)
+        # with the pods gone, their bridge and links too (stopping kubesmith-network leaves them to running pods)
+        await _run(transport, host, "removing the pods' bridge",
+                   f"if [ -e {NETWORK_CONFIG} ]; then {layout.BIN}/kubesmith network down --bridge "
+                   f"--config {NETWORK_CONFIG}; fi")
     progress(f"{host.name}: removing {len(files)} files and {len(kubesmith_paths(host))} directories")
     await _run(transport, host, "removing files", "rm -rf -- " + " ".join(map(shlex.quote, [*files, layout.APPLIED_MANIFEST])))
     directories = " ".join(map(shlex.quote, kubesmith_paths(host)))  # a mount point is emptied, not removed

@@ -60,12 +60,15 @@ def network_follow(config_file: str) -> None:
 
 @network_group.command("down")
 @click.option("--config", "config_file", required=True, metavar="FILE", help="The node's network settings.")
-def network_down(config_file: str) -> None:
-    """Undo `network up` and remove the pods' bridge (stopping kubesmith-network runs it); sysctls stay."""
+@click.option("--bridge", "remove_bridge", is_flag=True,
+              help="Also remove the pods' bridge and their links: only once the pods are stopped (reset does).")
+def network_down(config_file: str, remove_bridge: bool) -> None:
+    """Undo `network up` (stopping kubesmith-network runs it): routes and masquerading go, sysctls stay, and
+    the pods' bridge stays unless --bridge (running pods keep their network until the next `up`)."""
     from kubesmith.node import network
 
     try:
-        network.bring_down(network.NetworkSettings.load(Path(config_file)), _say)
+        network.bring_down(network.NetworkSettings.load(Path(config_file)), _say, remove_bridge)
     except network.NetworkError as exc:
         fail(str(exc), ExitCode.FAILED)
 

@@ -8,7 +8,8 @@ Each node gets a pod range (`podCidr`: its own, else the lowest free range of
   containerd runs the loopback plugin itself. Debian's containernetworking-plugins provide them.
 * `kubesmith network up` (a oneshot unit, `kubesmith-network`): the sysctls, masquerading of pod
   traffic that leaves the cluster range, and the routes last learned; stopping the unit runs
-  `network down`, which takes them away again with the pods' bridge.
+  `network down`, which takes them away again but leaves the pods' bridge to the pods, which outlive
+  the unit (`reset` removes it once they are stopped: `network down --bridge`).
 * `kubesmith network follow` (`kubesmith-routes`, long-running): announces the node's range on its
   Node object and keeps a route to each other Node's announced range via its address (the nodes
   must share a link, as hosts on one subnet do). The routes come from the cluster rather than the
@@ -76,7 +77,8 @@ class PodNetworkModule(Module):
             description="kubesmith: routes to other nodes' pods, masquerading, sysctls",
             binary="kubesmith",
             argv=("network", "up", "--config", NETWORK_CONFIG, *(("--set-sysctls",) if on_hosts else ())),
-            undo=("network", "down", "--config", NETWORK_CONFIG),
+            undo=("network", "down", "--config", NETWORK_CONFIG),  # the pods' bridge stays: they outlive the unit
+            leave=("network", "down", "--config", NETWORK_CONFIG, "--bridge"),  # `run` stops the pods too
             reload=("network", "up", "--config", NETWORK_CONFIG),  # changed settings: the pods keep their bridge
             user="root",
             group="root",

@@ -149,8 +149,10 @@ def add_route(route: Route, patience: float) -> None:
     retrying(_run, ["ip", "route", "replace", route.to, "via", route.via])
 
 
-def bring_down(settings: NetworkSettings, say: Say) -> None:
-    """Undo `bring_up` and remove the pods' bridge; what is gone already is fine. Sysctls stay."""
+def bring_down(settings: NetworkSettings, say: Say, remove_bridge: bool = False) -> None:
+    """Undo `bring_up`; what is gone already is fine. Sysctls stay. The pods' bridge and their links
+    only with `remove_bridge`: pods outlive their unit (containerd keeps its shims), so a stop or
+    restart of kubesmith-network that took them would leave running pods with no network for good."""
     sync_routes((), settings.cluster_cidr, say, 0)
     if _iptables("-t", "nat", "-C", "POSTROUTING", "-j", CHAIN, check=False).returncode == 0:
         _iptables("-t", "nat", "-D", "POSTROUTING", "-j", CHAIN)
@@ -158,7 +160,7 @@ def bring_down(settings: NetworkSettings, say: Say) -> None:
         _iptables("-t", "nat", "-F", CHAIN)
         _iptables("-t", "nat", "-X", CHAIN)
         say("removed the masquerading rule")
-    if settings.bridge and _run(["ip", "link", "show", settings.bridge], check=False).returncode == 0:
+    if remove_bridge and settings.bridge and _run(["ip", "link", "show", settings.bridge], check=False).returncode == 0:
         for link in _pod_links(settings.bridge):
             _run(["ip", "link", "del", link], check=False)  # gone already with its pod: fine
         _run(["ip", "link", "del", settings.bridge])

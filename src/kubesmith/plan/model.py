@@ -83,6 +83,8 @@ class Service:
     # step that fails (and is retried by its Restart=) never fails the start of the target it belongs to
     undo: tuple[str, ...] = ()  # the binary's arguments that undo its work: systemd runs them when a oneshot
     # stops (ExecStop=); `kubesmith run` after stopping any service, to leave the machine as it found it
+    leave: tuple[str, ...] = ()  # `kubesmith run`'s undo when it differs (default `undo`): run leaves the
+    # machine for good, while a unit's stop must spare what outlives it (the pods' network)
     reload: tuple[str, ...] = ()  # the binary's arguments that bring a running oneshot to changed files
     # without undoing its work first (ExecReload=; apply reloads rather than restarts what has one)
     credentials: tuple[tuple[str, str], ...] = ()  # (name, root-only file): handed over at each start
