@@ -26,7 +26,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from k8s_support import real_binaries  # noqa: E402
+from k8s_support import coredns_on_path, real_binaries  # noqa: E402
 import yaml  # noqa: E402
 
 from kubesmith.backends import apply as applying  # noqa: E402
@@ -145,6 +145,7 @@ def slowest_alone() -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
+    coredns_on_path()  # examples/lab.yaml runs cluster DNS: kubesmith builds its image from this binary
     alone = slowest_alone()
     parallel = fresh_lab_apply(parallel=True, repeat_noop=True)
     sequential = fresh_lab_apply(parallel=False, repeat_noop=False)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import yaml  # noqa: E402
-from k8s_support import OLDER_RELEASE, older_binaries, real_binaries  # noqa: E402
+from k8s_support import OLDER_RELEASE, coredns_on_path, older_binaries, real_binaries  # noqa: E402
 
 from kubesmith.health.probespec import probe_argument  # noqa: E402
 from kubesmith.lab import access, lifecycle  # noqa: E402
@@ -80,6 +80,7 @@ def floor(config: LabConfig, spec: Path) -> float:
 
 
 def main() -> None:
+    coredns_on_path()  # examples/lab.yaml runs cluster DNS: kubesmith builds its image from this binary
     config = lab_config()
     lifecycle.down(config, quiet)
     try:

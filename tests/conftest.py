@@ -34,11 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """The machine's settings as the run found them, kept by the main process: under xdist a worker
     that ends early must not put them back under the lab that the other worker still runs. The real
     CoreDNS goes on PATH, where kubesmith finds it to build the cluster DNS image (as a user's would)."""
-    from k8s_support import coredns_dir
+    from k8s_support import coredns_on_path
 
-    found = coredns_dir()
-    if found is not None and str(found) not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = f"{found}{os.pathsep}{os.environ.get('PATH', '')}"
+    coredns_on_path()
     if not hasattr(config, "workerinput"):
         proc_sys = Path("/proc/sys")
         config.stash[SAVED_SETTINGS] = {name: (proc_sys / name).read_text() for name in MACHINE_SETTINGS

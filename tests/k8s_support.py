@@ -54,6 +54,14 @@ def coredns_dir() -> Path | None:
     return Path(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 and result.stdout.strip() else None
 
 
+def coredns_on_path() -> None:
+    """The real CoreDNS on PATH, where kubesmith looks for it to build the cluster DNS image (as a
+    user's would be): the suite and the lab benches apply specs with cluster DNS on."""
+    found = coredns_dir()
+    if found is not None and str(found) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{found}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 @cache
 def real_release() -> str:
     """The release the binaries report (`Kubernetes v1.36.2` -> `1.36.2`)."""

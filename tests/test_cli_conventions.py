@@ -112,3 +112,19 @@ def test_completion_scripts_complete_commands_for_each_shell() -> None:
         **os.environ, "_KUBESMITH_COMPLETE": "bash_complete", "COMP_WORDS": "kubesmith ap", "COMP_CWORD": "1"})
     assert answer.stdout.split() == ["plain,apply"], answer.stdout
     assert kubesmith("completion", "tcsh").returncode == 2
+
+
+def test_a_missing_input_of_the_hosts_files_during_apply_is_one_line_and_exit_2() -> None:
+    """Met in apply, a file that cannot be rendered (no coredns binary for the DNS image: a missing
+    input, like a missing binary) is one line and exit 2, never a traceback."""
+    from kubesmith.backends.render import RenderError
+    from kubesmith.cli.common import CommandFailed
+    from kubesmith.cli.host_commands import _on_hosts
+
+    async def work() -> None:
+        raise RenderError("/var/lib/kubesmith/images/kubesmith-coredns.tar: no coredns binary for the cluster "
+                          "DNS image")
+
+    with pytest.raises(CommandFailed) as failed:
+        _on_hosts(work)
+    assert failed.value.exit_code == 2 and "no coredns binary" in failed.value.message

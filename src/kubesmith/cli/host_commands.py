@@ -12,6 +12,7 @@ import click
 
 from kubesmith.backends import apply as applying
 from kubesmith.backends.phases import ApplyFailed
+from kubesmith.backends.render import RenderError
 from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
@@ -196,6 +197,8 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
     except upgrade.UpgradeRefused as exc:
         upgrade_refused(exc.lines)
     except ForeignStateError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    except RenderError as exc:  # an input the files need is missing (the coredns binary): as a missing binary
         fail(str(exc), ExitCode.USAGE)
     except PkiError as exc:
         fail(str(exc), ExitCode.FAILED)
