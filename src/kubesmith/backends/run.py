@@ -421,13 +421,13 @@ class Supervisor:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(child.pump, 2)
             self.emit(child.service.name, f"stopped ({describe_exit(process.returncode)})")
-        if (child.service.leave or child.service.undo) and (child.done or process is not None):
+        if child.service.run_undo and (child.done or process is not None):
             await self.undo(child)
 
     async def undo(self, child: Child) -> None:
         """The service's binary undoes its work (routes, rules): systemd's ExecStop= for a oneshot; for
         a daemon, what a foreground run owes the machine it ran on (kube-proxy's rules)."""
-        argv = [reroot_argument(argument, self.paths.root) for argument in child.service.leave or child.service.undo]
+        argv = [reroot_argument(argument, self.paths.root) for argument in child.service.run_undo]
         process = await asyncio.create_subprocess_exec(
             str(child.binary), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, env=environment(child.service, self.paths))

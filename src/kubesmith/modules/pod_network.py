@@ -71,14 +71,15 @@ class PodNetworkModule(Module):
             return Contribution()
         host = ctx.host
         on_hosts = host.environment.init_system == "systemd"  # `kubesmith run` checks sysctls, hosts set them
+        down = ("network", "down", "--config", NETWORK_CONFIG)
         service = Service(
             name="kubesmith-network",
             component=self.key,
             description="kubesmith: routes to other nodes' pods, masquerading, sysctls",
             binary="kubesmith",
             argv=("network", "up", "--config", NETWORK_CONFIG, *(("--set-sysctls",) if on_hosts else ())),
-            undo=("network", "down", "--config", NETWORK_CONFIG),  # the pods' bridge stays: they outlive the unit
-            leave=("network", "down", "--config", NETWORK_CONFIG, "--bridge"),  # `run` stops the pods too
+            undo=down,  # the pods' bridge stays: they outlive the unit
+            leave=(*down, "--bridge"),  # `run` stops the pods too
             reload=("network", "up", "--config", NETWORK_CONFIG),  # changed settings: the pods keep their bridge
             user="root",
             group="root",

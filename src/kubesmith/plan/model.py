@@ -91,6 +91,11 @@ class Service:
     # (systemd's LoadCredential=); its argv names them under layout.credential_path (plan/credentials.py)
 
     @property
+    def run_undo(self) -> tuple[str, ...]:
+        """What `kubesmith run` runs once it stopped this service: `leave`, else `undo` (may be empty)."""
+        return self.leave or self.undo
+
+    @property
     def flags(self) -> dict[str, str]:
         """`--name=value` arguments by name (a flag without a value is left out)."""
         return dict(argument[2:].split("=", 1) for argument in self.argv if argument.startswith("--") and "=" in argument)

@@ -245,7 +245,8 @@ class SshTransport:
         script.append("sync")  # data of every temp file is durable before any rename
         script += [f"mv -f -- {shlex.quote(temp)} {shlex.quote(file.path)}" for file, temp in temps]
         await self._checked(host, " && ".join(script))
-        LOG.info("%s: uploaded %d files: %s", host, len(files), _listed([file.path for file in files]))
+        if LOG.isEnabledFor(logging.INFO):  # an apply uploads thousands of files: no list unless -v
+            LOG.info("%s: uploaded %d files: %s", host, len(files), _listed([file.path for file in files]))
 
     async def stale_temps(self, host: str, directories: Sequence[str]) -> list[str]:
         """Temp files an interrupted upload left in these directories (a later apply removes them)."""
