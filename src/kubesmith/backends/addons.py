@@ -5,7 +5,8 @@ managers of the same fields) for `Reconcile` objects; `EnsureExists` objects are
 and never touched again. What the last run applied is kept in the ConfigMap
 `kube-system/kubesmith-addons` (an inventory, as kubectl's applysets): a `Reconcile` object that was
 in it and is in no add-on any more is deleted, unless its label now says EnsureExists (the user took
-it over). With `wait`, the run ends when every Deployment and DaemonSet it changed has rolled out. Nodes
+it over). With `wait`, the run ends when every Deployment and DaemonSet it changed has rolled out, and
+Deployments asking for a spread over the nodes have it (`backends.spread`). Nodes
 listed in a `*.labels.json` file are labelled first (which nodes hold kubesmith's CoreDNS image).
 """
 
@@ -23,6 +24,7 @@ from urllib.parse import quote
 import yaml
 
 from kubesmith.apiclient import ApiError, Credentials, api_request
+from kubesmith.backends.spread import asks_for_spread, spread_deployments
 from kubesmith.modules.addons import LABELS_SUFFIX
 
 FIELD_MANAGER = "kubesmith"
@@ -123,6 +125,9 @@ async def apply_addons(credentials: Credentials, directory: Path, wait: float | 
         pending = [o for o in objects if ref(o) in generations and seen.get(ref(o)) != generations[ref(o)]]
         await wait_for_rollouts(credentials, discovery, pending, wait, say, timeout)
         await _save_rolled_out(credentials, generations, timeout)
+        spread = [(o["metadata"].get("namespace", "default"), o["metadata"]["name"]) for o in objects
+                  if o["kind"] == "Deployment" and o["apiVersion"] == "apps/v1" and asks_for_spread(o)]
+        await spread_deployments(credentials, spread, wait, say, timeout)
 
 
 async def _apply_one(credentials: Credentials, discovery: Discovery, document: dict[str, Any], say: Say,
