@@ -156,7 +156,8 @@ def test_services_headless_reverse_new_and_upstream_names_resolve_from_pods(
         cluster: Cluster, admin: Path, upstream: subprocess.Popen[str], workloads: None) -> None:
     """Short name in its namespace, full name from another, kubernetes.default, a headless Service's pod
     addresses, a reverse lookup of a Service address, a Service created now within 2 s, a name only the
-    upstream knows; the layout, and CoreDNS's pods as non-root on a read-only root, asked of the API."""
+    upstream knows; the layout, and CoreDNS's pods as non-root on a read-only root, asked of the API;
+    a re-apply changes nothing, but spreads CoreDNS's pods again when they all share one node."""
     web = get(cluster, admin, "service", "web", namespace="dns-a")["spec"]["clusterIP"]
     resolves(cluster, admin, "dns-a", "web", {web})
     resolves(cluster, admin, "dns-b", f"web.dns-a.svc.{DOMAIN}", {web})
@@ -234,12 +235,37 @@ def test_services_headless_reverse_new_and_upstream_names_resolve_from_pods(
 
     labelled = cluster.kubectl(admin, "get", "nodes", "-l", "images.kubesmith.io/coredns=true", "-o", "name")
     assert sorted(labelled.stdout.split()) == ["node/h1", "node/h2", "node/h3"], labelled.stdout + labelled.stderr
+    together = both_coredns_pods_on_one_node(cluster, admin)
     before = versions()
     again = cluster.apply()
     assert again.returncode == 0, again.stderr
     assert "(no changes: nothing uploaded, nothing restarted;" in again.stdout, again.stdout
     assert "Deployment coredns rolled out" not in again.stdout + again.stderr  # unchanged: nothing to wait for
     assert versions() == before
+    # ... but a Deployment whose pods all share a node is spread again (one pod evicted)
+    assert f"Deployment coredns: all its pods run on {together}; evicting" in again.stdout + again.stderr, \
+        again.stdout + again.stderr
+    pods = get(cluster, admin, "pods", "-l", "k8s-app=kube-dns")["items"]
+    assert len({pod["spec"]["nodeName"] for pod in pods}) == 2 and _rolled(cluster, admin), pods
+
+
+def both_coredns_pods_on_one_node(cluster: Cluster, admin: Path) -> str:
+    """As a Deployment created while one node was Ready has them: the other nodes cordoned, the
+    pods elsewhere deleted, their replacements Ready beside the first; then the nodes uncordoned."""
+    pods = get(cluster, admin, "pods", "-l", "k8s-app=kube-dns")["items"]
+    keep = pods[0]["spec"]["nodeName"]
+    others = [node for node in ("h1", "h2", "h3") if node != keep]
+    try:
+        assert cluster.kubectl(admin, "cordon", *others).returncode == 0
+        elsewhere = [p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] != keep]
+        deleted = cluster.kubectl(admin, "-n", "kube-system", "delete", "pod", "--wait=false", *elsewhere)
+        assert deleted.returncode == 0, deleted.stderr
+        poll(lambda: _rolled(cluster, admin) and {p["spec"]["nodeName"] for p in get(
+            cluster, admin, "pods", "-l", "k8s-app=kube-dns")["items"]} == {keep}, 120,
+            f"both CoreDNS pods Ready on {keep}")
+    finally:
+        cluster.kubectl(admin, "uncordon", *others)
+    return keep
 
 
 def test_lookups_keep_answering_when_a_coredns_pod_is_deleted_and_then_its_host_reboots(

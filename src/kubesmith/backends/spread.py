@@ -98,7 +98,7 @@ def pod_to_move(deployment: dict[str, Any], pods: list[dict[str, Any]], nodes: l
 async def spread_deployments(credentials: Credentials, deployments: list[tuple[str, str]], wait: float, say: Say,
                              timeout: float) -> None:
     """For each (namespace, name): move one pod when `pod_to_move` says so, then wait (up to `wait`
-    seconds) for the Deployment to be whole again on more than one node."""
+    seconds) for the Deployment to be whole again, the evicted pod gone."""
     for namespace, name in deployments:
         path = f"/apis/apps/v1/namespaces/{quote(namespace)}/deployments/{quote(name)}"
         status, deployment = await api_request(credentials, "GET", path, None, timeout, accept=(404,))
@@ -133,13 +133,15 @@ async def _wait_spread(credentials: Credentials, namespace: str, path: str, evic
     end = time.monotonic() + wait
     while True:
         _, deployment = await api_request(credentials, "GET", path, None, timeout)
-        live = live_pods(await _pods_of(credentials, namespace, deployment, timeout))
+        pods = await _pods_of(credentials, namespace, deployment, timeout)
+        live = live_pods(pods)
         nodes = sorted({p["spec"]["nodeName"] for p in live})
-        if len(live) >= deployment["spec"].get("replicas", 1) and all(p["metadata"]["name"] != evicted for p in live):
+        gone = all(p["metadata"]["name"] != evicted for p in pods)  # its lame-duck time over: settled
+        if len(live) >= deployment["spec"].get("replicas", 1) and gone:
             name = deployment["metadata"]["name"]
             say(f"Deployment {name}: its pods run on {', '.join(nodes)}")
             return
         if time.monotonic() > end:
-            raise ApiError(f"Deployment {deployment['metadata']['name']}: the pod replacing {evicted} is not "
-                           f"Ready within {wait:g}s ({len(live)} live, on {', '.join(nodes) or 'no node'})")
+            raise ApiError(f"Deployment {deployment['metadata']['name']}: {evicted} not replaced and gone "
+                           f"within {wait:g}s ({len(live)} live, on {', '.join(nodes) or 'no node'})")
         await asyncio.sleep(1.0)
