@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -266,6 +267,15 @@ def make_file(kind: str, tmp_path: Path) -> Path:
     elif kind == "sparse-9-gib":  # no disk used: only the size counts
         with open(target, "wb") as file:
             file.truncate(9 << 30)
+    elif kind in ("deep-index", "deep-manifest"):  # RecursionError in the JSON decoder, once
+        tar_of(target, {kind.split("-")[1] + ".json": b"[" * 100_000 + b"]" * 100_000})
+    elif kind in ("longname-huge", "pax-huge"):  # tarfile read the claimed 1 GiB header whole (1.6 GB RSS)
+        info = tarfile.TarInfo("././@LongLink")
+        info.size, info.type = 1 << 30, tarfile.GNUTYPE_LONGNAME if kind == "longname-huge" else tarfile.XHDTYPE
+        header = info._create_header(info.get_info(), tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+        with open(target, "wb") as file:
+            file.write(header)
+            file.truncate(len(header) + (1 << 30) + 1024)
     elif kind.startswith("/dev/"):
         return Path(kind)
     return target
@@ -289,6 +299,10 @@ ARCHIVE_PROBLEMS = {
     "huge-index": "index.json is not a file of at most",
     "gzip": "not a tar file",
     "sparse-9-gib": "larger than 8 GiB (9 GiB); expected an image archive",
+    "deep-index": "its index or manifest is nested too deeply (more than 64 levels)",
+    "deep-manifest": "its index or manifest is nested too deeply (more than 64 levels)",
+    "longname-huge": "a header or member of 1,073,741,824 bytes read at once",
+    "pax-huge": "a header or member of 1,073,741,824 bytes read at once",
 }
 
 
@@ -347,9 +361,134 @@ def test_an_operator_archive_lands_root_only_on_the_nodes(tmp_path: Path) -> Non
     assert {e["path"]: e["mode"] for e in entries}["/var/lib/kubesmith/images/private.tar"] == "0600"
 
 
+# ---- the coredns binary named in the cluster file ---------------------------------------------------
+
+def coredns_file(kind: str, tmp_path: Path) -> Path:
+    """A file of `kind` to name as spec.components.coreDns.binary (sparse where it is large)."""
+    target = tmp_path / f"coredns-{kind}"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "private-text":  # /etc/shadow-like: readable here (root), but no executable
+        target.write_text("root:$6$salt$hash:19000:0:99999:7:::\n")
+        target.chmod(0o600)
+    elif kind == "sparse-elf-600-mib":
+        with open(target, "wb") as file:
+            file.write(b"\x7fELF")
+            file.truncate(600 << 20)
+    elif kind.startswith(("/dev/", "/proc/")):
+        return Path(kind)
+    return target
+
+
+COREDNS_PROBLEMS = {
+    "fifo": "not a regular file (a FIFO); expected a static coredns executable",
+    "/dev/zero": "not a regular file (a character device)",
+    "directory": "is a directory; expected a static coredns executable",
+    "private-text": "is not an executable (ELF) file",
+    "sparse-elf-600-mib": "larger than 512 MiB (600 MiB)",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COREDNS_PROBLEMS))
+def test_the_coredns_binary_is_checked_by_validate(kind: str, tmp_path: Path) -> None:
+    """validate did not look at it, and render read it whole: a FIFO hung, /dev/zero filled the memory."""
+    path = coredns_file(kind, tmp_path)
+    result = validate_text(tmp_path, "dns.yaml", spec_text(f"    coreDns: {{binary: '{path}'}}\n"))
+    assert_one_located_error(result, "dns.yaml", "spec.components.coreDns.binary", COREDNS_PROBLEMS[kind])
+
+
+def test_render_refuses_a_fifo_as_the_coredns_binary_located(tmp_path: Path) -> None:
+    path = coredns_file("fifo", tmp_path)
+    (tmp_path / "c.yaml").write_text(spec_text(f"    coreDns: {{binary: '{path}'}}\n"))
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
+    assert_one_located_error(result, "c.yaml", "spec.components.coreDns.binary", "a FIFO")
+
+
+def test_a_coredns_binary_gone_by_render_time_is_a_located_render_error(tmp_path: Path) -> None:
+    """Missing is a warning (nodes read the cluster file too); render names the option and its place."""
+    (tmp_path / "c.yaml").write_text(spec_text(f"    coreDns: {{binary: '{tmp_path / 'gone'}'}}\n"))
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
+    assert result.returncode == 5 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("warning: spec.components.coreDns.binary: "), result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert "spec.components.coreDns.binary: " in last and last.endswith("(c.yaml:10:15)"), result.stderr
+
+
+# ---- kernel interfaces that look like regular files (/proc/kmsg: size 0, every read blocks) ---------------
+
+needs_kmsg = pytest.mark.skipif(not os.access("/proc/kmsg", os.R_OK), reason="/proc/kmsg is not readable here")
+
+
+@needs_kmsg
+@pytest.mark.parametrize("where", ["cluster file", "add-on", "image archive"])
+def test_proc_kmsg_is_refused_without_blocking(where: str, tmp_path: Path) -> None:
+    """Reading it waits for the next kernel message: the reader keeps O_NONBLOCK and fails instead. (When
+    messages are pending they are read, and are no YAML or tar: an error too, just another one.)"""
+    if where == "cluster file":
+        with bounded(BOUND_SECONDS):
+            result = kubesmith("validate", "/proc/kmsg")
+        assert result.returncode in (1, 3) and "Traceback" not in result.stderr, result.stderr
+        assert "/proc/kmsg" in result.stderr.splitlines()[0] or result.returncode == 1, result.stderr
+        return
+    text = spec_text("    containerRuntime: {images: [/proc/kmsg]}\n") if where == "image archive" else \
+        spec_text(extra="  addons: [/proc/kmsg]\n")
+    result = validate_text(tmp_path, "kmsg.yaml", text)
+    option = "spec.components.containerRuntime.images[0]" if where == "image archive" else "spec.addons[0]"
+    assert_one_located_error(result, "kmsg.yaml", option, "/proc/kmsg")
+
+
+# ---- the state directory: keys, certificates and the cluster record are read bounded ----------------------
+
+@pytest.fixture(scope="module")
+def rendered_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One state directory with every CA and key (rendered once: issuing a PKI takes seconds)."""
+    work = tmp_path_factory.mktemp("state")
+    (work / "c.yaml").write_text(spec_text("    coreDns: {enabled: false}\n"))
+    with bounded(SLOW_BOUND):
+        assert kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=work).returncode == 0
+    return work / "state"
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _sparse(path: Path) -> None:
+    with open(path, "r+b") as file:
+        file.truncate(5 << 30)
+
+
+STATE_DAMAGE = {
+    "cluster-record-fifo": ("pki/cluster.json", _fifo, "not a regular file (a FIFO); expected a cluster record"),
+    "cluster-record-nested": ("pki/cluster.json", lambda path: path.write_bytes(b"[" * 100_000 + b"]" * 100_000),
+                              "unreadable cluster record (nested too deeply (more than 64 levels))"),
+    "ca-key-fifo": ("pki/cas/kubernetes-ca.key", _fifo, "not a regular file (a FIFO); expected a PEM private key"),
+    "sa-key-sparse-5-gib": ("pki/sa.key", _sparse, "larger than 1 MiB (5 GiB); expected a PEM private key"),
+    "leaf-certificate-fifo": ("pki/hosts/h1/apiserver.crt", _fifo, "a FIFO); expected a PEM certificate"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(STATE_DAMAGE))
+def test_a_state_file_render_cannot_read_is_one_line(damage: str, rendered_state: Path, tmp_path: Path) -> None:
+    """Each was read whole: a FIFO hung render, a sparse 5 GiB key ran out of memory, deep JSON recursed."""
+    name, spoil, fragment = STATE_DAMAGE[damage]
+    shutil.copytree(rendered_state, tmp_path / "state", symlinks=True)
+    spoil(tmp_path / "state" / name)
+    (tmp_path / "c.yaml").write_text(spec_text("    coreDns: {enabled: false}\n"))
+    with bounded(SLOW_BOUND):
+        result = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
+    assert_clean_failure(result, 3, f"state/{name}: ", fragment)
+
+
 # ---- image archives on the command line (`images import`) ------------------------------------------
 
-@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob", "sparse-9-gib"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob", "sparse-9-gib",
+                                  "deep-index", "pax-huge"])
 def test_images_import_checks_each_archive_before_connecting(kind: str, tmp_path: Path) -> None:
     path = make_file(kind, tmp_path)
     (tmp_path / "c.yaml").write_text(spec_text())
@@ -680,6 +819,7 @@ DAMAGE = {
     "not-json": b"{\"version\": 1, \"tok",
     "a-list": b"[]",
     "binary": b"\xff\xfe\x00garbage",
+    "nested-deeply": b'{"version": 1, "tokens": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
 }
 
 
@@ -694,7 +834,8 @@ def test_a_damaged_token_store_is_named_and_repaired(damage: str, tmp_path: Path
     listed = kubesmith("token", "list", "--state-dir", str(state), "-o", "json")
     assert listed.returncode == 0, listed.stderr
     kept = [row["description"] for row in json.loads(listed.stdout)]
-    assert kept == (["good"] if damage not in ("not-json", "a-list", "binary", "expires-infinite") else [])
+    assert kept == (["good"] if damage not in ("not-json", "a-list", "binary", "expires-infinite", "nested-deeply")
+                    else [])
     assert any(path.name.startswith("tokens.json.damaged-") for path in state.iterdir())
 
 

@@ -15,6 +15,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import io
 import os
 import secrets
 import stat
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 TEMP_MARKER = ".kstmp-"
 CHUNK = 1 << 20  # bytes per read of a file copied or hashed in chunks
@@ -262,13 +263,43 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
+class _NonBlocking(io.FileIO):
+    """A file read without O_NONBLOCK cleared: for a regular file it changes nothing, but a kernel
+    interface that looks like one (/proc/kmsg: regular, size 0) would block every read forever.
+    Such a read fails (EAGAIN) as an OSError naming the file, instead of returning None."""
+
+    expected = "a file"
+
+    def readinto(self, buffer: Any) -> int:
+        count = super().readinto(buffer)
+        if count is None:
+            raise OSError(errno.EAGAIN, f"reading it would wait for data (a kernel interface such as /proc/kmsg?); "
+                          f"expected {self.expected}", self.name)
+        return count
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        if data is None:
+            raise OSError(errno.EAGAIN, f"reading it would wait for data (a kernel interface such as /proc/kmsg?); "
+                          f"expected {self.expected}", self.name)
+        return data
+
+
 @contextmanager
 def open_regular(path: Path, limit: int, expected: str) -> Iterator[BinaryIO]:
     """`path` opened for reading when it is a regular file of at most `limit` bytes: a FIFO would block
     the open and every read, /dev/zero never ends, so both are refused before any byte is read.
-    OSError (EINVAL, EFBIG) names what it is instead; `expected` says what was wanted."""
+    OSError (EINVAL, EFBIG) names what it is instead; `expected` says what was wanted. The file stays
+    non-blocking: a read that would wait (/proc/kmsg) is an OSError (EAGAIN), never a hang."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
-    with os.fdopen(descriptor, "rb") as file:
+    try:
+        raw = _NonBlocking(descriptor, "rb", closefd=True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    raw.name = str(path)  # type: ignore[misc]  # messages name the path, not the descriptor
+    raw.expected = expected
+    with io.BufferedReader(raw) as file:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, f"not a regular file ({file_kind(info.st_mode)}); expected {expected}",
@@ -276,8 +307,7 @@ def open_regular(path: Path, limit: int, expected: str) -> Iterator[BinaryIO]:
         if info.st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {_size(limit)} ({_size(info.st_size)}); expected {expected}",
                           str(path))
-        os.set_blocking(descriptor, True)
-        yield file
+        yield file  # type: ignore[misc]
 
 
 def read_regular(path: Path, limit: int, expected: str) -> bytes:

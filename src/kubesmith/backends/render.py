@@ -14,7 +14,6 @@ left alone, and files that a previous render listed but the plan no longer has a
 
 from __future__ import annotations
 
-import json
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesmith import fsutil, layout
+from kubesmith.documents import load_json
 from kubesmith.agent.checkpoints import component_config
 from kubesmith.agent.configloop import Component
 from kubesmith.backends.systemd import UnitOptions, binary_path, executable, unit_file_mode, unit_files
@@ -36,6 +36,7 @@ from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner,
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20  # the list of a host's rendered files: a few hundred entries
 HOST_PLAN = "plan.json"
 LOCK = ".kubesmith-render.lock"  # in the output directory: one render at a time writes there
 
@@ -303,7 +304,9 @@ def _image(ctx: _Context, source: Source, path: str) -> bytes:
             else:
                 ctx.images[source.name] = pause_archive(image_cache_dir())
         except ImageError as exc:
-            raise RenderError(f"{path}: {exc}") from None
+            given = source.kind == "coredns-image" and dict(source.options).get("binary")
+            raise RenderError(f"{path}: spec.components.coreDns.binary: {exc}" if given else f"{path}: {exc}") \
+                from None
     return ctx.images[source.name]
 
 
@@ -400,7 +403,7 @@ def _same(target: Path, file: HostFile | StreamedFile) -> bool:
 
 def _previous(host_dir: Path) -> list[Path]:
     try:
-        document = json.loads((host_dir / MANIFEST).read_bytes())
+        document = load_json(fsutil.read_regular(host_dir / MANIFEST, MAX_MANIFEST_BYTES, "a render manifest"))
         return [target_path(host_dir, entry["path"]) for entry in document["files"]]
     except (OSError, ValueError, KeyError, TypeError, RenderError):
         return []

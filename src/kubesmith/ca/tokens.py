@@ -57,6 +57,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from kubesmith import fsutil
+from kubesmith.documents import load_json
 from kubesmith.pki.keys import PrivateKey
 
 ALPHABET = string.ascii_lowercase + string.digits
@@ -333,7 +334,7 @@ def _read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
 def _store_document(path: Path) -> dict[str, Any] | None:
     """The store's JSON object (None: no store yet); bounded, a regular file."""
     try:
-        document = json.loads(fsutil.read_regular(path, MAX_STORE_BYTES, "a token store"))
+        document = load_json(fsutil.read_regular(path, MAX_STORE_BYTES, "a token store"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

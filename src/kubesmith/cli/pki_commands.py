@@ -77,7 +77,10 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
         runtime = host_files(build_bundle(state / "cache")) if with_runtime else []
         shipped = Shipped(binaries, runtime, for_release(plan.kubernetes_version))  # as apply ships them
     with _user_errors():
-        result = render_plan(plan, state, Path(out_dir), list(hosts) or None, shipped)
+        try:
+            result = render_plan(plan, state, Path(out_dir), list(hosts) or None, shipped)
+        except RenderError as exc:
+            raise RenderError(_located_render_error(str(exc), spec_file)) from None
     for item in result.issued:
         click.echo(f"{item.host}: {item.name}: {item.status} ({item.reason})", err=True)
     click.echo(f"rendered {len(result.hosts)} host{'s' if len(result.hosts) != 1 else ''} into {out_dir}: "
@@ -181,6 +184,18 @@ def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
     state = default_state_dir(Path(spec_file), loaded.cluster.metadata.name, state_dir)
     _, plan = load_plan_or_fail(spec_file, history=history_of(state, load_record(state)))
     return plan, state
+
+
+CORE_DNS_BINARY = ("spec", "components", "coreDns", "binary")
+
+
+def _located_render_error(message: str, spec_file: str) -> str:
+    """A render error about an option's file (the coredns binary) with the option's file:line:col, as
+    validate gives it: the plan no longer knows where its options were written."""
+    if "spec.components.coreDns.binary:" not in message:
+        return message
+    where = load_spec_or_fail(spec_file).document.locate(CORE_DNS_BINARY)
+    return f"{message} ({where})" if where is not None else message
 
 
 @contextmanager

@@ -24,8 +24,10 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubesmith import fsutil
+from kubesmith.documents import TooDeep, load_json
 from kubesmith.fsutil import atomic_write
 
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
@@ -43,6 +45,8 @@ MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 MAX_ARCHIVE_BYTES = 8 << 30  # an image archive on this machine; larger ones are refused before any upload
 MAX_ARCHIVE_MEMBERS = 100_000  # files in one archive (an image's blobs: a few dozen)
 MAX_INDEX_BYTES = 4 << 20  # index.json or manifest.json
+MAX_COREDNS_BYTES = 512 << 20  # a static coredns is about 70 MiB
+ELF_MAGIC = b"\x7fELF"
 
 
 class ImageError(Exception):
@@ -122,18 +126,37 @@ def coredns_binary(given: str | None, binaries: Mapping[str, Path]) -> Path:
     return Path(found)
 
 
+def coredns_binary_problem(binary: Path) -> str | None:
+    """Why `binary` cannot be packed as the cluster DNS image (not a regular file, larger than
+    MAX_COREDNS_BYTES, no ELF executable), or None; four bytes are read at most."""
+    try:
+        with fsutil.open_regular(binary, MAX_COREDNS_BYTES, "a static coredns executable") as file:
+            magic = file.read(4)
+    except FileNotFoundError:
+        return f"{binary} does not exist on this machine"
+    except IsADirectoryError:
+        return f"{binary} is a directory; expected a static coredns executable"
+    except OSError as exc:
+        return f"{binary}: {exc.strerror or exc}"
+    if magic != ELF_MAGIC:
+        return f"{binary} is not an executable (ELF) file: the cluster DNS image needs a static coredns"
+    return None
+
+
 def coredns_archive(binary: Path, cache_dir: Path) -> bytes:
     """The cluster DNS image (one file, /coredns), cached in `cache_dir` by the binary's sha256: the
-    same binary gives the same bytes, so apply uploads it once."""
+    same binary gives the same bytes, so apply uploads it once. The binary is hashed in chunks and
+    read (bounded by MAX_COREDNS_BYTES) only when the cache lacks its image."""
+    if (problem := coredns_binary_problem(binary)) is not None:
+        raise ImageError(problem)
     try:
-        data = binary.read_bytes()
+        digest = fsutil.file_sha256(binary, MAX_COREDNS_BYTES)
+        cached = cache_dir / f"coredns-2-{digest[:24]}.tar"
+        if cached.exists():
+            return cached.read_bytes()
+        data = fsutil.read_regular(binary, MAX_COREDNS_BYTES, "a static coredns executable")
     except OSError as exc:
         raise ImageError(f"cannot read the coredns binary {binary}: {exc.strerror or exc}") from None
-    if not data.startswith(b"\x7fELF"):
-        raise ImageError(f"{binary} is not an executable (ELF) file: the cluster DNS image needs a static coredns")
-    cached = cache_dir / f"coredns-2-{hashlib.sha256(data).hexdigest()[:24]}.tar"
-    if cached.exists():
-        return cached.read_bytes()
     archive = oci_archive(COREDNS_IMAGE, (ImageFile("/coredns", data, xattrs=(NET_BIND_SERVICE_FILE_CAP,)),),
                           ("/coredns",))
     atomic_write(cached, archive, 0o644)
@@ -155,10 +178,30 @@ def check_archive(path: Path) -> tuple[str, ...]:
     is well-formed and names only blobs the tar holds. OSError when it cannot be read as a file."""
     with fsutil.open_regular(path, MAX_ARCHIVE_BYTES, "an image archive (a tar file)") as file:
         try:
-            with tarfile.open(fileobj=file, mode="r:") as archive:
+            with tarfile.open(fileobj=_BoundedReads(file), mode="r:") as archive:  # type: ignore[arg-type]
                 return _names(archive)
         except (tarfile.TarError, EOFError) as exc:
             raise ImageError(f"not an image archive (not a tar file: {exc})") from None
+
+
+class _BoundedReads:
+    """An archive file whose single reads are bounded: tarfile reads a GNU long name or a pax header
+    whole, as large as its header claims (1.5 GiB for a crafted sparse file), and skips member data
+    by seeking. Nothing kubesmith reads from an archive (headers, an index) is larger than this."""
+
+    LIMIT = MAX_INDEX_BYTES + (1 << 20)
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def read(self, size: int = -1) -> bytes:
+        if not 0 <= size <= self.LIMIT:
+            raise ImageError(f"not an image archive (a header or member of {size:,} bytes read at once; "
+                             f"at most {self.LIMIT >> 20} MiB expected)")
+        return bytes(self._file.read(size))
+
+    def __getattr__(self, name: str) -> Any:  # seek, tell, name, mode: the file's own
+        return getattr(self._file, name)
 
 
 def _names(archive: tarfile.TarFile) -> tuple[str, ...]:
@@ -173,13 +216,15 @@ def _names(archive: tarfile.TarFile) -> tuple[str, ...]:
             return _oci_names(archive, members)
         if "manifest.json" in members:
             return _docker_names(archive, members)
+    except TooDeep as exc:
+        raise ImageError(f"not an image archive (its index or manifest is {exc})") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImageError(f"not an image archive (a malformed index or manifest: {exc!r})") from None
     raise ImageError("not an image archive (no index.json or manifest.json)")
 
 
 def _oci_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) -> tuple[str, ...]:
-    index = json.loads(_member(archive, members, "index.json"))
+    index = load_json(_member(archive, members, "index.json"))
     manifests = index["manifests"]
     if not isinstance(manifests, list) or not manifests:
         raise ImageError("not an image archive (index.json lists no image)")
@@ -193,7 +238,7 @@ def _oci_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) ->
 
 
 def _docker_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) -> tuple[str, ...]:
-    entries = json.loads(_member(archive, members, "manifest.json"))
+    entries = load_json(_member(archive, members, "manifest.json"))
     if not isinstance(entries, list) or not entries:
         raise ImageError("not an image archive (manifest.json lists no image)")
     names = []

@@ -16,11 +16,13 @@ NET_BIND_SERVICE. The Corefile's hash is on the pod template, so an option chang
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from kubesmith.images import COREDNS_IMAGE
+from kubesmith.images import COREDNS_IMAGE, coredns_binary_problem
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
@@ -100,7 +102,20 @@ class CoreDnsModule(Module):
                                               "braces) with at least one directive"))
             elif sum(line.count("{") - line.count("}") for line in lines) != 0:
                 problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
+        if options.enabled and options.binary:
+            problems += _binary_problems(options.binary)
         return problems
+
+
+def _binary_problems(binary: str) -> list[OptionProblem]:
+    """The binary is checked where the spec is validated, as render reads it: a FIFO would hang render
+    and /dev/zero fill the memory. Missing is a warning: the cluster file is also read on nodes."""
+    problem = coredns_binary_problem(Path(binary))
+    if problem is None:
+        return []
+    missing = not os.path.lexists(binary)
+    return [OptionProblem(("binary",), f"{problem}; render and apply need it" if missing else problem,
+                          "warning" if missing else "error")]
 
 
 def resolver_problem(server: str) -> str | None:

@@ -40,6 +40,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith import fsutil
+from kubesmith.documents import load_json
 from kubesmith.pki import issue, keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
@@ -71,13 +72,26 @@ def read_record(root: Path) -> ClusterRecord | None:
     """The record of the store at `root`, or None when it has none (new, or made by an older kubesmith)."""
     path = root / RECORD
     try:
-        document = json.loads(path.read_bytes())
+        document = load_json(read_state(path, "a cluster record (JSON)"))
         return ClusterRecord(str(document["cluster"]), str(document["id"]))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise PkiError(f"{path}: unreadable cluster record ({exc}); it names the cluster this state belongs to, "
                        "restore it from a backup") from exc
+
+
+def read_state(path: Path, expected: str) -> bytes:
+    """A file of the state directory: a regular file of at most 1 MiB (a key or certificate is a few KB).
+    A FIFO would block and a huge file fill the memory; either is a PkiError naming the file.
+    FileNotFoundError passes through: callers decide what a missing file means."""
+    try:
+        return fsutil.read_regular(path, fsutil.SMALL_FILE_BYTES, expected)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise PkiError(f"{path}: cannot read it ({exc.strerror or exc}); the state directory holds only "
+                       "regular files kubesmith wrote: restore it from a backup") from None
 
 
 def check_owner(root: Path, cluster: str) -> ClusterRecord | None:
@@ -214,7 +228,7 @@ class PkiStore:
         path = self.root / "secrets" / f"encryption-key-{name}"
         if not path.exists():
             fsutil.atomic_write(path, base64.b64encode(secrets.token_bytes(32)) + b"\n", 0o600)
-        secret = base64.b64decode(path.read_bytes().strip(), validate=True)
+        secret = base64.b64decode(read_state(path, "a base64 encryption key").strip(), validate=True)
         if len(secret) != 32:
             raise PkiError(f"{path}: expected 32 bytes of base64 key material, found {len(secret)}")
         return secret
@@ -254,7 +268,7 @@ class PkiStore:
 
     def _ensure_key(self, path: Path) -> tuple[PrivateKey, bytes]:
         if path.exists():
-            pem = path.read_bytes()
+            pem = read_state(path, "a PEM private key")
             return keys.load(pem, str(path)), pem
         key = keys.generate(self.settings.key_algorithm)
         pem = keys.to_pem(key)
@@ -263,9 +277,9 @@ class PkiStore:
 
     def _assess(self, host: str, request: CertificateRequest, now: dt.datetime, force: bool) -> _Work:
         cert_path, key_path = self.leaf_paths(host, request.name)
-        key_pem = key_path.read_bytes() if key_path.exists() else None
+        key_pem = read_state(key_path, "a PEM private key") if key_path.exists() else None
         key = keys.load(key_pem, str(key_path)) if key_pem is not None else None
-        cert_pem = cert_path.read_bytes() if cert_path.exists() else None
+        cert_pem = read_state(cert_path, "a PEM certificate") if cert_path.exists() else None
         cert = _load_cert(cert_path, cert_pem) if cert_pem is not None else None
         reason = "renewal requested" if force else self.reissue_reason(request, cert, key, now)
         return _Work(host, request, key, key_pem, cert, cert_pem, reason)
@@ -330,7 +344,7 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
 
 def _load_cert(path: Path, pem: bytes | None = None) -> x509.Certificate:
     try:
-        return x509.load_pem_x509_certificate(pem if pem is not None else path.read_bytes())
+        return x509.load_pem_x509_certificate(pem if pem is not None else read_state(path, "a PEM certificate"))
     except ValueError as exc:
         raise PkiError(f"{path}: not a readable certificate ({exc}); delete it to have it reissued") from exc
 

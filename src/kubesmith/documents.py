@@ -1,0 +1,43 @@
+"""JSON from files anyone may have written (image archives, the token store, the state directory),
+parsed with a nesting budget.
+
+Python's JSON decoder recurses once per level: a few thousand `[` make it raise RecursionError, which
+every reader let escape as a traceback. The nesting is measured first, without recursion, so a
+document nested too deeply is a ValueError like any other malformed one, and each reader already
+turns a ValueError into its own located message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 64  # kubesmith's own documents nest 5 levels; an image index a few more
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear time
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+class TooDeep(ValueError):
+    """A document nested beyond the budget."""
+
+
+def load_json(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """`json.loads(data)`, refusing (TooDeep, a ValueError) a document nested more than `max_depth` levels."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if nesting_exceeds(raw, max_depth):
+        raise TooDeep(f"nested too deeply (more than {max_depth} levels)")
+    try:
+        return json.loads(data)
+    except RecursionError:  # the measure above makes this unreachable; a traceback must stay impossible
+        raise TooDeep(f"nested too deeply (more than {max_depth} levels)") from None
+
+
+def nesting_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether the brackets outside JSON strings nest deeper than `limit` (iterative: no recursion)."""
+    depth = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub(b"", raw)):
+        depth += 1 if match.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
