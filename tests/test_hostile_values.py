@@ -489,3 +489,51 @@ def test_the_json_plan_of_ten_thousand_hosts_is_written_in_bounded_memory() -> N
     before, after = (int(word) for word in result.stdout.split())  # KiB
     assert after < 600 * 1024, (before, after)
     assert after - before < 100 * 1024, (before, after)
+
+
+# ---- add-on manifests (spec.addons): what JSON cannot carry, and YAML that would expand without bound ------
+
+CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\n"
+LAUGHS = CONFIG_MAP + "x:\n  l0: &l0 [x, x]\n" + "".join(
+    f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10))
+
+# name -> (the manifest's bytes, message fragment); each is refused by validate, so `plan -o json` never
+# meets a value json.dumps refuses (or writes as a bare NaN)
+ADDONS: dict[str, tuple[bytes, str]] = {
+    "addon-date": ((CONFIG_MAP + "data: {since: 2024-01-01}\n").encode(), "m.yaml:4:8: data.since: 2024-01-01 is a "
+                                                                         "YAML timestamp, which JSON cannot hold"),
+    "addon-binary": ((CONFIG_MAP + "binaryData: {k: !!binary aGVsbG8=}\n").encode(),
+                     "binaryData.k: a !!binary value cannot be written to JSON"),
+    "addon-set": ((CONFIG_MAP + "data: !!set {a, b}\n").encode(), "data: a !!set cannot be written to JSON"),
+    "addon-int-and-null-keys": ((CONFIG_MAP + "data: {1: a, ~: b}\n").encode(), "JSON keys are strings"),
+    "addon-nan": ((CONFIG_MAP + "data: {x: .nan}\n").encode(), "data.x: nan is not a finite number"),
+    "addon-infinity": ((CONFIG_MAP + "spec: {replicas: .inf}\n").encode(), "inf is not a finite number"),
+    "addon-recursive-alias": ((CONFIG_MAP + "spec: &s [*s]\n").encode(), "spec[0]: an alias refers to a node that "
+                                                                         "contains it (a recursive alias)"),
+    "addon-billion-laughs": (LAUGHS.encode(), "aliases expand to more than 100,000 nodes"),
+    "addon-deep-flow": ((CONFIG_MAP + "data: " + "[" * 50_000 + "\n").encode(),
+                        "m.yaml:4:70: nested too deeply (more than 64 levels)"),
+    "addon-escape-byte": ((CONFIG_MAP + 'data: {a: "\x1b[31m"}\n').encode(),
+                          "m.yaml:4:12: not valid YAML: control character U+001B is not allowed"),
+    "addon-nul-byte": (CONFIG_MAP.encode() + b"data: {a: b\x00}\n", "control character U+0000 is not allowed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADDONS))
+def test_an_addon_manifest_json_cannot_carry_is_a_located_error(name: str, tmp_path: Path) -> None:
+    manifest, fragment = ADDONS[name]
+    (tmp_path / "m.yaml").write_bytes(manifest)
+    (tmp_path / f"{name}.yaml").write_text(HEAD + HOSTS + "  addons: [m.yaml]\n")
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", "spec.addons[0]", fragment)
+
+
+def test_an_addon_with_anchors_within_the_budget_reaches_the_json_plan(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(CONFIG_MAP.replace("{name: m}", "{name: m, labels: &l {app: m}}") +
+                                     "data: {when: '2024-01-01'}\nspec: {selector: *l}\n")
+    (tmp_path / "ok.yaml").write_text(HEAD + HOSTS + "  addons: [m.yaml]\n")
+    plan = kubesmith("plan", "ok.yaml", "--offline", "-o", "json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert '"2024-01-01"' in plan.stdout and "NaN" not in plan.stdout
+

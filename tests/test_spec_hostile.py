@@ -102,9 +102,9 @@ ACCEPTED: dict[str, str] = {
 # generated stem -> (text, option path, message fragment)
 GENERATED: dict[str, tuple[str, str, str]] = {
     "deep-flow-nesting": (HEAD + "  x: " + "[" * 200_000 + "]" * 200_000 + "\n", "(document)",
-                          "nested more than 64 levels"),
+                          "nested too deeply (more than 64 levels)"),
     "deep-block-nesting": (HEAD + "".join(f"{'  ' * (level + 1)}k{level}:\n" for level in range(300)) + "x\n",
-                           "(document)", "nested more than 64 levels"),
+                           "(document)", "nested too deeply (more than 64 levels)"),
     "larger-than-1-mib": (HEAD + "#" * (1 << 20) + "\n", "(document)", "larger than 1 MiB"),
     "ten-level-laughs": (HEAD + "  components:\n    kubelet:\n      extraConfig:\n        l0: &l0 [x, x]\n" + "".join(
         f"        l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 11)),

@@ -14,7 +14,11 @@ from typing import Any
 
 import yaml
 
+from kubesmith import fsutil
 from kubesmith.spec.checks import Finding
+from kubesmith.spec.errors import Location, format_path
+from kubesmith.spec.values import json_findings
+from kubesmith.spec.yamlsource import Loader, YamlDocument, alias_problem, nesting_problem
 
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 ADDON_LABEL = "kubesmith.io/addon"
@@ -62,11 +66,11 @@ def _addon_name(entry: Path, taken: set[str]) -> str:
 
 def _read_entry(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and (p.is_file() or p.is_fifo()))
         if not files:
             return [], [f"{path}: no *.yaml, *.yml or *.json files in the directory"]
-    elif path.is_file():
-        files = [path]
+    elif path.exists():
+        files = [path]  # a FIFO or device is refused by the reader, naming what it is
     else:
         return [], [f"{path}: no such file or directory"]
     objects: list[tuple[str, dict[str, Any]]] = []
@@ -79,23 +83,31 @@ def _read_entry(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]
 
 
 def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
-    """(where, object) of every document of one manifest file (a `List`'s items one by one)."""
+    """(where, object) of every document of one manifest file (a `List`'s items one by one). The file is
+    anyone's: it is read bounded, and nesting, aliases and values JSON cannot carry are refused before
+    anything is built from it (the plan writes every object as JSON)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return [], [f"{path}: larger than {MAX_BYTES >> 20} MiB"]
-        text = path.read_text(encoding="utf-8")
+        text = fsutil.read_regular(path, MAX_BYTES, "a YAML or JSON manifest").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return [], [f"{path}: cannot read it: {getattr(exc, 'strerror', None) or exc}"]
     objects: list[tuple[str, dict[str, Any]]] = []
     problems: list[str] = []
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        if (deep := nesting_problem(text, str(path), "a manifest")) is not None:
+            return [], [f"{_at(deep.location, path)}: {deep.message}"]
+        loader = Loader(text)
         while loader.check_node():
             node = loader.get_node()
-            where = f"{path}:{node.start_mark.line + 1}"
+            if (refused := alias_problem(node, str(path))) is not None:
+                return objects, problems + [f"{_at(refused.location, path)}: {refused.path}: {refused.message}"]
             document = loader.construct_document(node)
             if document is None:
                 continue
+            if (bad := _unrepresentable(document, node, path)) is not None:
+                problems.append(bad)
+                continue
+            where = f"{path}:{node.start_mark.line + 1}"
             items = document.get("items") if isinstance(document, dict) and document.get("kind") == "List" else None
             for item in items if isinstance(items, list) else [document]:
                 problem = object_problem(item)
@@ -103,13 +115,36 @@ def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
                     problems.append(f"{where}: {problem}")
                 else:
                     objects.append((where, item))
+    except yaml.reader.ReaderError as exc:  # a NUL or control byte: the reader refuses the whole text
+        before = text[:exc.position]
+        at = f"{path}:{before.count(chr(10)) + 1}:{exc.position - before.rfind(chr(10))}"
+        problems.append(f"{at}: not valid YAML: control character U+{exc.character:04X} is not allowed"
+                        if isinstance(exc.character, int) else f"{at}: not valid YAML: {exc.reason}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problems.append(f"{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        problems.append(f"{path}: not valid YAML: {exc}")
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return objects, problems
+
+
+def _unrepresentable(document: Any, node: yaml.Node, path: Path) -> str | None:
+    """The first value of a document that JSON cannot carry (a timestamp, !!binary, !!set, a key that is
+    no string, NaN, an infinity, an integer beyond 64 bits), located in the manifest; None when there is none."""
+    located = YamlDocument(str(path), document, node)
+    found = [(located.locate(loc), loc, message) for loc, message, _ in json_findings(document)]
+    if not found:
+        return None
+    where, loc, message = min(found, key=lambda item: (item[0].line, item[0].column) if item[0] else (0, 0))
+    return f"{_at(where, path)}: {format_path(loc) if loc else '(document)'}: {message}"
+
+
+def _at(location: Location | None, path: Path) -> str:
+    return str(location) if location is not None else str(path)
 
 
 def object_problem(document: Any) -> str | None:

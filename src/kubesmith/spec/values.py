@@ -35,6 +35,11 @@ def value_findings(data: Any) -> list[Finding]:
     return findings
 
 
+def json_findings(data: Any) -> list[Finding]:
+    """Everything in `data` JSON cannot carry, each located relative to `data` (an add-on manifest's object)."""
+    return _numbers(data, ()) + _representable(data, (), "JSON")
+
+
 def _numbers(data: Any, loc: tuple[LocPart, ...]) -> list[Finding]:
     findings: list[Finding] = []
     stack: list[tuple[Any, tuple[LocPart, ...]]] = [(data, loc)]

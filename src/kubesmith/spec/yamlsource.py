@@ -19,6 +19,7 @@ import yaml
 from kubesmith.spec.errors import Location, LocPart, Problem, format_path
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Loader = _Loader  # add-on manifests are read with libyaml too
 MAX_DEPTH = 64  # a cluster file nests about 6 levels; extraConfig documents a few more
 MAX_ALIAS_NODES = 100_000  # nodes reached through aliases, counted once per use
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
@@ -110,7 +111,7 @@ def _oversized_integer(root: yaml.Node | None, filename: str) -> Problem:
     return Problem("(document)", "a value could not be converted (an integer too long?)", Location(filename, 1, 1))
 
 
-def _too_deep(text: str, filename: str) -> Problem | None:
+def _too_deep(text: str, filename: str, what: str = "a cluster file") -> Problem | None:
     """Nesting beyond MAX_DEPTH, found from libyaml's event stream (iterative, no recursion)."""
     scanner = _Loader(text)
     try:
@@ -119,13 +120,23 @@ def _too_deep(text: str, filename: str) -> Problem | None:
             if isinstance(event, _OPEN):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return Problem("(document)", f"nested more than {MAX_DEPTH} levels deep; a cluster file "
+                    return Problem("(document)", f"nested too deeply (more than {MAX_DEPTH} levels); {what} "
                                    "needs far fewer", _location(filename, event.start_mark))
             elif isinstance(event, _CLOSE):
                 depth -= 1
     finally:
         scanner.dispose()
     return None
+
+
+def nesting_problem(text: str, filename: str, what: str) -> Problem | None:
+    """Nesting beyond MAX_DEPTH in any document of `text` (a YAMLError when it is no YAML at all)."""
+    return _too_deep(text, filename, what)
+
+
+def alias_problem(node: yaml.Node, filename: str) -> Problem | None:
+    """A recursive alias, or aliases expanding beyond MAX_ALIAS_NODES, in the document of `node`."""
+    return _duplicate_keys(node, (), filename)[1]
 
 
 def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...],
