@@ -537,3 +537,13 @@ def test_an_addon_with_anchors_within_the_budget_reaches_the_json_plan(tmp_path:
     assert plan.returncode == 0, plan.stderr
     assert '"2024-01-01"' in plan.stdout and "NaN" not in plan.stdout
 
+
+def test_more_than_nine_etcd_members_are_refused_before_any_plan(tmp_path: Path) -> None:
+    """10,000 members used to pass validate and hang `plan -o json` (every member lists every other)."""
+    hosts = "".join(f"    - {{name: n{i}, address: 10.0.0.{i + 10}, roles: [control-plane, etcd, node]}}\n"
+                    for i in range(11))
+    (tmp_path / "etcd.yaml").write_text(HEAD + "  hosts:\n" + hosts + "  controlPlaneEndpoint: '10.0.0.10:6443'\n")
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", "etcd.yaml", cwd=tmp_path)
+    assert_one_located_error(result, "etcd.yaml", "spec.hosts[9].roles", "11 hosts have the etcd role, more "
+                             "than 9: etcd recommends 3, 5 or 7 members")

@@ -18,6 +18,7 @@ from kubesmith.gcpause import gc_paused
 from kubesmith.spec.addons import read_addons
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
 from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
+from kubesmith.spec.limits import limit_findings
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.values import value_findings
 from kubesmith.spec.yamlsource import YamlDocument, parse_yaml
@@ -73,6 +74,7 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
         semantic = [_located(finding, document) for finding in _semantics_of_the_rest(document.data, exc, registry)]
         raise SpecError(_by_position(problems + typed + flags + semantic)) from None
     problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
+    problems += [_located(finding, document) for finding in limit_findings(cluster)]
     addons, addon_findings = read_addons(cluster.spec.addons, Path(filename).parent)
     problems += [_located(finding, document) for finding in addon_findings]
     cluster.spec._addon_manifests = addons  # read with the spec: the plan stays pure
