@@ -485,6 +485,24 @@ def test_a_state_file_render_cannot_read_is_one_line(damage: str, rendered_state
     assert_clean_failure(result, 3, f"state/{name}: ", fragment)
 
 
+# ---- lifetimes that become certificate dates ----------------------------------------------------------
+
+@pytest.mark.parametrize(("command", "fragment"), [
+    (["kubeconfig", "create", "c.yaml", "--ttl", "1000000000h", "--out", "k.yaml"], "at most 365 days"),
+    (["kubeconfig", "create", "c.yaml", "--ttl", "366d", "--out", "k.yaml"], "at most 365 days"),
+    (["ca", "serve", "--validity", "99999999d"], "at most 3650 days"),
+])
+def test_certificate_lifetimes_are_bounded_when_parsed(command: list[str], fragment: str, tmp_path: Path) -> None:
+    """--ttl 1000000000h passed the parser and overflowed while issuing, after the role binding was made."""
+    (tmp_path / "c.yaml").write_text(spec_text())
+    result = kubesmith(*command, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    option = next(word for word in command if word in ("--ttl", "--validity"))
+    assert f"Invalid value for '{option}'" in result.stderr, result.stderr
+    assert fragment in result.stderr, result.stderr
+    assert not (tmp_path / "k.yaml").exists()
+
+
 # ---- image archives on the command line (`images import`) ------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "text", "no-manifest", "index-missing-blob", "sparse-9-gib",

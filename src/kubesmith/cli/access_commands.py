@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import yaml
 
-from kubesmith.cli.common import DURATION, emit_json, fail, load_plan_or_fail, out_option, output_option, spec_argument
+from kubesmith.cli.common import CERTIFICATE_TTL, emit_json, fail, load_plan_or_fail, out_option, output_option, spec_argument
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
 
@@ -80,7 +80,7 @@ def kubeconfig() -> None:
 @click.option("--user", "user", default=None, metavar="NAME", help="The person (default: your login name).")
 @click.option("--role", type=click.Choice(["view", "edit", "admin", "cluster-admin"]), default="cluster-admin",
               show_default=True, help="The ClusterRole bound to the person's group.")
-@click.option("--ttl", type=DURATION, default="8h", show_default=True, help="Life of the certificate.")
+@click.option("--ttl", type=CERTIFICATE_TTL, default="8h", show_default=True, help="Life of the certificate.")
 @out_option("Write the kubeconfig here (0600); default: standard output.")
 @output_option("yaml", "json", help_text="The kubeconfig's format (kubectl reads both).")
 @click.option("--merge", is_flag=True, help="Add cluster, user and context to ~/.kube/config ($KUBECONFIG's first "

@@ -14,7 +14,7 @@ import click
 
 from kubesmith import layout
 from kubesmith.ca import server as ca_service
-from kubesmith.cli.common import DURATION, DURATION_OR_ZERO, config_option, fail, read_json_config, user_errors
+from kubesmith.cli.common import DURATION_OR_ZERO, SERVICE_VALIDITY, config_option, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
 
 CA_DEFAULTS: dict[str, Any] = {
@@ -60,7 +60,7 @@ def ca_group() -> None:
 @click.option("--tls-key", default=None, metavar="FILE", help="Key of the HTTPS certificate.")
 @click.option("--state-dir", default=None, metavar="DIR",
               help=f"Token store directory (default {layout.CA_SERVICE_STATE}).")
-@click.option("--validity", type=DURATION, default=None, help="Lifetime of issued certificates (e.g. 365d, 3m).")
+@click.option("--validity", type=SERVICE_VALIDITY, default=None, help="Lifetime of issued certificates (e.g. 365d, 3m).")
 @click.option("--failed-auth-delay", type=DURATION_OR_ZERO, default=None,
               help="First delay after a failed authentication, doubled per failure.")
 @click.option("--max-failed-auth-delay", type=DURATION_OR_ZERO, default=None,

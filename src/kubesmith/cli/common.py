@@ -292,8 +292,10 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def __init__(self, minimum: float | None = None) -> None:
+    def __init__(self, minimum: float | None = None, maximum: float | None = None, what: str = "") -> None:
         self.minimum = minimum
+        self.maximum = maximum  # a lifetime that becomes certificate dates: a huge one overflows them
+        self.what = what
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "DURATION"
@@ -309,11 +311,16 @@ class Duration(click.ParamType):
             self.fail(f"{value!r}: a duration must be positive", param, ctx)
         if self.minimum is not None and seconds < self.minimum:
             self.fail(f"{value!r}: at least {self.minimum:g}s", param, ctx)
+        if self.maximum is not None and seconds > self.maximum:
+            self.fail(f"{value!r}: at most {self.maximum / 86400:g} days ({self.what})", param, ctx)
         return seconds
 
 
 DURATION = Duration()
 DURATION_OR_ZERO = Duration(minimum=0)
+# lifetimes that end up as certificate or token dates: bounded when parsed, before anything is done
+CERTIFICATE_TTL = Duration(maximum=365 * 86400, what="a person's certificate lives a year at most")
+SERVICE_VALIDITY = Duration(maximum=3650 * 86400, what="no issued certificate outlives the ten years of its CA")
 
 FORMAT_NAMES = ("text", "json", "yaml", "md")
 
