@@ -454,7 +454,7 @@ def rendered_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fifo(path: Path) -> None:
-    path.unlink()
+    path.unlink(missing_ok=True)
     os.mkfifo(path)
 
 
@@ -470,6 +470,11 @@ STATE_DAMAGE = {
     "ca-key-fifo": ("pki/cas/kubernetes-ca.key", _fifo, "not a regular file (a FIFO); expected a PEM private key"),
     "sa-key-sparse-5-gib": ("pki/sa.key", _sparse, "larger than 1 MiB (5 GiB); expected a PEM private key"),
     "leaf-certificate-fifo": ("pki/hosts/h1/apiserver.crt", _fifo, "a FIFO); expected a PEM certificate"),
+    "etcd-record-fifo": ("etcd-members.json", _fifo, "a FIFO); expected kubesmith's record of the etcd members"),
+    "etcd-record-damaged": ("etcd-members.json", lambda path: path.write_text('{"members": []}'),
+                            "damaged: not kubesmith's record of the etcd members"),
+    "removed-keys-nested": ("removed-keys.json", lambda path: path.write_bytes(b"[" * 100_000 + b"]" * 100_000),
+                            "damaged: not the keys of removed hosts (nested too deeply"),
 }
 
 

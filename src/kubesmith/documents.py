@@ -9,10 +9,15 @@ turns a ValueError into its own located message.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+from kubesmith import fsutil
+
+MAX_STATE_BYTES = 16 << 20  # a record of the state directory: the applied spec of 10,000 hosts is ~2 MiB
 MAX_DEPTH = 64  # kubesmith's own documents nest 5 levels; an image index a few more
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear time
 _BRACKETS = re.compile(rb"[\[\]{}]")
@@ -41,3 +46,19 @@ def nesting_exceeds(raw: bytes, limit: int) -> bool:
         if depth > limit:
             return True
     return False
+
+
+def read_json_file(path: Path, expected: str, limit: int = MAX_STATE_BYTES) -> Any:
+    """The JSON document of a record kubesmith keeps (the state directory's), read as a bounded regular
+    file. A FIFO, a huge file or a damaged document is an OSError naming the file and what it should be,
+    which every command reports in one line; FileNotFoundError passes through (a record not made yet)."""
+    data = fsutil.read_regular(path, limit, expected)
+    try:
+        return load_json(data)
+    except ValueError as exc:
+        raise damaged(path, expected, exc) from None
+
+
+def damaged(path: Path, expected: str, exc: Exception) -> OSError:
+    """The error for a record that is no longer what kubesmith wrote."""
+    return OSError(errno.EINVAL, f"damaged: not {expected} ({exc}); restore it from a backup", str(path))

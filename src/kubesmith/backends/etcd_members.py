@@ -20,6 +20,7 @@ from tenacity import AsyncRetrying, retry_if_exception, retry_if_exception_type,
 
 from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions
+from kubesmith.documents import damaged, read_json_file
 from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.plan.membership import Bootstrap
 from kubesmith.plan.model import HostPlan, Plan
@@ -36,11 +37,15 @@ class MembershipError(Exception):
 
 def load_record(state_dir: Path) -> dict[str, Bootstrap]:
     """How the cluster's members first started; empty for a cluster not applied yet."""
+    path = state_dir / RECORD_FILE
     try:
-        data = json.loads((state_dir / RECORD_FILE).read_text())
+        data = read_json_file(path, "kubesmith's record of the etcd members")
+        return {str(name): Bootstrap(entry["state"], entry["initialCluster"])
+                for name, entry in data["members"].items()}
     except FileNotFoundError:
         return {}
-    return {name: Bootstrap(entry["state"], entry["initialCluster"]) for name, entry in data["members"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise damaged(path, "kubesmith's record of the etcd members", exc) from None
 
 
 def save_record(state_dir: Path, record: Mapping[str, Bootstrap]) -> None:

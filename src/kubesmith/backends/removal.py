@@ -28,6 +28,7 @@ from kubesmith import fsutil, layout
 from kubesmith.backends import etcd_members
 from kubesmith.backends.day2 import Day2Error, manifest_of, reset_host
 from kubesmith.backends.runtime_bundle import WRAPPER_PATH
+from kubesmith.documents import damaged, read_json_file
 from kubesmith.pki import keys
 from kubesmith.pki.store import store_root
 from kubesmith.plan.evaluate import evaluate
@@ -53,10 +54,13 @@ class RemovalError(Exception):
 
 
 def load_applied(state_dir: Path) -> Cluster | None:
+    path = state_dir / APPLIED_SPEC
     try:
-        return Cluster.model_validate(json.loads((state_dir / APPLIED_SPEC).read_text()))
+        return Cluster.model_validate(read_json_file(path, "the spec apply last applied"))
     except FileNotFoundError:
         return None
+    except ValueError as exc:  # pydantic's ValidationError: hand-edited
+        raise damaged(path, "the spec apply last applied", exc) from None
 
 
 def save_applied(state_dir: Path, cluster: Cluster) -> None:
@@ -78,10 +82,13 @@ def forget_hosts(state_dir: Path, names: list[str]) -> None:
 
 def load_removed_keys(state_dir: Path) -> dict[str, str]:
     """`sha256:<hex>` of each removed host's keys -> that host."""
+    path = state_dir / REMOVED_KEYS
     try:
-        return dict(json.loads((state_dir / REMOVED_KEYS).read_text())["keys"])
+        return {str(key): str(host) for key, host in read_json_file(path, "the keys of removed hosts")["keys"].items()}
     except FileNotFoundError:
         return {}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise damaged(path, "the keys of removed hosts", exc) from None
 
 
 def keys_of(state_dir: Path, hosts: list[str]) -> dict[str, str]:
