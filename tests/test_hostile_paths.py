@@ -116,7 +116,7 @@ def test_every_directory_option_refuses_system_directories(option: str, value: s
     ("/dev/shm/etcd", "lies inside /dev, a kernel file system"),
     ("/home/alice/etcd", "lies inside /home, where users keep their files"),
     ("/root/etcd", "lies inside /root, where users keep their files"),
-    ("/usr/lib/x", None),  # legitimate: not a system directory, holds none
+    ("/srv/x", None),  # legitimate: inside a directory made to hold others' (/usr/lib/x is not: see below)
 ])
 def test_kernel_file_systems_are_refused(value: str, fragment: str | None, tmp_path: Path) -> None:
     result = validate_text(tmp_path, "path-kernel.yaml", spec_text(f"    etcd: {{dataDir: {value}}}\n"))
@@ -207,6 +207,170 @@ def test_legitimate_directories_are_accepted(stem: str, tmp_path: Path) -> None:
     result = validate_text(tmp_path, f"{stem}.yaml", spec_text(LEGITIMATE[stem]))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{stem}.yaml: valid"), result.stdout
+
+
+# ---- the tree rule: inside a system directory that holds no one else's (audit 32, A01-A08, A15-A16, A21-A22)
+
+INSIDE_SYSTEM = {
+    "etc-passwd": ("etcd.dataDir", "/etc/passwd", "/etc/passwd lies inside /etc, a system directory"),
+    "libc": ("etcd.dataDir", "/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu lies inside /usr/lib, a system"),
+    "lib-modules": ("kubelet.rootDir", "/lib/modules", "/lib/modules (that is /usr/lib/modules) is a system directory"),
+    "lib-systemd": ("kubelet.rootDir", "/lib/systemd", "/lib/systemd (that is /usr/lib/systemd) is a system directory"),
+    "vendor-units": ("containerRuntime.rootDir", "/usr/lib/systemd/system",
+                     "/usr/lib/systemd/system lies inside /usr/lib/systemd, a system directory"),
+    "boot-grub": ("etcd.snapshots.directory", "/boot/grub", "/boot/grub lies inside /boot, a system directory"),
+    "etc-apt": ("etcd.dataDir", "/etc/apt", "/etc/apt is a system directory"),
+    "sshd-config-d": ("etcd.dataDir", "/etc/ssh/sshd_config.d", "/etc/ssh/sshd_config.d lies inside /etc/ssh, a system"),
+    "spool-cron": ("etcd.dataDir", "/var/spool/cron", "/var/spool/cron lies inside /var/spool, a system directory"),
+    "bin-alias": ("etcd.dataDir", "/bin/etcd-data", "/bin/etcd-data (that is /usr/bin/etcd-data) lies inside /usr/bin"),
+    "run-systemd": ("containerRuntime.stateDir", "/run/systemd/containerd", "lies inside /run/systemd, a system"),
+    "var-lock-alias": ("containerRuntime.stateDir", "/var/lock/containerd",
+                       "/var/lock/containerd (that is /run/lock/containerd) lies inside /run/lock"),
+    "dpkg": ("kubelet.rootDir", "/var/lib/dpkg/kubelet", "lies inside /var/lib/dpkg, a system directory"),
+    "var-backups": ("etcd.snapshots.directory", "/var/backups/etcd", "lies inside /var/backups, a system directory"),
+    "usr-lib-x": ("etcd.dataDir", "/usr/lib/x", "/usr/lib/x lies inside /usr/lib, a system directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INSIDE_SYSTEM))
+def test_a_directory_inside_a_system_tree_is_refused(case: str, tmp_path: Path) -> None:
+    option, value, fragment = INSIDE_SYSTEM[case]
+    line, where = DIRECTORY_OPTIONS[option]
+    result = validate_text(tmp_path, "path-tree.yaml", spec_text(line.format(v=value)))
+    assert_one_located_error(result, "path-tree.yaml", where, fragment)
+    assert "`kubesmith reset` deletes data directories" in result.stderr
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("/etc/cron.d/audit", "/etc/cron.d is a system directory: kubesmith hands the directory of this file"),
+    ("/etc/cron.d/kube/audit.log", "/etc/cron.d/kube lies inside /etc/cron.d, a system directory"),
+    ("/usr/share/audit/audit.log", "/usr/share/audit lies inside /usr/share, a system directory"),
+])
+def test_the_audit_log_never_lies_in_a_system_tree(value: str, fragment: str, tmp_path: Path) -> None:
+    result = validate_text(tmp_path, "path-audit-tree.yaml", spec_text(f"    apiserver: {{auditLog: {{path: {value}}}}}\n"))
+    assert_one_located_error(result, "path-audit-tree.yaml", "spec.components.apiserver.auditLog.path", fragment)
+
+
+def test_the_containerd_socket_is_never_a_system_file(tmp_path: Path) -> None:
+    """containerd unlinks what is at its socket path: /etc/shadow would be gone (audit 32, A18)."""
+    result = validate_text(tmp_path, "path-socket.yaml", spec_text("    containerRuntime: {socket: /etc/shadow}\n"))
+    assert_one_located_error(result, "path-socket.yaml", "spec.components.containerRuntime.socket",
+                             "/etc/shadow lies inside /etc, a system directory")
+    assert "containerd replaces the file at its socket path" in result.stderr
+
+
+# ---- overlaps in canonical form, and with the CNI directories (audit 32, A09-A12, A23-A24) -----------
+
+CANONICAL_OVERLAPS = {
+    "kubelet-in-cni-conf": ("    kubelet: {rootDir: /etc/cni/net.d}\n", "spec.components.kubelet.rootDir",
+                            "/etc/cni/net.d lies inside /etc/cni, a system directory"),
+    "etcd-in-cni-bin": ("    etcd: {dataDir: /usr/lib/cni}\n", "spec.components.etcd.dataDir",
+                        "/usr/lib/cni lies inside /usr/lib, a system directory"),
+    "kubelet-around-cni-bin": ("    containerRuntime: {cniBinDir: /opt/cni/bin}\n    kubelet: {rootDir: /opt/cni}\n",
+                               "spec.components.containerRuntime.cniBinDir",
+                               "/opt/cni/bin overlaps /opt/cni, the state directory of spec.components.kubelet.rootDir"),
+    "etcd-is-cni-conf": ("    containerRuntime: {cniConfDir: /srv/cni}\n    etcd: {dataDir: /srv/cni}\n",
+                         "spec.components.containerRuntime.cniConfDir",
+                         "/srv/cni overlaps /srv/cni, the state directory of spec.components.etcd.dataDir"),
+    "cni-conf-is-kubesmith-etc": ("    containerRuntime: {cniConfDir: /etc/kubernetes}\n",
+                                  "spec.components.containerRuntime.cniConfDir",
+                                  "overlaps /etc/kubernetes, kubesmith's configuration and PKI"),
+    "cni-bin-is-etcd-data": ("    containerRuntime: {cniBinDir: /var/lib/etcd}\n",
+                             "spec.components.containerRuntime.cniBinDir",
+                             "/var/lib/etcd overlaps /var/lib/etcd, the state directory of "
+                             "spec.components.etcd.dataDir"),
+    "var-run-alias": ("    kubelet: {rootDir: /var/run/containerd}\n", "spec.components.kubelet.rootDir",
+                      "/var/run/containerd (that is /run/containerd) overlaps /run/containerd, the state directory "
+                      "of spec.components.containerRuntime.stateDir"),
+    "var-run-alias-around": ("    etcd: {dataDir: /var/run/kubesmith-etcd}\n"
+                             "    containerRuntime: {stateDir: /run/kubesmith-etcd/containerd}\n",
+                             "spec.components.containerRuntime.stateDir",
+                             "/run/kubesmith-etcd/containerd overlaps /var/run/kubesmith-etcd (that is "
+                             "/run/kubesmith-etcd), the state directory of spec.components.etcd.dataDir"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(CANONICAL_OVERLAPS))
+def test_overlaps_are_found_in_canonical_form_and_with_cni_directories(stem: str, tmp_path: Path) -> None:
+    components, where, fragment = CANONICAL_OVERLAPS[stem]
+    result = validate_text(tmp_path, f"{stem}.yaml", spec_text(components))
+    assert_one_located_error(result, f"{stem}.yaml", where, fragment)
+
+
+# ---- directories given through extraArgs and extraConfig (audit 32, K19, K21, K23, K24) --------------
+
+EXTRA_DIRECTORY_CASES = {
+    "etcd-wal-dir-var-lib": ("    etcd: {extraArgs: {wal-dir: /var/lib}}\n", "spec.components.etcd.extraArgs.wal-dir",
+                             "/var/lib is a system directory: etcd writes into this directory"),
+    "etcd-wal-dir-in-etc": ("    etcd: {extraArgs: {wal-dir: /etc/etcd-wal}}\n",
+                            "spec.components.etcd.extraArgs.wal-dir", "/etc/etcd-wal lies inside /etc, a system"),
+    "etcd-wal-dir-in-kubelet": ("    etcd: {extraArgs: {wal-dir: /var/lib/kubelet/wal}}\n",
+                                "spec.components.etcd.extraArgs.wal-dir",
+                                "overlaps /var/lib/kubelet, the state directory of spec.components.kubelet.rootDir"),
+    "etcd-wal-dir-relative": ("    etcd: {extraArgs: {wal-dir: wal}}\n", "spec.components.etcd.extraArgs.wal-dir",
+                              "'wal' must be an absolute path"),
+    "containerd-root": ("    containerRuntime: {extraConfig: {root: /}}\n",
+                        "spec.components.containerRuntime.extraConfig.root",
+                        "kubesmith sets root from spec.components.containerRuntime.rootDir: set that option instead"),
+    "containerd-state": ("    containerRuntime: {extraConfig: {state: /run}}\n",
+                         "spec.components.containerRuntime.extraConfig.state",
+                         "kubesmith sets state from spec.components.containerRuntime.stateDir"),
+    "containerd-cni-bin": ("    containerRuntime: {extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
+                           "{cni: {bin_dir: /usr/bin}}}}}\n",
+                           "spec.components.containerRuntime.extraConfig.plugins.io.containerd.grpc.v1.cri.cni.bin_dir",
+                           "from spec.components.containerRuntime.cniBinDir"),
+    "kubelet-static-pods": ("    kubelet: {extraConfig: {staticPodPath: /etc}}\n",
+                            "spec.components.kubelet.extraConfig.staticPodPath", "/etc is a system directory"),
+    "kubelet-volume-plugins": ("    kubelet: {extraConfig: {volumePluginDir: /usr/lib}}\n",
+                               "spec.components.kubelet.extraConfig.volumePluginDir", "/usr/lib is a system directory"),
+    "kubelet-volume-plugins-flag": ("    kubelet: {extraArgs: {volume-plugin-dir: /lib}}\n",
+                                    "spec.components.kubelet.extraArgs.volume-plugin-dir", "/lib is a system directory"),
+    "kubelet-cert-dir": ("    kubelet: {extraArgs: {cert-dir: /etc/ssl/kubelet}}\n",
+                         "spec.components.kubelet.extraArgs.cert-dir",
+                         "/etc/ssl/kubelet lies inside /etc/ssl, a system directory: kubelet writes into this"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(EXTRA_DIRECTORY_CASES))
+def test_directories_in_extra_args_and_config_are_checked(stem: str, tmp_path: Path) -> None:
+    components, where, fragment = EXTRA_DIRECTORY_CASES[stem]
+    result = validate_text(tmp_path, f"{stem}.yaml", spec_text(components))
+    assert_one_located_error(result, f"{stem}.yaml", where, fragment)
+
+
+TREE_LEGITIMATE = {
+    "var-lib-etcd": "    etcd: {dataDir: /var/lib/etcd}\n",
+    "data-etcd": "    etcd: {dataDir: /data/etcd}\n",
+    "srv-etcd": "    etcd: {dataDir: /srv/etcd, snapshots: {directory: /srv/etcd-snapshots}}\n",
+    "opt-x": "    kubelet: {rootDir: /opt/x}\n",
+    "run-containerd": "    containerRuntime: {stateDir: /run/containerd, socket: /run/containerd/containerd.sock}\n",
+    "audit-default-path": "    apiserver: {auditLog: {path: /var/log/kubernetes/audit/audit.log}}\n",
+    "tmp": "    etcd: {dataDir: /tmp/kubesmith-test/etcd}\n    kubelet: {rootDir: /var/tmp/kubesmith-test/kubelet}\n",
+    "snapshots-default-parent": "    etcd: {snapshots: {directory: /var/backups/kubesmith/etcd-main}}\n",
+    "cni-usual-places": "    containerRuntime: {cniBinDir: /opt/cni/bin, cniConfDir: /etc/cni/net.d}\n",
+    "cni-conf-in-bin": "    containerRuntime: {cniBinDir: /opt/cni, cniConfDir: /opt/cni/net.d}\n",
+    "extra-directories": ("    etcd: {extraArgs: {wal-dir: /srv/etcd-wal}}\n"
+                          "    kubelet: {extraArgs: {cert-dir: /var/lib/kubelet/pki}, extraConfig: {staticPodPath: "
+                          "/etc/kubernetes/manifests, volumePluginDir: /usr/libexec/kubernetes/kubelet-plugins}}\n"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(TREE_LEGITIMATE))
+def test_legitimate_directories_pass_the_tree_rule(stem: str, tmp_path: Path) -> None:
+    result = validate_text(tmp_path, f"{stem}.yaml", spec_text(TREE_LEGITIMATE[stem]))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{stem}.yaml: valid"), result.stdout
+
+
+@pytest.mark.parametrize(("path", "canonical"), [
+    ("/var/run/x", "/run/x"), ("/var/lock", "/run/lock"), ("/lib/modules", "/usr/lib/modules"), ("/bin", "/usr/bin"),
+    ("/sbin/x/", "/usr/sbin/x"), ("/lib64", "/usr/lib64"), ("//etc//passwd/", "/etc/passwd"),
+    ("/var/lib/kubesmith/../../../etc", "/etc"), ("/library", "/library"), ("/var/running", "/var/running"),
+])
+def test_paths_are_compared_in_canonical_form(path: str, canonical: str) -> None:
+    from kubesmith.spec.paths import canonical as canonical_of
+
+    assert canonical_of(path) == canonical
 
 
 # ---- image archives named in the cluster file ------------------------------------------------------
@@ -607,6 +771,51 @@ def test_reset_refuses_a_system_directory_from_any_plan(path: str) -> None:
 
     with pytest.raises(Day2Error, match="refusing to delete .*no host was changed"):
         check_removable(Host(), ["/etc/kubernetes", path])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "//etc//apt/", "/var/lib/kubesmith/../../../etc", "/var/run",
+                                  "/lib/modules", "/usr/lib/x86_64-linux-gnu", "/boot/grub", "/var/spool/cron",
+                                  "/etc/cni/net.d", "/run/systemd/containerd"])
+def test_reset_refuses_a_directory_the_policy_refuses_in_any_spelling(path: str) -> None:
+    """The directories reset deletes pass the rule the spec's do, canonicalised (a manifest is not)."""
+    from kubesmith.backends.day2 import Day2Error, check_removable
+
+    class Host:
+        name = "h1"
+
+    with pytest.raises(Day2Error, match="refusing to delete .*no host was changed"):
+        check_removable(Host(), ["/var/lib/etcd", path])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", ["/etc/", "//usr/lib", "/var/lib/kubesmith/../..", "/proc/1/root", "/lib", "/var/run",
+                                  "/etc/systemd/../systemd/system/", "/root/.ssh/authorized_keys"])
+def test_reset_refuses_a_manifest_file_that_is_a_system_directory(path: str) -> None:
+    from kubesmith.backends.day2 import Day2Error, check_removable
+
+    class Host:
+        name = "h1"
+
+    with pytest.raises(Day2Error, match="refusing to delete .*no host was changed"):
+        check_removable(Host(), [], ["/etc/systemd/system/kubelet.service", path])  # type: ignore[arg-type]
+
+
+def test_reset_still_removes_what_apply_made(tmp_path: Path) -> None:
+    """kubesmith's own directories (/etc/kubernetes, /usr/local/lib/kubesmith), the components' and the
+    files it wrote into system directories (unit files, sysctl.d) all pass."""
+    from kubesmith.backends.day2 import check_removable, kubesmith_paths
+    from plan_support import plan_of_text
+
+    text = spec_text("    coreDns: {enabled: false}\n")
+    (tmp_path / "c.yaml").write_text(text)
+    with bounded(SLOW_BOUND):
+        rendered = kubesmith("render", "c.yaml", "--out-dir", "out", "--state-dir", "state", cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    files = [entry["path"] for entry in json.loads((tmp_path / "out" / "h1" / "manifest.json").read_text())["files"]]
+    assert any(path.startswith("/etc/systemd/system/") for path in files)
+    assert any(path.startswith("/etc/sysctl.d/") for path in files)
+    host = plan_of_text(text).host("h1")
+    assert "/usr/local/lib/kubesmith" in kubesmith_paths(host) and "/etc/kubernetes" in kubesmith_paths(host)
+    check_removable(host, kubesmith_paths(host), files)
 
 
 # ---- output and state directories --------------------------------------------------------------------

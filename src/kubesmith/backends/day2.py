@@ -184,13 +184,16 @@ def kubesmith_paths(host: HostPlan) -> list[str]:
     return sorted(owned)
 
 
-def check_removable(host: HostPlan, paths: Sequence[str]) -> None:
+def check_removable(host: HostPlan, paths: Sequence[str], files: Sequence[str] = ()) -> None:
     """Reset deletes only what kubesmith made: a system directory (from a spec applied before such specs
-    were refused, or a manifest edited on the host) stops it before anything is deleted anywhere."""
-    from kubesmith.spec.paths import system_directory_problem
+    were refused, or a manifest edited on the host) stops it before anything is deleted anywhere. The
+    directories (`paths`) follow the rule a component's directory does; `files` (unit files, sysctl.d
+    drop-ins) may lie in system directories but be none, nor hold one. Both in canonical form."""
+    from kubesmith.spec.paths import removable_file_problem, system_directory_problem
 
-    for path in paths:
-        problem = system_directory_problem(str(path)) if str(path).startswith("/") else f"{path} is not absolute"
+    for path, rule in [*((path, system_directory_problem) for path in paths),
+                       *((path, removable_file_problem) for path in files)]:
+        problem = rule(str(path)) if str(path).startswith("/") else f"{path} is not absolute"
         if problem is not None:
             raise Day2Error(f"{host.name}: refusing to delete {path}: {problem}; no host was changed")
 
@@ -199,7 +202,7 @@ async def reset_host(transport: SshTransport, host: HostPlan, manifest: dict[str
                      progress: Progress) -> None:
     """Stop and remove kubesmith's units, files and data directories on a host of the cluster."""
     files = sorted(manifest.get("files", {}))  # type: ignore[arg-type]
-    check_removable(host, [*files, *kubesmith_paths(host)])
+    check_removable(host, kubesmith_paths(host), files)
     units = sorted(Path(path).name for path in files if path.startswith(f"{layout.UNIT_DIR}/"))
     progress(f"{host.name}: stopping {len(units)} units")
     if units:
@@ -229,7 +232,7 @@ async def reset(transport: SshTransport, plan: Plan, hosts: Sequence[str], progr
         check_removable(host, kubesmith_paths(host))
     manifests = await asyncio.gather(*(manifest_of(transport, host, plan.cluster) for host in selected))
     for host, manifest in zip(selected, manifests):
-        check_removable(host, sorted(manifest.get("files", {})))  # type: ignore[arg-type]
+        check_removable(host, (), sorted(manifest.get("files", {})))  # type: ignore[arg-type]
     staying = [host for host in members_of(plan) if host.name not in hosts]
     for host in (host for host in members_of(plan) if host.name in hosts and staying):
         progress(f"{host.name}: removing its etcd member (through {staying[0].name})")

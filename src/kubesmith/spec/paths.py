@@ -3,7 +3,11 @@
 A directory kubesmith owns is created with its component's owner and mode (StateDirectory=,
 tmpfiles.d), made writable through the unit's sandbox, and deleted by `kubesmith reset`. So none
 may be a system directory or hold one (`/var/lib` as etcd's data directory would be handed to
-etcd and then deleted), none may lie inside a kernel file system, and no two may share files.
+etcd and then deleted), nor lie inside one that is not made to hold other software's directories
+(`/etc/passwd`, `/usr/lib/x86_64-linux-gnu`), none may lie inside a kernel file system, and no two
+may share files: compared in canonical form (`/var/run/x` is `/run/x`), the CNI directories too.
+Directories given in extraArgs or extraConfig pass the same checks (EXTRA_DIRECTORIES), or may not
+be given there at all where a typed option sets them (TYPED_CONFIG_DIRECTORIES).
 Files the cluster file names on this machine (image archives, SSH settings) are read as regular
 files only, bounded, and image archives are checked to be images before anything is uploaded.
 """
@@ -23,19 +27,42 @@ from kubesmith.spec.model import Cluster
 Finding = tuple[tuple[LocPart, ...], str, str]  # as spec.checks.Finding
 
 # Directories of the operating system and of its users: never a component's own, nor a parent of one.
+# Their canonical forms (see canonical): /var/run, /lib... are listed for their own names' sake only.
 SYSTEM_DIRECTORIES = frozenset({
     "/", "/bin", "/boot", "/dev", "/efi", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found",
     "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/var",
     "/etc/cni", "/etc/default", "/etc/init.d", "/etc/pam.d", "/etc/security", "/etc/ssh", "/etc/ssl", "/etc/sudoers.d",
     "/etc/systemd", "/etc/systemd/system", "/etc/tmpfiles.d", "/etc/sysctl.d", "/etc/modules-load.d",
-    "/run/lock", "/run/systemd", "/run/user", "/run/credentials",
-    "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local",
-    "/usr/local/bin", "/usr/local/etc", "/usr/local/include", "/usr/local/lib", "/usr/local/sbin",
-    "/usr/local/share", "/usr/local/src", "/usr/sbin", "/usr/share", "/usr/src", "/usr/lib/systemd",
-    "/usr/lib/tmpfiles.d", "/usr/lib/sysusers.d",
-    "/var/backups", "/var/cache", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail", "/var/opt",
-    "/var/run", "/var/spool", "/var/tmp", "/var/lib/apt", "/var/lib/dpkg", "/var/lib/systemd", "/var/log/journal",
+    "/etc/apt", "/etc/cron.d", "/etc/cron.daily", "/etc/cron.hourly", "/etc/cron.weekly", "/etc/cron.monthly",
+    "/etc/profile.d", "/etc/udev", "/etc/containerd",
+    "/run/lock", "/run/systemd", "/run/user", "/run/credentials", "/run/dbus", "/run/udev", "/run/mount",
+    "/run/sshd", "/run/log", "/run/netns",
+    "/usr/bin", "/usr/games", "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec",
+    "/usr/local", "/usr/local/bin", "/usr/local/etc", "/usr/local/games", "/usr/local/include", "/usr/local/lib",
+    "/usr/local/libexec", "/usr/local/man", "/usr/local/sbin", "/usr/local/share", "/usr/local/src", "/usr/sbin",
+    "/usr/share", "/usr/src", "/usr/lib/systemd", "/usr/lib/tmpfiles.d", "/usr/lib/sysusers.d", "/usr/lib/modules",
+    "/var/backups", "/var/cache", "/var/crash", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail",
+    "/var/opt", "/var/run", "/var/snap", "/var/spool", "/var/tmp", "/var/lib/apt", "/var/lib/dpkg", "/var/lib/systemd",
+    "/var/lib/dbus", "/var/lib/machines", "/var/lib/pam", "/var/lib/polkit-1", "/var/lib/private",
+    "/var/lib/portables", "/var/lib/snapd", "/var/lib/sudo", "/var/lib/ucf", "/var/cache/apt", "/var/cache/debconf",
+    "/var/cache/ldconfig", "/var/cache/private", "/var/log/apt", "/var/log/journal", "/var/log/private",
 })
+# Of those, the ones made to hold other software's directories: a component's may lie inside them
+# (never be them). "/" and the mount points hold operators' own disks (/data/etcd, /mnt/disk1); /var/lib,
+# /var/log, /var/cache are where packages and daemons keep their state, logs and caches (FHS), each
+# under its own name (the subdirectories the OS keeps there are listed above, as whole trees); /run is
+# /var/lib's counterpart for runtime state (containerd's /run/containerd); /opt, /var/opt, /srv,
+# /usr/local and /var/local are the administrator's; /tmp and /var/tmp hold scratch directories
+# (tests and `kubesmith run` keep whole clusters in one). Every other system directory is a whole
+# tree: the OS's files (/etc, /usr, /boot, /var/spool, ...), where nothing may be a component's.
+CONTAINERS = frozenset({
+    "/", "/var/lib", "/var/log", "/var/cache", "/var/opt", "/var/local", "/run", "/opt", "/srv", "/mnt", "/media",
+    "/usr/local", "/tmp", "/var/tmp",
+})
+# Another name of a directory on every system kubesmith supports (FHS 3.0's /var/run and /var/lock;
+# merged /usr, Debian 12's default): one directory is compared under one name.
+ALIASES = (("/var/run", "/run"), ("/var/lock", "/run/lock"), ("/lib", "/usr/lib"), ("/bin", "/usr/bin"),
+           ("/sbin", "/usr/sbin"), ("/lib64", "/usr/lib64"), ("/lib32", "/usr/lib32"), ("/libx32", "/usr/libx32"))
 KERNEL_FILE_SYSTEMS = ("/proc", "/sys", "/dev")  # nothing of a component's lives inside these
 HOMES = ("/home", "/root")  # users' files: a component's directory inside would have its parents chowned to root
 
@@ -43,51 +70,137 @@ HOMES = ("/home", "/root")  # users' files: a component's directory inside would
 KUBESMITH_DIRECTORIES = (
     (layout.ETC, "kubesmith's configuration and PKI"), (layout.KUBESMITH_ETC, "kubesmith's settings"),
     (f"{layout.LIB}/kubesmith", "kubesmith's state"), (layout.LOG, "kubesmith's logs"),
+    (posixpath.dirname(layout.RELEASES), "kubesmith's runtime on the hosts"),
 )
+# ...and the ones inside a whole tree where kubesmith's own directories live (the etcd snapshots'
+# default, /var/backups/kubesmith/etcd): the tree rule does not apply inside these
+KUBESMITH_TREES = (*(path for path, _ in KUBESMITH_DIRECTORIES), "/var/backups/kubesmith")
 
+# Directories given in extraArgs or extraConfig, where no typed option stands for them: checked as the
+# typed options are. (component, where under it, what the component does there, roles)
+#   owned: writes its data there (the tree rule, and kept apart from other components' directories)
+#   written: writes files there, by default inside its own directory (the tree rule)
+#   used: reads or creates it (not a system directory, nor one holding one: as cniBinDir)
+EXTRA_DIRECTORIES: tuple[tuple[str, tuple[str, ...], str, frozenset[str]], ...] = (
+    ("etcd", ("extraArgs", "wal-dir"), "owned", frozenset({"etcd"})),
+    ("kubelet", ("extraArgs", "cert-dir"), "written", frozenset({"node"})),
+    ("kubelet", ("extraArgs", "volume-plugin-dir"), "used", frozenset({"node"})),
+    ("kubelet", ("extraConfig", "volumePluginDir"), "used", frozenset({"node"})),
+    ("kubelet", ("extraArgs", "pod-manifest-path"), "used", frozenset({"node"})),
+    ("kubelet", ("extraConfig", "staticPodPath"), "used", frozenset({"node"})),
+)
+# Directory keys of a configuration document that a typed option sets: the unit's directories, its
+# sandbox and `reset` follow the option, so the document may not move them elsewhere (as MANAGED
+# refuses such flags in extraArgs)
+TYPED_CONFIG_DIRECTORIES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("containerRuntime", ("root",), "rootDir"), ("containerRuntime", ("state",), "stateDir"),
+    ("containerRuntime", ("grpc", "address"), "socket"),
+    ("containerRuntime", ("plugins", "io.containerd.grpc.v1.cri", "cni", "bin_dir"), "cniBinDir"),
+    ("containerRuntime", ("plugins", "io.containerd.grpc.v1.cri", "cni", "conf_dir"), "cniConfDir"),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Owned:
-    """A directory a component takes over on the hosts with one of `roles`, at `loc` in the spec."""
+    """A directory a component takes over (or uses, `owned` False) on the hosts with one of `roles`,
+    at `loc` in the spec."""
 
     loc: tuple[LocPart, ...]
     path: str
     roles: frozenset[str]
     written: bool  # the file sets it (else a default)
+    owned: bool = True  # taken over: the tree rule (system_directory_problem); else used_path_problem
+    why: str = ""  # what the component does there, for the message (default: what a typed option means)
 
 
 def path_findings(cluster: Cluster) -> list[Finding]:
     """Every check of this module, in spec order."""
     owned = owned_directories(cluster)
-    findings = [finding for item in owned if (finding := _system_finding(item.loc, item.path)) is not None]
+    findings = [finding for item in owned if (finding := _system_finding(item)) is not None]
     findings += _host_paths(cluster)
+    findings += _typed_config_directories(cluster)
+    extra, extra_findings = _extra_directories(cluster)
+    findings += extra_findings
     refused = {finding[0] for finding in findings}
-    findings += _overlaps([item for item in owned if item.loc not in refused], cluster)
+    findings += _overlaps([item for item in [*owned, *extra] if item.loc not in refused], cluster)
     findings += _image_archives(cluster)
     findings += _ssh_files(cluster)
     return findings
 
 
+def canonical(path: str) -> str:
+    """The one name of an absolute path: normalised (`..`, `.`, repeated and trailing slashes) and with
+    the aliases of ALIASES resolved, so /var/run/x, //run/x/ and /run/x are one directory."""
+    normal = "/" + posixpath.normpath(path).lstrip("/")
+    for alias, target in ALIASES:
+        if normal == alias or normal.startswith(alias + "/"):
+            return target + normal[len(alias):]
+    return normal
+
+
+def _spelled(path: str, canon: str) -> str:
+    """`path`, with its canonical form when that differs (the message names what is compared)."""
+    return path if path == canon else f"{path} (that is {canon})"
+
+
+def _inside(path: str, top: str) -> bool:
+    return top == "/" or path.startswith(top + "/")
+
+
 def system_directory_problem(path: str) -> str | None:
-    """Why a component may not own `path` (None: it may). Shared with `reset`, which refuses to delete
-    such a path whatever spec it came from."""
-    if path in SYSTEM_DIRECTORIES:
-        return f"{path} is a system directory"
-    kernel = next((top for top in KERNEL_FILE_SYSTEMS if path.startswith(top + "/")), None)
+    """Why a component may not take over `path` (None: it may): a system directory, one holding one, or
+    one inside a system directory that is no container (CONTAINERS) of other software's directories.
+    Shared with `reset`, which refuses to delete such a path whatever spec it came from."""
+    canon = canonical(path)
+    if path in SYSTEM_DIRECTORIES or canon in SYSTEM_DIRECTORIES:
+        return f"{path if path in SYSTEM_DIRECTORIES else _spelled(path, canon)} is a system directory"
+    kernel = next((top for top in KERNEL_FILE_SYSTEMS if _inside(canon, top)), None)
     if kernel is not None:
-        return f"{path} lies inside {kernel}, a kernel file system"
-    home = next((top for top in HOMES if path.startswith(top + "/")), None)
-    if home is not None:
-        return f"{path} lies inside {home}, where users keep their files"
-    held = next((system for system in sorted(SYSTEM_DIRECTORIES) if system.startswith(path.rstrip("/") + "/")), None)
-    if held is not None:
-        return f"{path} holds the system directory {held}"
-    return None
+        return f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
+    if (home := _home_problem(path, canon)) is not None:
+        return home
+    if any(canon == own or _inside(canon, own) for own in KUBESMITH_TREES):
+        return None  # kubesmith's own: the overlap checks keep components apart from it
+    deepest = max((top for top in SYSTEM_DIRECTORIES if _inside(canon, top)), key=len)
+    if deepest not in CONTAINERS:
+        return f"{_spelled(path, canon)} lies inside {deepest}, a system directory"
+    return _held(path, canon)
+
+
+def used_path_problem(path: str) -> str | None:
+    """Why a component may not use `path` as a file or directory of its own it does not take over (the
+    containerd binary, the CNI directories) nor `reset` delete it as a file kubesmith wrote: a system
+    directory, one holding one, or a path in a kernel file system. (Inside a system directory is fine:
+    kubesmith's unit files live in /etc/systemd/system, the CNI plugins in /usr/lib/cni.)"""
+    canon = canonical(path)
+    if path in SYSTEM_DIRECTORIES or canon in SYSTEM_DIRECTORIES:
+        return f"{path if path in SYSTEM_DIRECTORIES else _spelled(path, canon)} is a system directory"
+    kernel = next((top for top in KERNEL_FILE_SYSTEMS if _inside(canon, top)), None)
+    if kernel is not None:
+        return f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
+    return _held(path, canon)
+
+
+def removable_file_problem(path: str) -> str | None:
+    """Why `reset` may not delete `path` as a file kubesmith wrote (None: it may): as used_path_problem,
+    and never inside /home or /root."""
+    return used_path_problem(path) or _home_problem(path, canonical(path))
+
+
+def _home_problem(path: str, canon: str) -> str | None:
+    home = next((top for top in HOMES if _inside(canon, top)), None)
+    return None if home is None else f"{_spelled(path, canon)} lies inside {home}, where users keep their files"
+
+
+def _held(path: str, canon: str) -> str | None:
+    held = next((system for system in sorted(SYSTEM_DIRECTORIES) if canon != "/" and _inside(system, canon)), None)
+    return None if held is None else f"{_spelled(path, canon)} holds the system directory {held}"
 
 
 def owned_directories(cluster: Cluster) -> list[Owned]:
-    """The directories components take over, as the spec sets them (with their defaults)."""
+    """The directories components take over, as the spec sets them (with their defaults), and the CNI
+    directories containerd uses (kept apart from those: the kubelet's directory in /etc/cni/net.d
+    would have the pods' network configuration deleted with it)."""
     components = cluster.spec.components
     etcd, kubelet, runtime = components.etcd, components.kubelet, components.container_runtime
     audit = components.apiserver.audit_log
@@ -101,44 +214,116 @@ def owned_directories(cluster: Cluster) -> list[Owned]:
     ]
     if runtime.enabled:
         owned += [_owned(("containerRuntime",), runtime, "root_dir", node),
-                  _owned(("containerRuntime",), runtime, "state_dir", node)]
+                  _owned(("containerRuntime",), runtime, "state_dir", node),
+                  _owned(("containerRuntime",), runtime, "cni_bin_dir", node, owned=False),
+                  _owned(("containerRuntime",), runtime, "cni_conf_dir", node, owned=False)]
     return owned
 
 
-def _owned(where: tuple[str, ...], options: Any, field: str, roles: frozenset[str]) -> Owned:
+def _owned(where: tuple[str, ...], options: Any, field: str, roles: frozenset[str], owned: bool = True) -> Owned:
     alias = type(options).model_fields[field].alias or field
     return Owned(("spec", "components", *where, alias), getattr(options, field), roles,
-                 field in options.model_fields_set)
+                 field in options.model_fields_set, owned)
 
 
-def _system_finding(loc: tuple[LocPart, ...], path: str) -> Finding | None:
-    problem = system_directory_problem(path)
+def _system_finding(item: Owned) -> Finding | None:
+    if not item.owned:
+        return None  # the CNI directories: _host_paths says it, with their own message
+    problem = system_directory_problem(item.path)
     if problem is None:
         return None
-    what = "the directory of this file" if loc[-1] == "path" else "this directory"
-    return (loc, f"{problem}: kubesmith hands {what} to a component (its owner, mode and sandbox access), and "
+    if item.why:
+        return item.loc, f"{problem}: {item.why}; name a directory of the component's own", "error"
+    what = "the directory of this file" if item.loc[-1] == "path" else "this directory"
+    return (item.loc, f"{problem}: kubesmith hands {what} to a component (its owner, mode and sandbox access), and "
             "`kubesmith reset` deletes data directories; name a directory of the component's own", "error")
 
 
 def _host_paths(cluster: Cluster) -> list[Finding]:
     """Paths on the hosts that are not taken over but used: a system directory there is a mistake
-    (the containerd binary cannot be /usr/bin, nor the CNI configuration all of /etc)."""
+    (the containerd binary cannot be /usr/bin, nor the CNI configuration all of /etc). The socket is
+    containerd's own file (it replaces whatever is at that path): the tree rule applies to it."""
     runtime = cluster.spec.components.container_runtime
     base = ("spec", "components", "containerRuntime")
     findings: list[Finding] = []
+    if not runtime.enabled:
+        return findings
     for field in ("binary", "socket", "cni_bin_dir", "cni_conf_dir"):
         path = getattr(runtime, field)
-        problem = path in SYSTEM_DIRECTORIES or any(path.startswith(top + "/") for top in KERNEL_FILE_SYSTEMS)
-        if problem and runtime.enabled:
-            where = (*base, type(runtime).model_fields[field].alias or field)
-            findings.append((where, f"{system_directory_problem(path)}: name the component's own "
-                             f"{'file' if field in ('binary', 'socket') else 'directory'}", "error"))
+        where = (*base, type(runtime).model_fields[field].alias or field)
+        if field == "socket" and (problem := system_directory_problem(path)) is not None:
+            findings.append((where, f"{problem}: containerd replaces the file at its socket path; name a path of "
+                             "the component's own (such as /run/containerd/containerd.sock)", "error"))
+        elif field != "socket" and (problem := used_path_problem(path)) is not None:
+            findings.append((where, f"{problem}: name the component's own "
+                             f"{'file' if field == 'binary' else 'directory'}", "error"))
     return findings
+
+
+def _config_value(document: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    for key in keys:
+        if not isinstance(document, dict) or key not in document:
+            return False, None
+        document = document[key]
+    return True, document
+
+
+def _typed_config_directories(cluster: Cluster) -> list[Finding]:
+    """extraConfig may not move a directory a typed option sets (TYPED_CONFIG_DIRECTORIES)."""
+    components = cluster.spec.components
+    findings: list[Finding] = []
+    for component, keys, option in TYPED_CONFIG_DIRECTORIES:
+        options = getattr(components, _field_of(component))
+        if _config_value(getattr(options, "extra_config", {}), keys)[0]:
+            findings.append((("spec", "components", component, "extraConfig", *keys),
+                             f"kubesmith sets {'.'.join(keys)} from spec.components.{component}.{option}: set that "
+                             "option instead (extraConfig cannot replace it: the unit's directories, its sandbox "
+                             "and `kubesmith reset` follow the option)", "error"))
+    return findings
+
+
+def _extra_directories(cluster: Cluster) -> tuple[list[Owned], list[Finding]]:
+    """The directories of EXTRA_DIRECTORIES the spec sets: those a component owns (for the overlap
+    check), and what is wrong with each, by the rules the typed options follow."""
+    components = cluster.spec.components
+    owned: list[Owned] = []
+    findings: list[Finding] = []
+    for component, where, kind, roles in EXTRA_DIRECTORIES:
+        options = getattr(components, _field_of(component))
+        section = getattr(options, "extra_args" if where[0] == "extraArgs" else "extra_config", {})
+        present, value = _config_value(section, where[1:])
+        if not present:
+            continue
+        loc = ("spec", "components", component, *where)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, (dict, list)) or not text.startswith("/"):
+            findings.append((loc, f"{text!r} must be an absolute path (starting with /)", "error"))
+            continue
+        if kind == "used":
+            problem = used_path_problem(text)
+            if problem is not None:
+                findings.append((loc, f"{problem}: name the component's own directory", "error"))
+            continue
+        item = Owned(loc, text, roles, True, why=f"{_binary_of(component)} writes into this directory")
+        if (finding := _system_finding(item)) is not None:
+            findings.append(finding)
+        elif kind == "owned":
+            owned.append(item)
+    return owned, findings
+
+
+def _field_of(component: str) -> str:
+    return {"containerRuntime": "container_runtime"}.get(component, component)
+
+
+def _binary_of(component: str) -> str:
+    return {"containerRuntime": "containerd"}.get(component, component)
 
 
 def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
     """Components on one host keep their directories apart (etcd in the kubelet's directory would have
-    each delete and chown the other's files), and apart from kubesmith's own."""
+    each delete and chown the other's files), and apart from kubesmith's own. Compared in canonical
+    form: /var/run/containerd is containerd's /run/containerd."""
     owned = sorted(owned, key=lambda item: item.written)  # the error stands where the user wrote the clash
     fixed = [(frozenset({"control-plane"}), "kubesmith's CA service", layout.CA_SERVICE_STATE),
              (frozenset({"control-plane", "etcd", "node"}), "kubesmith's agent", layout.AGENT_STATE)]
@@ -148,31 +333,36 @@ def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
         roles = set(host.roles)
         present = [item for item in owned if item.roles & roles]
         for index, item in enumerate(present):
-            others = [(f"the state directory of {format_path(other.loc)}", other.path) for other in present[:index]]
+            others = [(f"the {'state ' if other.owned else ''}directory of {format_path(other.loc)}", other.path)
+                      for other in present[:index] if other.owned or item.owned]  # used with used: no harm
             others += [(f"the state directory of {name}", path) for needs, name, path in fixed if needs & roles]
             clash = next(((name, path) for name, path in others if _nested(item.path, path)), None)
             if clash is None:
                 clash = _kubesmith_clash(item)
             if clash and item.loc not in reported:
                 reported.add(item.loc)
-                findings.append((item.loc, f"{item.path} overlaps {clash[1]}, {clash[0]}, on host {host.name}: "
-                                 "each component needs its own", "error"))
+                canon = canonical(item.path)
+                findings.append((item.loc, f"{_spelled(item.path, canon)} overlaps "
+                                 f"{_spelled(clash[1], canonical(clash[1]))}, {clash[0]}, on host "
+                                 f"{host.name}: each component needs its own", "error"))
     return findings
 
 
 def _kubesmith_clash(item: Owned) -> tuple[str, str] | None:
     """kubesmith's fixed directories: a component's may not be one or hold one; the audit log may
     live inside kubesmith's log directory (its default does)."""
+    canon = canonical(item.path)
     for path, name in KUBESMITH_DIRECTORIES:
-        inside = item.path.startswith(path + "/")
-        if item.path == path or path.startswith(item.path.rstrip("/") + "/") or \
+        inside = canon.startswith(path + "/")
+        if canon == path or _inside(path, canon) or \
                 (inside and not (path == layout.LOG and item.loc[-1] == "path")):
             return name, path
     return None
 
 
 def _nested(one: str, other: str) -> bool:
-    return one == other or one.startswith(other.rstrip("/") + "/") or other.startswith(one.rstrip("/") + "/")
+    one, other = canonical(one), canonical(other)
+    return one == other or _inside(one, other) or _inside(other, one)
 
 
 # ---- files on this machine
