@@ -478,6 +478,10 @@ CASES: dict[str, tuple[str, str, str]] = {
     "auth-proxy-kubeconfig": (
         HOSTS + component("proxy", "{extraConfig: {clientConnection: {kubeconfig: /etc/kubernetes/admin.conf}}}"),
         "spec.components.proxy.extraConfig.clientConnection.kubeconfig", "kubesmith's PKI"),
+    "auth-kubelet-config-kind": (HOSTS + kubelet_config("{kind: Pod}"), f"{KUBELET}.extraConfig.kind",
+                                 "kubesmith sets kind itself"),
+    "auth-proxy-config-api-version": (HOSTS + component("proxy", "{extraConfig: {apiVersion: v1}}"),
+                                      "spec.components.proxy.extraConfig.apiVersion", "from spec.kubernetesVersion"),
     "auth-token-auth-file": (HOSTS + component("apiserver", "{extraArgs: {token-auth-file: /etc/kubernetes/t.csv}}"),
                              f"{APISERVER}.extraArgs.token-auth-file", f"{CIS} 1.2.2"),
     "auth-scheduler-always-allow": (HOSTS + component("scheduler", "{extraArgs: {authorization-always-allow-paths: "

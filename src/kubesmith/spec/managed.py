@@ -84,14 +84,16 @@ MANAGED: dict[str, dict[str, str]] = {
 # same settings as managed flags: the kubelet's client CA, serving certificate and token webhook, its DNS
 # server (clusterDns, which CoreDNS's Service address follows), the kubeconfig (and so the identity) the
 # scheduler and kube-proxy use. extraConfig is merged over kubesmith's document, so these would replace it.
+_DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
+             ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
 MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
-    "kubelet": {
+    "kubelet": _DOCUMENT | {
         ("authentication", "webhook", "enabled"): _TOKEN_WEBHOOK,
         ("authentication", "x509", "clientCAFile"): PKI, ("tlsCertFile",): PKI, ("tlsPrivateKeyFile",): PKI,
         ("clusterDNS",): "clusterDns",
     },
-    "scheduler": {("clientConnection", "kubeconfig"): PKI},
-    "proxy": {("clientConnection", "kubeconfig"): PKI},
+    "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
+    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
 }
 
 
