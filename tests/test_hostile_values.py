@@ -108,7 +108,7 @@ CASES: dict[str, tuple[str, str, str]] = {
                                                    f"{KUBELET}.extraConfig.protectKernelDefaults", "as a boolean"),
     "value-kubelet-config-webhook-string": (
         HOSTS + kubelet_config("{authentication: {webhook: {enabled: 'no'}}}"),
-        f"{KUBELET}.extraConfig.authentication.webhook.enabled", "as a boolean"),
+        f"{KUBELET}.extraConfig.authentication.webhook.enabled", "extraConfig cannot replace it"),
     # one setting, one place: precedence decides nothing
     "value-kubelet-anonymous-flag-and-config": (
         HOSTS + component("kubelet", "{extraArgs: {anonymous-auth: 'false'}, "
@@ -351,6 +351,150 @@ CASES: dict[str, tuple[str, str, str]] = {
                               f"{APISERVER}.extraSans[0]", "IPv4-mapped"),
     "addr-extra-san-name": (HOSTS + component("apiserver", "{extraSans: ['api example']}"),
                             f"{APISERVER}.extraSans[0]", "must be an IP address or a DNS name"),
+    # durations: ASCII digits only (Python's \d takes any script's), no negative lengths, no zero periods,
+    # extraConfig's duration fields read as their component reads them, and what two fields must agree on
+    "dur-flag-arabic-indic-digit": (HOSTS + component("apiserver", "{extraArgs: {request-timeout: '\u0665m'}}"),
+                                    f"{APISERVER}.extraArgs.request-timeout", "is not a Go duration"),
+    "dur-event-ttl-arabic-indic-digit": (HOSTS + component("apiserver", "{eventTtl: '\u0661h'}"),
+                                         f"{APISERVER}.eventTtl", "is not a Go duration"),
+    "dur-event-ttl-negative": (HOSTS + component("apiserver", "{eventTtl: -1h}"), f"{APISERVER}.eventTtl",
+                               "'-1h' is negative"),
+    "dur-shutdown-grace-negative": (HOSTS + component("kubelet", "{shutdownGracePeriod: -30s}"),
+                                    f"{KUBELET}.shutdownGracePeriod", "is negative"),
+    "dur-signing-negative": (HOSTS + component("controllerManager", "{signingDuration: -1h}"),
+                             "spec.components.controllerManager.signingDuration", "is negative"),
+    "dur-signing-zero": (HOSTS + component("controllerManager", "{signingDuration: 0s}"),
+                         "spec.components.controllerManager.signingDuration", "'0s' is zero"),
+    "dur-flag-sync-frequency-negative": (HOSTS + kubelet_flag("sync-frequency", "'-1h'"),
+                                         f"{KUBELET}.extraArgs.sync-frequency", "is negative"),
+    "dur-flag-status-frequency-zero": (HOSTS + kubelet_flag("node-status-update-frequency", "0s"),
+                                       f"{KUBELET}.extraArgs.node-status-update-frequency", "is zero"),
+    "dur-config-status-frequency-zero": (HOSTS + kubelet_config("{nodeStatusUpdateFrequency: 0s}"),
+                                         f"{KUBELET}.extraConfig.nodeStatusUpdateFrequency", "is zero"),
+    "dur-config-sync-frequency-words": (HOSTS + kubelet_config("{syncFrequency: 5 minutes}"),
+                                        f"{KUBELET}.extraConfig.syncFrequency", "is not a Go duration"),
+    "dur-config-image-gc-age-days": (HOSTS + kubelet_config("{imageMinimumGCAge: 1d}"),
+                                     f"{KUBELET}.extraConfig.imageMinimumGCAge", "'1d' is not a Go duration"),
+    "dur-config-webhook-cache-ttl": (HOSTS + kubelet_config("{authentication: {webhook: {cacheTTL: 1d}}}"),
+                                     f"{KUBELET}.extraConfig.authentication.webhook.cacheTTL", "not a Go duration"),
+    "dur-config-cache-ttl-number": (HOSTS + kubelet_config("{authorization: {webhook: {cacheAuthorizedTTL: 300}}}"),
+                                    f"{KUBELET}.extraConfig.authorization.webhook.cacheAuthorizedTTL",
+                                    "as a Go duration such as 90s; got 300"),
+    "dur-proxy-sync-period": (HOSTS + component("proxy", "{extraConfig: {iptables: {syncPeriod: 1d}}}"),
+                              "spec.components.proxy.extraConfig.iptables.syncPeriod", "not a Go duration"),
+    "dur-scheduler-lease": (HOSTS + component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 1d}}}"),
+                            "spec.components.scheduler.extraConfig.leaderElection.leaseDuration",
+                            "not a Go duration"),
+    "dur-etcd-heartbeat-election": (HOSTS + component("etcd", "{heartbeatInterval: 500, electionTimeout: 600}"),
+                                    "spec.components.etcd.electionTimeout", "less than 5 times heartbeatInterval"),
+    "dur-critical-pods-beyond-grace": (
+        HOSTS + component("kubelet", "{shutdownGracePeriod: 10s, shutdownGracePeriodCriticalPods: 20s}"),
+        f"{KUBELET}.shutdownGracePeriodCriticalPods", "longer than shutdownGracePeriod (10s)"),
+    "dur-etcd-retention-days": (HOSTS + component("etcd", "{autoCompactionRetention: '1d'}"),
+                                "spec.components.etcd.autoCompactionRetention", "a number of hours or a Go duration"),
+    "dur-etcd-retention-arabic-indic": (HOSTS + component("etcd", "{autoCompactionRetention: '\u0668'}"),
+                                        "spec.components.etcd.autoCompactionRetention", "not a Go duration"),
+    # addresses fit for their role, wherever the file names one
+    "addr-host-this-network": (host("0.1.2.3"), "spec.hosts[1].address", "0.0.0.0/8 (\"this network\""),
+    "addr-host-reserved": (host("240.0.0.7"), "spec.hosts[1].address", "a reserved address (240.0.0.0/4)"),
+    "addr-vip-broadcast": (HOSTS + "  controlPlaneVIP: 10.0.0.255\n", "spec.controlPlaneVIP",
+                           "is the broadcast address of 10.0.0.0/24"),
+    "addr-vip-network": (HOSTS + "  controlPlaneVIP: 10.0.0.0\n", "spec.controlPlaneVIP",
+                         "is the network address of 10.0.0.0/24"),
+    "addr-dns-ip-broadcast": (HOSTS + "  network: {dnsServiceIp: 10.32.255.255}\n", "spec.network.dnsServiceIp",
+                              "broadcast address of serviceCidr 10.32.0.0/16"),
+    "addr-service-reserved": (HOSTS + "  network: {serviceCidr: 240.0.0.0/4}\n", "spec.network.serviceCidr",
+                              "holds reserved (240.0.0.0/4) addresses"),
+    "addr-service-too-large": (HOSTS + "  network: {serviceCidr: 11.0.0.0/8}\n", "spec.network.serviceCidr",
+                               "a prefix of /12 or longer"),
+    "addr-service-v6-too-large": ("  hosts:\n    - {name: h1, address: 'fd00::11', roles: [control-plane, etcd, "
+                                  "node]}\n  network: {clusterCidr: 'fd01::/48', serviceCidr: 'fd02::/64'}\n"
+                                  "  components: {podNetwork: {enabled: false}}\n", "spec.network.serviceCidr",
+                                  "a prefix of /108 or longer"),
+    "addr-upstream-multicast": (HOSTS + component("coreDns", "{upstream: ['224.0.0.251']}"),
+                                "spec.components.coreDns.upstream[0]", "multicast address, which a pod cannot use"),
+    "addr-upstream-zone": (HOSTS + component("coreDns", "{upstream: ['fe80::1%eth0']}"),
+                           "spec.components.coreDns.upstream[0]", "has a zone suffix"),
+    "addr-upstream-unspecified": (HOSTS + component("coreDns", "{upstream: ['0.0.0.0:53']}"),
+                                  "spec.components.coreDns.upstream[0]", "the unspecified address"),
+    "addr-upstream-stub-resolver": (HOSTS + component("coreDns", "{upstream: ['127.0.0.53']}"),
+                                    "spec.components.coreDns.upstream[0]", "systemd-resolved's stub resolver"),
+    "addr-upstream-loopback-v6": (HOSTS + component("coreDns", "{upstream: ['[::1]:53']}"),
+                                  "spec.components.coreDns.upstream[0]", "a loopback address"),
+    "addr-stub-domain-mapped": (HOSTS + component("coreDns", "{stubDomains: {corp.example: ['::ffff:10.0.0.2']}}"),
+                                "spec.components.coreDns.stubDomains.corp.example[0]", "IPv4-mapped"),
+    "addr-cluster-dns-unspecified": (HOSTS + component("kubelet", "{clusterDns: ['0.0.0.0']}"),
+                                     f"{KUBELET}.clusterDns[0]", "is the unspecified address"),
+    "addr-endpoint-unspecified": (HOSTS + "  controlPlaneEndpoint: '0.0.0.0:6443'\n", "spec.controlPlaneEndpoint",
+                                  "the host is the unspecified address"),
+    "addr-endpoint-multicast": (HOSTS + "  controlPlaneEndpoint: '224.0.0.1:6443'\n", "spec.controlPlaneEndpoint",
+                                "the host is a multicast address"),
+    "addr-ca-url-unspecified": (HOSTS + component("agent", "{caUrls: ['https://0.0.0.0:8443']}"),
+                                "spec.components.agent.caUrls[0]", "the unspecified address"),
+    "addr-ca-url-multicast-v6": (HOSTS + component("agent", "{caUrls: ['https://[ff02::1]:8443']}"),
+                                 "spec.components.agent.caUrls[0]", "a multicast address"),
+    "addr-controller-manager-pods-loopback": (HOSTS + component("controllerManager", "{clusterCidr: 127.0.0.0/8}"),
+                                              "spec.components.controllerManager.clusterCidr",
+                                              "holds loopback addresses"),
+    "addr-proxy-pods-multicast": (HOSTS + component("proxy", "{clusterCidr: 224.0.0.0/8}"),
+                                  "spec.components.proxy.clusterCidr", "holds multicast addresses"),
+    "addr-proxy-flag-pods-multicast": (HOSTS + component("proxy", "{extraArgs: {cluster-cidr: 224.0.0.0/4}}"),
+                                       "spec.components.proxy.extraArgs.cluster-cidr", "holds multicast addresses"),
+    "label-node-role": (HOSTS.replace("node]}", "node], labels: {node-role.kubernetes.io/control-plane: ''}}"),
+                        "spec.hosts[0].labels.node-role.kubernetes.io/control-plane",
+                        "the kubelet refuses to start with the label"),
+    "label-kubernetes-io": (HOSTS.replace("node]}", "node], labels: {kubernetes.io/role: x}}"),
+                            "spec.hosts[0].labels.kubernetes.io/role", "refuses to start"),
+    # authorization: what kubesmith sets, through any route, and what the benchmark forbids
+    "auth-admission-empty": (HOSTS + component("apiserver", "{enableAdmissionPlugins: []}"),
+                             f"{APISERVER}.enableAdmissionPlugins", "NodeRestriction is missing"),
+    "auth-admission-without-node-restriction": (
+        HOSTS + component("apiserver", "{enableAdmissionPlugins: [EventRateLimit]}"),
+        f"{APISERVER}.enableAdmissionPlugins", "CIS 1.2.14"),
+    "auth-kubelet-config-webhook-off": (
+        HOSTS + kubelet_config("{authorization: {mode: Webhook}, authentication: {webhook: {enabled: false}}}"),
+        f"{KUBELET}.extraConfig.authentication.webhook.enabled", "extraConfig cannot replace it"),
+    "auth-kubelet-flag-webhook-off": (HOSTS + kubelet_flag("authentication-token-webhook", "'false'"),
+                                      f"{KUBELET}.extraArgs.authentication-token-webhook", "extraArgs cannot replace"),
+    "auth-kubelet-config-client-ca": (HOSTS + kubelet_config("{authentication: {x509: {clientCAFile: ''}}}"),
+                                      f"{KUBELET}.extraConfig.authentication.x509.clientCAFile", "kubesmith's PKI"),
+    "auth-kubelet-config-tls-cert": (HOSTS + kubelet_config("{serverTLSBootstrap: true, tlsCertFile: ''}"),
+                                     f"{KUBELET}.extraConfig.tlsCertFile", "kubesmith's PKI"),
+    "auth-kubelet-config-cluster-dns": (HOSTS + kubelet_config("{clusterDNS: ['0.0.0.0']}"),
+                                        f"{KUBELET}.extraConfig.clusterDNS",
+                                        "from spec.components.kubelet.clusterDns"),
+    "auth-kubelet-config-weak-cipher": (HOSTS + kubelet_config("{tlsCipherSuites: [TLS_RSA_WITH_RC4_128_SHA]}"),
+                                        f"{KUBELET}.extraConfig.tlsCipherSuites[0]", "Go's insecure cipher suites"),
+    "auth-kubelet-flag-weak-cipher": (
+        HOSTS + kubelet_flag("tls-cipher-suites", "'TLS_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA'"),
+        f"{KUBELET}.extraArgs.tls-cipher-suites", "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA is one of Go's insecure"),
+    "auth-apiserver-weak-cipher": (HOSTS + component("apiserver", "{tlsCipherSuites: [TLS_AES_128_GCM_SHA256, "
+                                                                  "TLS_RSA_WITH_RC4_128_SHA]}"),
+                                   f"{APISERVER}.tlsCipherSuites[1]", "Go's insecure cipher suites"),
+    "auth-scheduler-kubeconfig": (
+        HOSTS + component("scheduler", "{extraConfig: {clientConnection: {kubeconfig: "
+                                       "/etc/kubernetes/super-admin.conf}}}"),
+        "spec.components.scheduler.extraConfig.clientConnection.kubeconfig", "kubesmith's PKI"),
+    "auth-proxy-kubeconfig": (
+        HOSTS + component("proxy", "{extraConfig: {clientConnection: {kubeconfig: /etc/kubernetes/admin.conf}}}"),
+        "spec.components.proxy.extraConfig.clientConnection.kubeconfig", "kubesmith's PKI"),
+    "auth-kubelet-config-kind": (HOSTS + kubelet_config("{kind: Pod}"), f"{KUBELET}.extraConfig.kind",
+                                 "kubesmith sets kind itself"),
+    "auth-proxy-config-api-version": (HOSTS + component("proxy", "{extraConfig: {apiVersion: v1}}"),
+                                      "spec.components.proxy.extraConfig.apiVersion", "from spec.kubernetesVersion"),
+    "auth-token-auth-file": (HOSTS + component("apiserver", "{extraArgs: {token-auth-file: /etc/kubernetes/t.csv}}"),
+                             f"{APISERVER}.extraArgs.token-auth-file", f"{CIS} 1.2.2"),
+    "auth-scheduler-always-allow": (HOSTS + component("scheduler", "{extraArgs: {authorization-always-allow-paths: "
+                                                                   "'/*'}}"),
+                                    "spec.components.scheduler.extraArgs.authorization-always-allow-paths",
+                                    "'/*' would be served to anyone without authorization"),
+    "auth-controller-manager-always-allow": (
+        HOSTS + component("controllerManager", "{extraArgs: {authorization-always-allow-paths: '/healthz,/'}}"),
+        "spec.components.controllerManager.extraArgs.authorization-always-allow-paths", "'/' would be served"),
+    "auth-mode-zero-width-space": (HOSTS + component("apiserver", "{authorizationMode: [Node, RBAC, 'Node\u200bRBAC']}"),
+                                   f"{APISERVER}.authorizationMode[2]", "holds U+200B at position 5"),
+    "auth-admission-cyrillic": (HOSTS + component("apiserver", "{enableAdmissionPlugins: ['NodeRestri\u0441tion']}"),
+                                f"{APISERVER}.enableAdmissionPlugins[0]", "holds U+0441"),
     "addr-cluster-dns-mapped": (HOSTS + component("kubelet", "{clusterDns: ['::ffff:10.32.0.10']}"),
                                 f"{KUBELET}.clusterDns[0]", "IPv4-mapped"),
 }
@@ -395,6 +539,44 @@ ACCEPTED: dict[str, tuple[str, str]] = {
                               "    - {name: h2, address: 10.0.0.12, roles: [control-plane, etcd, node]}\n"
                               "    - {name: h3, address: 10.0.0.13, roles: [control-plane, etcd, node]}\n"
                               "  controlPlaneVIP: 10.0.0.200\n", "virtual_ipaddress"),
+    "auth-admission-node-restriction-only": (HOSTS + component("apiserver", "{enableAdmissionPlugins: "
+                                                                        "[NodeRestriction]}"),
+                                             "--enable-admission-plugins=NodeRestriction"),
+    "auth-strong-ciphers": (HOSTS + component("apiserver", "{tlsCipherSuites: [TLS_AES_128_GCM_SHA256, "
+                                                           "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]}") ,
+                            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+    "auth-kubelet-config-strong-cipher": (HOSTS + kubelet_config("{tlsCipherSuites: "
+                                                                 "[TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]}"),
+                                          "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
+    "auth-scheduler-health-paths": (HOSTS + component("scheduler", "{extraArgs: {authorization-always-allow-paths: "
+                                                                   "'/healthz,/readyz,/livez'}}"),
+                                    "--authorization-always-allow-paths=/healthz,/readyz,/livez"),
+    "auth-token-auth-file-allowed": (HOSTS + '  security: {allowInsecure: ["1.2.2"]}\n' +
+                                     component("apiserver", "{extraArgs: {token-auth-file: /etc/kubernetes/t.csv}}"),
+                                     "--token-auth-file=/etc/kubernetes/t.csv"),
+    "dur-etcd-retention-hours": (HOSTS + component("etcd", "{autoCompactionRetention: '12'}"),
+                                 "--auto-compaction-retention=12"),
+    "dur-etcd-retention-go": (HOSTS + component("etcd", "{autoCompactionRetention: 30m}"),
+                              "--auto-compaction-retention=30m"),
+    "dur-shutdown-off": (HOSTS + component("kubelet", "{shutdownGracePeriod: 0s, "
+                                                      "shutdownGracePeriodCriticalPods: 0s}"), "kubelet.yaml"),
+    "dur-config-durations": (HOSTS + kubelet_config("{syncFrequency: 1m30s, imageMinimumGCAge: 0s, "
+                                                    "authentication: {webhook: {cacheTTL: 30s}}}"), "1m30s"),
+    "dur-proxy-config-sync-period": (HOSTS + component("proxy", "{extraConfig: {iptables: {syncPeriod: 45s}}}"),
+                                     "45s"),
+    "dur-flag-sync-frequency": (HOSTS + kubelet_flag("sync-frequency", "2m"), "--sync-frequency=2m"),
+    "addr-upstream-resolvers": (HOSTS + component("coreDns", "{upstream: ['10.0.0.2:53', '[fd00::53]:53', "
+                                                          "'169.254.169.253']}"), "169.254.169.253"),
+    "addr-cluster-dns-node-local": (HOSTS + component("kubelet", "{clusterDns: ['169.254.20.10']}"),
+                                    "169.254.20.10"),  # NodeLocal DNSCache's link-local address
+    "addr-vip-ordinary": (HOSTS + "  controlPlaneVIP: 10.0.0.254\n", "virtual_ipaddress"),
+    "addr-dns-ip-last-but-one": (HOSTS + "  network: {dnsServiceIp: 10.32.255.254}\n", "10.32.255.254"),
+    "addr-service-largest": (HOSTS + "  network: {serviceCidr: 10.96.0.0/12}\n", "10.96.0.0/12"),
+    "addr-endpoint-name": (HOSTS + "  controlPlaneEndpoint: 'api.example.com:6443'\n", "api.example.com:6443"),
+    "addr-proxy-pods": (HOSTS + component("proxy", "{clusterCidr: 10.200.0.0/16}"), "10.200.0.0/16"),
+    "label-allowed-namespaces": (HOSTS.replace("node]}", "node], labels: {node.kubernetes.io/pool: a, "
+                                                        "topology.kubernetes.io/zone: z, example.com/x: y}}"),
+                                 "node.kubernetes.io/pool=a"),
     "value-config-quoted-date": (HOSTS + kubelet_config("{maxPods: 120, note: '2024-01-01'}"), "kubelet.yaml"),
 }
 
@@ -547,3 +729,30 @@ def test_more_than_nine_etcd_members_are_refused_before_any_plan(tmp_path: Path)
         result = kubesmith("validate", "etcd.yaml", cwd=tmp_path)
     assert_one_located_error(result, "etcd.yaml", "spec.hosts[9].roles", "11 hosts have the etcd role, more "
                              "than 9: etcd recommends 3, 5 or 7 members")
+
+
+def test_user_text_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """A flag value with a bidi override (U+202E turns the rest of the line around) is printed by `plan`,
+    and a state directory with an escape sequence by `render`'s notice: both reach the terminal escaped,
+    through the one stream filter every command writes through."""
+    (tmp_path / "bidi.yaml").write_text(HEAD + HOSTS + component("apiserver", '{extraArgs: {cors-allowed-origins: '
+                                                                              '"a\\u202eb"}}')
+                                        + "    coreDns: {enabled: false}\n")
+    plan = kubesmith("plan", "bidi.yaml", "--offline", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "--cors-allowed-origins=a\\u202eb" in plan.stdout and "\u202e" not in plan.stdout
+    state = tmp_path / "st\x1b[31m"
+    rendered = kubesmith("render", "bidi.yaml", "--out-dir", str(tmp_path / "out"), "--state-dir", str(state / "x"),
+                         cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "st\\x1b[31m" in rendered.stderr and "\x1b" not in rendered.stderr + rendered.stdout
+
+
+@pytest.mark.parametrize(("version", "says"), [
+    ("1.36.02", "numbers without leading zeros"), ("1.36.99999999999999999999999", "at most 9 digits"),
+    ("01.36.2", "without leading zeros"), ("1.\u0663\u0666.2", "must be a release version"),
+])
+def test_a_release_version_is_written_as_kubernetes_writes_it(version: str, says: str, tmp_path: Path) -> None:
+    (tmp_path / "v.yaml").write_text(HEAD.replace('"1.33.2"', f'"{version}"') + HOSTS)
+    result = kubesmith("validate", "v.yaml", cwd=tmp_path)
+    assert_one_located_error(result, "v.yaml", "spec.kubernetesVersion", says)

@@ -174,3 +174,23 @@ def test_token_command_errors_are_one_line(tmp_path):
     assert bad_ttl.returncode == 2 and "not a duration" in bad_ttl.stderr
     missing = kubesmith("token", "create", "--ca-key", str(tmp_path / "nope.key"), "--state-dir", str(tmp_path))
     assert missing.returncode == 3 and "Traceback" not in missing.stderr and "nope.key" in missing.stderr
+
+
+@pytest.mark.parametrize(("address", "says"), [
+    ("0.0.0.0", "is the unspecified address"), ("224.0.0.1", "is a multicast address"),
+    ("fe80::1%eth0", "has a zone suffix"), ("::ffff:10.0.0.5", "IPv4-mapped IPv6 address: write '10.0.0.5'"),
+    ("0.1.2.3", "0.0.0.0/8"),
+])
+def test_token_addresses_no_client_can_reach_are_refused(tmp_path, address, says):
+    ca = make_ca(tmp_path / "ca")
+    result = kubesmith("token", "create", "--address", "10.0.0.21", "--address", address, *ca_args(ca))
+    assert result.returncode == 2 and says in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (ca.directory / "state" / "tokens.json").exists()
+
+
+def test_token_addresses_are_stored_in_canonical_form(tmp_path):
+    ca = make_ca(tmp_path / "ca")
+    created = kubesmith("token", "create", "--address", "FD00:0::5", "--address", "127.0.0.1", *ca_args(ca))
+    assert created.returncode == 0, created.stderr
+    stored = json.loads((ca.directory / "state" / "tokens.json").read_text())
+    assert stored["tokens"][0]["addresses"] == ["fd00::5", "127.0.0.1"]

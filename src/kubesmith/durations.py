@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)", re.ASCII)  # ASCII: Python's \d takes any script's digits
 # Go's time.ParseDuration, what every Kubernetes component reads: "300ms", "1h30m", "-1.5h", "0"
-_GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
+_GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)", re.ASCII)
 _UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)", re.ASCII)
 _GO_UNIT_NS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
                "h": 3600 * 10**9}
 GO_MAX_NS = (1 << 63) - 1  # Go's time.Duration is an int64 of nanoseconds: about 292 years
@@ -21,7 +21,7 @@ def duration_seconds(text: str) -> float:
     seconds. The one syntax of every duration on the command line (cli.common.Duration). Raises
     ValueError with a message fit for users."""
     value = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", value):
+    if re.fullmatch(r"\d+(\.\d+)?", value, re.ASCII):
         return float(value)
     parts = _PART.findall(value)
     if not parts or "".join(number + unit for number, unit in parts) != value:
@@ -70,6 +70,35 @@ def go_duration_ns(text: str) -> int:
         raise ValueError(f"{text!r} is longer than Go's longest duration ({GO_MAX_TEXT}, about 292 years): the "
                          "binary refuses it")
     return sign * int(total)
+
+
+def go_duration_problem(text: str, positive: bool = False) -> str | None:
+    """Why `text` is no length of time as Go reads it, or None: not a Go duration, negative (no component
+    means anything by a negative interval, timeout or lifetime), or, for a `positive` one (a period that
+    would spin at 0, a lifetime that would end at once), zero."""
+    try:
+        nanoseconds = go_duration_ns(text)
+    except ValueError as exc:
+        return str(exc)
+    if nanoseconds < 0:
+        return f"{text!r} is negative: a length of time here is 0 or more"
+    if positive and nanoseconds == 0:
+        return f"{text!r} is zero: this period or lifetime must be longer than 0"
+    return None
+
+
+def check_go_length(text: str) -> str:
+    """`text` when it is a Go duration of 0 or more; raises ValueError with a message fit for users."""
+    if problem := go_duration_problem(text):
+        raise ValueError(problem)
+    return text
+
+
+def check_go_period(text: str) -> str:
+    """`text` when it is a positive Go duration; raises ValueError with a message fit for users."""
+    if problem := go_duration_problem(text, positive=True):
+        raise ValueError(problem)
+    return text
 
 
 def go_seconds(text: str) -> float:

@@ -36,7 +36,37 @@ class CommandFailed(click.ClickException):
 
 
 def run_guarded(command: click.Command) -> int:
-    """Run the CLI; anything that escapes is turned into a message, and only bugs show a traceback."""
+    """Run the CLI; anything that escapes is turned into a message, and only bugs show a traceback.
+    Whatever it writes to stdout and stderr goes through `printable`: text from the cluster file, a
+    state directory or the command line (a flag value with a bidi override, a path with an escape
+    sequence) reaches the terminal escaped, whichever message, table or plan carries it."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
+    try:
+        return _run_guarded(command)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+class PrintableStream:
+    """A text stream that writes `printable(text)`, keeping line breaks and tabs; all else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: Any) -> int:
+        self._stream.write(printable(text, keep="\n\t") if isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[Any]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _run_guarded(command: click.Command) -> int:
     try:
         command.main(standalone_mode=False)
         sys.stdout.flush()  # a full or broken output device fails here, not in the interpreter's exit
@@ -223,12 +253,25 @@ def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
         fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.IO_ERROR)
 
 
-def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> None:
+def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tuple[str, ...]:
+    """The addresses in canonical form (as the cluster file holds them); one that is no address, or one no
+    client can reach the node at (unspecified, multicast...), is a usage error."""
+    from kubesmith.spec.addresses import unusable
+    from kubesmith.spec.types import canonical_ip
+
+    canonical = []
     for address in addresses:
         try:
-            ipaddress.ip_address(address)
-        except ValueError:
-            fail(f"{option} {address!r} is not an IP address", ExitCode.USAGE)
+            text = canonical_ip(address)
+        except ValueError as exc:
+            fail(f"{option} {address!r}: {exc}" if "%" in address or "::ffff:" in address.lower() else
+                 f"{option} {address!r} is not an IP address", ExitCode.USAGE)
+        address = ipaddress.ip_address(text)  # loopback and link-local: a test node, a point-to-point link
+        if not address.is_loopback and (reason := unusable(address, link_local=True)):
+            fail(f"{option} {address!r} is {reason}: a node's certificate names an address its clients reach it at",
+                 ExitCode.USAGE)
+        canonical.append(text)
+    return tuple(canonical)
 
 
 def check_node_name(node: str, what: str = "--node") -> None:

@@ -46,7 +46,7 @@ def join_command(spec_file: str | None, server: str, token: str, ca_hash: str, n
     With FILE and --root /, preflight first checks this machine as the node (as `apply --help`
     lists; exit 6 names each failure, and nothing is written).
     """
-    check_addresses(addresses)
+    addresses = check_addresses(addresses)
     try:
         parse_pin(ca_hash)
         tokens.parse_token(token)

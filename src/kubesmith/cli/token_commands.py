@@ -97,7 +97,7 @@ def token_create(spec_file: str | None, ttl: float | None, node: str | None, add
     (the one given by --on, else the first), and the complete join command names that host's
     CA service.
     """
-    check_addresses(addresses)
+    addresses = check_addresses(addresses)
     if node is not None:
         check_node_name(node)
     _check_token_text(ttl, description, "--ttl")

@@ -27,7 +27,7 @@ from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel
+from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel, canonical_ip
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -119,8 +119,10 @@ def _binary_problems(binary: str) -> list[OptionProblem]:
 
 
 def resolver_problem(server: str) -> str | None:
-    """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT, or None."""
+    """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT of a resolver a pod can reach, or None."""
     import ipaddress
+
+    from kubesmith.spec.addresses import resolver_unusable  # spec.model imports the modules
 
     host, port = server, None
     if server.startswith("["):
@@ -129,11 +131,13 @@ def resolver_problem(server: str) -> str | None:
     elif server.count(":") == 1:
         host, port = server.split(":")
     try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return f"{server!r} is not an address (ADDRESS or ADDRESS:PORT)"
-    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        address = ipaddress.ip_address(canonical_ip(host))
+    except ValueError as exc:
+        return f"{server!r} is not an address (ADDRESS or ADDRESS:PORT): {exc}"
+    if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         return f"{server!r}: {port!r} is not a port (1-65535)"
+    if reason := resolver_unusable(address):
+        return f"{server!r} is {reason}"
     return None
 
 

@@ -5,15 +5,31 @@ Client and peer traffic are mutual TLS with certificates from `etcd-ca`; metrics
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Module, render_flags, system_user
+from kubesmith.durations import go_duration_problem
+from kubesmith.modules.base import Module, OptionProblem, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
 from kubesmith.spec.types import AbsolutePath, Duration, ExtraArgs, Port, StrictModel
 from kubesmith.urls import url_host
+
+
+def _retention(value: str) -> str:
+    """etcd's --auto-compaction-retention in periodic mode: a whole number of hours, else a Go duration."""
+    if re.fullmatch(r"[0-9]{1,6}", value):
+        return value
+    if problem := go_duration_problem(value):
+        raise ValueError(f"etcd reads it as a number of hours or a Go duration: {problem}")
+    return value
+
+
+Retention = Annotated[str, AfterValidator(_retention)]
 
 
 class EtcdSnapshotOptions(StrictModel):
@@ -36,7 +52,8 @@ class EtcdOptions(StrictModel):
     snapshot_count: int = Field(default=10000, ge=1, description="Committed transactions that trigger a snapshot.")
     quota_backend_bytes: int | None = Field(default=None, ge=1,
                                             description="Backend size quota in bytes; default: etcd's (2 GiB).")
-    auto_compaction_retention: str = Field(default="8", description="Hours of history kept by auto-compaction.")
+    auto_compaction_retention: Retention = Field(default="8", description="History kept by auto-compaction: "
+                                                 "hours (8), or a Go duration (30m).")
     log_level: str = Field(default="info", pattern="^(debug|info|warn|error|panic|fatal)$",
                            description="etcd log level.")
     extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; not the flags kubesmith sets itself.")
@@ -60,6 +77,14 @@ class EtcdModule(Module):
     options = EtcdOptions
     roles = frozenset({"etcd"})
     binary = "etcd"
+
+    def check(self, spec: Any, options: EtcdOptions, registry: Any) -> list[OptionProblem]:
+        # etcd refuses to start otherwise: "--election-timeout should be at least as 5 times as
+        # --heartbeat-interval" (server/embed/config.go, Validate)
+        if options.election_timeout < 5 * options.heartbeat_interval:
+            return [OptionProblem(("electionTimeout",), f"{options.election_timeout} ms is less than 5 times "
+                                  f"heartbeatInterval ({options.heartbeat_interval} ms): etcd refuses to start")]
+        return []
 
     def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:
         host, cluster = ctx.host, ctx.cluster

@@ -18,10 +18,10 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.apiserver import STRONG_CIPHERS
-from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
+from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
-from kubesmith.durations import go_seconds
+from kubesmith.durations import go_duration_ns, go_seconds
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -71,6 +71,14 @@ class KubeletModule(Module):
     options = KubeletOptions
     roles = frozenset({"node"})
     binary = "kubelet"
+
+    def check(self, spec: Any, options: KubeletOptions, registry: Any) -> list[OptionProblem]:
+        # the kubelet's own validation: "shutdownGracePeriodCriticalPods ... must be <= shutdownGracePeriod"
+        critical, grace = options.shutdown_grace_period_critical_pods, options.shutdown_grace_period
+        if go_duration_ns(critical) > go_duration_ns(grace):
+            return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical} is longer than "
+                                  f"shutdownGracePeriod ({grace}), which it is a part of: the kubelet refuses it")]
+        return []
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
         host = ctx.host

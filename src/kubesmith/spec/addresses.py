@@ -7,14 +7,18 @@ loopback or link-local address reaches no other machine (or all of them). The vi
 address on the control-plane hosts' own network: kubesmith knows that network only from the hosts'
 addresses (keepalived's interface has no prefix option), so the VIP must share a /24 (IPv4) or /64 (IPv6)
 with a control-plane host, the usual size of one layer-2 segment; and it may not be an address the
-cluster routes elsewhere (the pod and service ranges). The pod and service ranges may not be loopback,
-multicast or link-local: the kernel routes those itself.
+cluster routes elsewhere (the pod and service ranges), nor the network or broadcast address of that /24.
+The pod and service ranges may not be loopback, multicast, link-local, reserved or in 0.0.0.0/8: the kernel
+routes those itself; and the service range may not be larger than the API server takes. The same holds
+wherever else the file names an address: the components' pod ranges, the kubelet's DNS servers, the
+endpoint, the agent's CA URLs, and CoreDNS's resolvers (which a pod must reach: not the host's loopback).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 from kubesmith.spec.errors import LocPart
 from kubesmith.spec.model import Cluster
@@ -23,26 +27,54 @@ Finding = tuple[tuple[LocPart, ...], str, str]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 SEGMENT_PREFIX = {4: 24, 6: 64}
+# kube-apiserver refuses a larger service range (cmd/kube-apiserver/app/options/validation.go,
+# validateMaxCIDRRange with maxCIDRBits = 20: "for 32-bit addresses, the mask must be >= 12", 108 for IPv6)
+SERVICE_RANGE_MIN_PREFIX = {4: 12, 6: 108}
+STUB_RESOLVER = ipaddress.IPv4Address("127.0.0.53")
 
 
 def address_findings(cluster: Cluster) -> list[Finding]:
-    return [*_host_addresses(cluster), *_ranges(cluster), *_vip(cluster)]
+    return [*_host_addresses(cluster), *_ranges(cluster), *_vip(cluster), *_component_addresses(cluster)]
 
 
-def unusable(address: Address) -> str | None:
-    """Why no other machine can reach `address`, or None."""
+def unusable(address: Address, link_local: bool = False) -> str | None:
+    """Why no other machine can reach `address`, or None; `link_local`: such an address is fine (a resolver
+    the platform offers there)."""
     if address == BROADCAST:
         return "the broadcast address"
     if address.is_multicast:
         return "a multicast address"
     if address.is_unspecified:
         return "the unspecified address"
+    if address.version == 4 and address in THIS_NETWORK:
+        return "in 0.0.0.0/8 (\"this network\", RFC 1122), which is never a destination"
+    if address.version == 4 and address.is_reserved:
+        return "a reserved address (240.0.0.0/4)"
     if address.is_loopback:
         return "a loopback address"
-    if address.is_link_local:
+    if address.is_link_local and not link_local:
         return "a link-local address"
     return None
+
+
+def resolver_unusable(address: Address) -> str | None:
+    """Why CoreDNS, in a pod, cannot forward to `address`, or None: a pod's loopback is its own."""
+    if address == STUB_RESOLVER:
+        return ("systemd-resolved's stub resolver (127.0.0.53), on the host's loopback, which a pod cannot "
+                "reach; name the resolvers it forwards to (resolvectl status)")
+    reason = unusable(address, link_local=True)
+    return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
+
+
+def host_problem(host: str) -> str | None:
+    """Why the host part of a URL or HOST:PORT cannot be reached, or None (names are not checked here)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    return unusable(address)
 
 
 def _host_addresses(cluster: Cluster) -> Iterator[Finding]:
@@ -57,19 +89,58 @@ def _host_addresses(cluster: Cluster) -> Iterator[Finding]:
 def _ranges(cluster: Cluster) -> Iterator[Finding]:
     network = cluster.spec.network
     for field, cidr in (("clusterCidr", network.cluster_cidr), ("serviceCidr", network.service_cidr)):
-        if reason := _reserved_range(ipaddress.ip_network(cidr)):
+        if reason := reserved_range(ipaddress.ip_network(cidr)):
             yield (("spec", "network", field), f"{cidr} {reason}: pods and services need ordinary unicast "
                    "addresses", "error")
+        elif field == "serviceCidr" and (range_ := ipaddress.ip_network(cidr)).prefixlen < \
+                (shortest := SERVICE_RANGE_MIN_PREFIX[range_.version]):
+            yield (("spec", "network", field), f"{cidr} is larger than the API server takes: an IPv{range_.version} "
+                   f"service range needs a prefix of /{shortest} or longer", "error")
 
 
-def _reserved_range(network: Network) -> str | None:
+def reserved_range(network: Network) -> str | None:
+    """Why `network` cannot hold pod or service addresses, or None."""
     for test, what in ((lambda n: n.is_loopback, "loopback"), (lambda n: n.is_multicast, "multicast"),
-                       (lambda n: n.is_link_local, "link-local")):
+                       (lambda n: n.is_link_local, "link-local"),
+                       (lambda n: n.version == 4 and n.is_reserved, "reserved (240.0.0.0/4)")):
         if test(network) or test(network.network_address) or test(network.broadcast_address):
             return f"holds {what} addresses"
-    if network.network_address.is_unspecified:
-        return "holds the unspecified address"
+    if network.network_address.is_unspecified or (network.version == 4 and network.overlaps(THIS_NETWORK)):
+        return "holds the unspecified address" if network.network_address.is_unspecified else \
+            "holds addresses of 0.0.0.0/8 (\"this network\")"
     return None
+
+
+def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
+    """Addresses components take from the file: the pod range of the controller manager and kube-proxy,
+    the kubelet's DNS servers, the endpoint, the agent's CA URLs."""
+    components = cluster.spec.components
+    where = ("spec", "components")
+    ranges = [((*where, "controllerManager", "clusterCidr"), components.controller_manager.cluster_cidr),
+              ((*where, "proxy", "clusterCidr"), components.proxy.cluster_cidr)]
+    for alias, options in (("controllerManager", components.controller_manager), ("proxy", components.proxy)):
+        if "cluster-cidr" in options.extra_args:
+            for text in str(options.extra_args["cluster-cidr"]).split(","):
+                ranges.append(((*where, alias, "extraArgs", "cluster-cidr"), text))
+    for loc, cidr in ranges:
+        try:
+            network = ipaddress.ip_network(cidr, strict=False) if cidr else None
+        except ValueError:
+            yield loc, f"{cidr!r} is not a range (CIDR)", "error"
+            continue
+        if network is not None and (reason := reserved_range(network)):
+            yield loc, f"{cidr} {reason}: pods need ordinary unicast addresses", "error"
+    for index, server in enumerate(components.kubelet.cluster_dns or ()):
+        if reason := unusable(ipaddress.ip_address(server), link_local=True):  # NodeLocal DNSCache: 169.254.20.10
+            yield (*where, "kubelet", "clusterDns", index), f"{server} is {reason}: pods send DNS queries there", \
+                "error"
+    endpoint = cluster.spec.control_plane_endpoint
+    if endpoint and (reason := host_problem(endpoint.rpartition(":")[0])):
+        yield ("spec", "controlPlaneEndpoint"), f"{endpoint}: the host is {reason}: every client dials it", "error"
+    for index, url in enumerate(components.agent.ca_urls or ()):
+        host = urlsplit(url).hostname or ""
+        if reason := host_problem(host):
+            yield (*where, "agent", "caUrls", index), f"{url}: the host is {reason}: the agent dials it", "error"
 
 
 def _vip(cluster: Cluster) -> Iterator[Finding]:
@@ -95,3 +166,7 @@ def _vip(cluster: Cluster) -> Iterator[Finding]:
         yield where, (f"{vip} is outside every control-plane host's network: kubesmith takes that network to be "
                       f"the /{prefix} around each host's address ({segment} has none), and keepalived can move the "
                       "address only between hosts of one segment"), "error"
+    elif vip.version == 4 and vip in (segment.network_address, segment.broadcast_address):
+        what = "network" if vip == segment.network_address else "broadcast"
+        yield where, (f"{vip} is the {what} address of {segment}, the hosts' network as kubesmith takes it: no "
+                      "host can hold it"), "error"

@@ -8,9 +8,10 @@ from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
-from kubesmith.spec.effective import flag_value_problem, go_strings, setting_findings
+from kubesmith.spec.effective import (cipher_problem, config_duration_findings, config_value, flag_value_problem,
+                                      go_strings, setting_findings)
 from kubesmith.spec.errors import LocPart
-from kubesmith.spec.managed import managed_flag_problem
+from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components
 from kubesmith.spec.paths import path_findings
@@ -28,7 +29,10 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _advertised_addresses(cluster)
     findings += address_findings(cluster)
     findings += setting_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy"})
+    findings += config_duration_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
+                                                                    "scheduler": "scheduler"})
     findings += _admission(cluster)
+    findings += _ciphers(cluster)
     findings += _security(cluster)
     findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
@@ -93,15 +97,45 @@ def _dns_service_ip(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
         return [(where, f"{address} is outside serviceCidr {services}", "error")]
     if address == services.network_address:
         return [(where, f"{address} is the network address of serviceCidr {services}", "error")]
+    if address.version == 4 and address == services.broadcast_address:
+        return [(where, f"{address} is the broadcast address of serviceCidr {services}", "error")]
     if address == services.network_address + 1:
         return [(where, f"{address} is the API server's service IP (first address of serviceCidr {services}); "
                  "use another address, by default the tenth", "error")]
     return []
 
 
+# The kubelet's rule for its own labels (k8s.io/kubelet/pkg/apis, KubeletLabels and KubeletLabelNamespaces):
+# in the kubernetes.io and k8s.io namespaces only these, or a prefix below; it refuses to start with any
+# other (node-role.kubernetes.io/... included: NodeRestriction keeps a kubelet from setting it on itself)
+KUBELET_LABELS = frozenset({
+    "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone", "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+})
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def label_problem(key: str) -> str | None:
+    """Why the kubelet refuses to register with the label `key`, or None."""
+    namespace = key.rpartition("/")[0]
+    reserved = any(namespace == root or namespace.endswith("." + root) for root in ("kubernetes.io", "k8s.io"))
+    allowed = key in KUBELET_LABELS or any(namespace == allowed or namespace.endswith("." + allowed)
+                                           for allowed in KUBELET_LABEL_NAMESPACES)
+    if reserved and not allowed:
+        return (f"the kubelet refuses to start with the label {key}: in the kubernetes.io and k8s.io namespaces "
+                f"it registers only {', '.join(p + '/*' for p in KUBELET_LABEL_NAMESPACES)} and the well-known "
+                "topology, os and arch labels (NodeRestriction keeps node-role.kubernetes.io/* to the cluster's "
+                "administrators: set it with kubectl label)")
+    return None
+
+
 def _hosts(cluster: Cluster) -> list[Finding]:
     hosts = cluster.spec.hosts
-    findings: list[Finding] = []
+    findings: list[Finding] = [(("spec", "hosts", index, "labels", key), problem, "error")
+                               for index, host in enumerate(hosts) for key in host.labels
+                               if (problem := label_problem(key))]
     for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
         first_index: dict[str, int] = {}
         for index, value in enumerate(values):
@@ -188,6 +222,10 @@ def _admission(cluster: Cluster) -> list[Finding]:
     enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything."""
     options = cluster.spec.components.apiserver
     findings: list[Finding] = []
+    if "NodeRestriction" not in options.enable_admission_plugins:
+        findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins"),
+                         "NodeRestriction is missing: it keeps each kubelet to its own Node and pods (CIS 1.2.14), "
+                         "and it is not on by default; list it with the plugins you add", "error"))
     if "AlwaysAdmit" in options.enable_admission_plugins:
         index = options.enable_admission_plugins.index("AlwaysAdmit")
         findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index),
@@ -203,6 +241,17 @@ def _admission(cluster: Cluster) -> list[Finding]:
             findings.append((where, f"disables {plugin}, which {_REQUIRED_ADMISSION[plugin]} requires on; "
                              "kubesmith does not turn it off", "error"))
     return findings
+
+
+def _ciphers(cluster: Cluster) -> list[Finding]:
+    """Cipher suites named in the typed option or the kubelet's configuration (flags: flag_value_problem)."""
+    components = cluster.spec.components
+    lists = [(("spec", "components", "apiserver", "tlsCipherSuites"), components.apiserver.tls_cipher_suites)]
+    present, configured = config_value(components.kubelet, ("tlsCipherSuites",))
+    if present and isinstance(configured, list):
+        lists.append((("spec", "components", "kubelet", "extraConfig", "tlsCipherSuites"), configured))
+    return [((*where, index), problem, "error") for where, names in lists for index, name in enumerate(names)
+            if (problem := cipher_problem(name))]
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
@@ -262,13 +311,15 @@ def _components(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
 def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
     """extraArgs against the release's flags; works on raw data so it runs even when types are wrong."""
     spec = data.get("spec") if isinstance(data, dict) else None
-    if not isinstance(spec, dict) or not isinstance(spec.get("kubernetesVersion"), str):
+    if not isinstance(spec, dict):
         return []
-    minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
     components = spec.get("components")
+    findings: list[Finding] = list(managed_config_findings(components))
+    if not isinstance(spec.get("kubernetesVersion"), str):
+        return findings
+    minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
     if not registry.supports(minor) or not isinstance(components, dict):
-        return []
-    findings: list[Finding] = []
+        return findings
     for module in MODULES:
         section = components.get(_alias(module.key))
         extra = section.get("extraArgs") if isinstance(section, dict) else None

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubesmith.durations import go_duration_ns
+from kubesmith.durations import go_duration_problem
 from kubesmith.spec.errors import LocPart
 
 Loc = tuple[LocPart, ...]
@@ -62,17 +62,47 @@ def go_strings(value: Any) -> list[str]:
     return text.split(",") if text else []
 
 
+# Go's tls.InsecureCipherSuites() (crypto/tls/cipher_suites.go): RC4, 3DES and CBC with SHA-256. Every
+# Kubernetes binary still accepts them in --tls-cipher-suites / tlsCipherSuites.
+GO_INSECURE_CIPHERS = frozenset({
+    "TLS_RSA_WITH_RC4_128_SHA", "TLS_RSA_WITH_3DES_EDE_CBC_SHA", "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "TLS_ECDHE_RSA_WITH_RC4_128_SHA", "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+})
+# what a component's --authorization-always-allow-paths may hold: its health endpoints (the default)
+HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
+
+
+def cipher_problem(name: Any) -> str | None:
+    """Why the TLS cipher suite `name` is refused, or None."""
+    if name in GO_INSECURE_CIPHERS:
+        return (f"{name} is one of Go's insecure cipher suites (tls.InsecureCipherSuites: RC4, 3DES, CBC with "
+                "SHA-256); name only suites Go counts as secure (CIS 1.2.29, 4.2.12)")
+    return None
+
+
+def list_flag_problem(flag: str, items: list[str]) -> str | None:
+    """Why a list flag's items weaken what the flag guards, or None: insecure ciphers, paths that skip
+    authorization beyond the health endpoints."""
+    for item in items:
+        if flag == "tls-cipher-suites" and (problem := cipher_problem(item)):
+            return problem
+        if flag == "authorization-always-allow-paths" and item not in HEALTH_PATHS:
+            return (f"{item!r} would be served to anyone without authorization; only the health endpoints "
+                    f"({', '.join(HEALTH_PATHS)}) may skip it")
+    return None
+
+
 def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> str | None:
     """Why `binary` cannot parse `value` for `flag` of type `kind`, or None (unknown kinds are not checked)."""
     text = _text(value)
+    if problem := list_flag_problem(flag, go_strings(value)):
+        return problem
     if kind == "bool" and go_bool(value) is None:
         return (f"{binary} reads --{flag} as a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False), "
                 f"not {text!r}")
-    if kind == "duration":
-        try:
-            go_duration_ns(text)
-        except ValueError as exc:
-            return f"{binary} reads --{flag} as a Go duration: {exc}"
+    if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
+        return f"{binary} reads --{flag} as a Go duration: {problem}"
     if kind in _INT_RANGES and go_int(value, kind) is None:
         low, high = _INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
@@ -82,6 +112,58 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> 
         return (f"{binary} reads --{flag} as a comma-separated list; an item may not hold quotes or whitespace "
                 f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
     return None
+
+
+# Duration fields of each component's configuration document (extraConfig), read with the same parser as
+# duration flags (Go's time.ParseDuration through encoding/json's metav1.Duration): True marks a period or
+# timeout that 0 would break (a loop that spins, a request that times out at once), False one where 0 means
+# "off". None is negative. (streamingConnectionIdleTimeout is a SETTING: the CIS check reads it.)
+CONFIG_DURATIONS: dict[str, dict[tuple[str, ...], bool]] = {
+    "kubelet": {
+        ("syncFrequency",): True, ("fileCheckFrequency",): True, ("httpCheckFrequency",): True,
+        ("nodeStatusUpdateFrequency",): True, ("nodeStatusReportFrequency",): True, ("runtimeRequestTimeout",): True,
+        ("cpuManagerReconcilePeriod",): True, ("volumeStatsAggPeriod",): False, ("imageMinimumGCAge",): False,
+        ("imageMaximumGCAge",): False, ("evictionPressureTransitionPeriod",): False,
+        ("shutdownGracePeriod",): False, ("shutdownGracePeriodCriticalPods",): False,
+        ("authentication", "webhook", "cacheTTL"): False, ("authorization", "webhook", "cacheAuthorizedTTL"): False,
+        ("authorization", "webhook", "cacheUnauthorizedTTL"): False,
+    },
+    "proxy": {
+        ("syncPeriod",): True, ("minSyncPeriod",): False, ("configSyncPeriod",): False,
+        ("iptables", "syncPeriod"): True, ("iptables", "minSyncPeriod"): False,
+        ("ipvs", "syncPeriod"): True, ("ipvs", "minSyncPeriod"): False, ("ipvs", "tcpTimeout"): False,
+        ("ipvs", "tcpFinTimeout"): False, ("ipvs", "udpTimeout"): False,
+        ("nftables", "syncPeriod"): True, ("nftables", "minSyncPeriod"): False,
+        ("conntrack", "tcpEstablishedTimeout"): False, ("conntrack", "tcpCloseWaitTimeout"): False,
+        ("conntrack", "udpTimeout"): False, ("conntrack", "udpStreamTimeout"): False,
+    },
+    "scheduler": {
+        ("leaderElection", "leaseDuration"): True, ("leaderElection", "renewDeadline"): True,
+        ("leaderElection", "retryPeriod"): True,
+    },
+}
+# the same periods as flags (any component): 0 is refused there too
+POSITIVE_DURATION_FLAGS = frozenset({
+    "sync-frequency", "file-check-frequency", "http-check-frequency", "node-status-update-frequency",
+    "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
+    "iptables-sync-period", "ipvs-sync-period", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+    "leader-elect-retry-period",
+})
+
+
+def config_duration_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
+    """Every known duration field of an extraConfig, read as its component reads it, located."""
+    for section, fields in CONFIG_DURATIONS.items():
+        options = getattr(components, aliases[section])
+        for path, positive in fields.items():
+            present, value = config_value(options, path)
+            if not present:
+                continue
+            field = ".".join(path)
+            problem = go_duration_problem(value, positive) if isinstance(value, str) else \
+                f"the component reads {field} as a Go duration such as 90s; got {value!r}"
+            if problem:
+                yield (("spec", "components", section, "extraConfig", *path), f"{field}: {problem}", "error")
 
 
 def _finite(text: str) -> bool:
@@ -109,7 +191,6 @@ class Setting:
 SETTINGS: dict[str, tuple[Setting, ...]] = {
     "kubelet": (
         Setting("anonymous-auth", ("authentication", "anonymous", "enabled"), None, "bool"),
-        Setting("authentication-token-webhook", ("authentication", "webhook", "enabled"), None, "bool"),
         Setting("authorization-mode", ("authorization", "mode"), None, "str"),
         Setting("read-only-port", ("readOnlyPort",), None, "int"),
         Setting("make-iptables-util-chains", ("makeIPTablesUtilChains",), None, "bool"),
@@ -184,8 +265,5 @@ def _config_type_problem(setting: Setting, value: Any) -> str | None:
                  "duration": "a Go duration such as 4h", "list": "a list"}
         return f"the component reads {field} as {names[setting.kind]}; got {value!r}"
     if setting.kind == "duration":
-        try:
-            go_duration_ns(value)
-        except ValueError as exc:
-            return str(exc)
+        return go_duration_problem(value)
     return None

@@ -16,6 +16,7 @@ from typing import Any
 PKI = "kubesmith's PKI (spec.pki)"
 CONFIG = "kubesmith's configuration file for it; use extraConfig"
 _COMMON = {"v": "verbosity", "feature-gates": "featureGates"}
+_TOKEN_WEBHOOK = "kubesmith's kubelet configuration (always on: the kubelet checks bearer tokens with the API server)"
 _ETCD_MEMBERS = "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort"
 MANAGED: dict[str, dict[str, str]] = {
     "kube-apiserver": _COMMON | {
@@ -62,6 +63,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "config": CONFIG, "kubeconfig": PKI, "hostname-override": "spec.hosts[].name",
         "node-ip": "spec.hosts[].address", "root-dir": "rootDir", "node-labels": "spec.hosts[].labels",
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
+        "authentication-token-webhook": _TOKEN_WEBHOOK, "cluster-dns": "clusterDns",
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name"},
     "etcd": {
@@ -78,16 +80,59 @@ MANAGED: dict[str, dict[str, str]] = {
 }
 
 
+# Fields of a component's configuration document (extraConfig, by section) that kubesmith sets itself, the
+# same settings as managed flags: the kubelet's client CA, serving certificate and token webhook, its DNS
+# server (clusterDns, which CoreDNS's Service address follows), the kubeconfig (and so the identity) the
+# scheduler and kube-proxy use. extraConfig is merged over kubesmith's document, so these would replace it.
+_DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
+             ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
+MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
+    "kubelet": _DOCUMENT | {
+        ("authentication", "webhook", "enabled"): _TOKEN_WEBHOOK,
+        ("authentication", "x509", "clientCAFile"): PKI, ("tlsCertFile",): PKI, ("tlsPrivateKeyFile",): PKI,
+        ("clusterDNS",): "clusterDns",
+    },
+    "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
+    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
+}
+
+
 def managed_flag_problem(binary: str, component: str, flag: str) -> str | None:
     """Why extraArgs may not set `flag` of `binary`, or None when it may."""
     instead = MANAGED.get(binary, {}).get(flag)
-    if instead is None:
-        return None
+    return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
+
+
+def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:
+    """Why extraConfig of `section` may not set the field at `path`, or None when it may."""
+    instead = MANAGED_CONFIG.get(section, {}).get(path)
+    return None if instead is None else _managed(".".join(path), section, instead, "extraConfig")
+
+
+def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str, str]]:
+    """Every managed field set in an extraConfig (raw data: spec.components), located."""
+    findings: list[tuple[tuple[str, ...], str, str]] = []
+    for section, fields in MANAGED_CONFIG.items():
+        config = components.get(section) if isinstance(components, dict) else None
+        config = config.get("extraConfig") if isinstance(config, dict) else None
+        for path in fields:
+            value: Any = config
+            for part in path:
+                value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+            if value is not _ABSENT and (problem := managed_config_problem(section, path)):
+                findings.append((("spec", "components", section, "extraConfig", *path), problem, "error"))
+    return findings
+
+
+_ABSENT = object()
+
+
+def _managed(what: str, component: str, instead: str, route: str) -> str:
     if instead.replace(".", "").isalnum() and instead[:1].islower() and " " not in instead:
         option = instead if "." in instead and instead.split(".")[0] in ("spec", "metadata") else \
             f"spec.components.{component}.{instead}"
-        return f"kubesmith sets --{flag} from {option}: set that option instead (extraArgs cannot replace it)"
-    return f"kubesmith sets --{flag} itself, from {instead}; extraArgs cannot replace it"
+        return f"kubesmith sets {what} from {option}: set that option instead ({route} cannot replace it)"
+    return f"kubesmith sets {what} itself, from {instead}; {route} cannot replace it"
 
 
 def extra_args_of(section: Any) -> dict[Any, Any]:

@@ -29,6 +29,7 @@ class Weakening:
 
 TITLES = {
     "1.2.1": "API server --anonymous-auth=false",
+    "1.2.2": "API server --token-auth-file not set",
     "1.2.6": "API server --authorization-mode not AlwaysAllow",
     "1.2.7": "API server --authorization-mode includes Node",
     "1.2.8": "API server --authorization-mode includes RBAC",
@@ -100,6 +101,7 @@ def _zero_duration(value: Any) -> bool:
 _RULES: tuple[tuple[str, str, tuple[tuple[str, Callable[[Any], list[Loc]]], ...]], ...] = (
     ("apiserver", "apiserver", (
         ("1.2.1", lambda o: _when(o.anonymous_auth, "anonymousAuth")),
+        ("1.2.2", lambda o: _when("token-auth-file" in o.extra_args, "extraArgs", "token-auth-file")),
         ("1.2.6", lambda o: _when("AlwaysAllow" in o.authorization_mode, "authorizationMode")),
         ("1.2.7", lambda o: _when("Node" not in o.authorization_mode, "authorizationMode")),
         ("1.2.8", lambda o: _when("RBAC" not in o.authorization_mode, "authorizationMode")),

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from kubesmith.durations import check_go_duration, format_duration, parse_duration
+from kubesmith.durations import check_go_length, check_go_period, format_duration, parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -32,7 +32,7 @@ class StrictModel(BaseModel):
     )
 
 
-def _ip(value: str) -> str:
+def canonical_ip(value: str) -> str:
     """The canonical text of an address (`fd00:0::1` -> `fd00::1`): what reaches argv, certificates and
     configuration files, and what duplicates are found by."""
     if "%" in value:
@@ -82,9 +82,9 @@ def _host_port(value: str) -> str:
         raise ValueError(f"{value!r} must be HOST:PORT (for example 10.0.0.10:6443)")
     host = match["host"]
     if host.startswith("["):
-        host = f"[{_ip(host[1:-1])}]"
+        host = f"[{canonical_ip(host[1:-1])}]"
     elif host[0].isdigit() and re.fullmatch(r"[0-9.]+", host):
-        host = _ip(host)
+        host = canonical_ip(host)
     return f"{host}:{int(match['port'])}"
 
 
@@ -114,8 +114,10 @@ def _label_value(value: str) -> str:
 
 
 def _semver(value: str) -> str:
-    if not re.fullmatch(r"v?\d+\.\d+\.\d+", value):
-        raise ValueError(f"{value!r} must be a release version such as 1.28.7")
+    # Kubernetes' own versions (k8s.io/apimachinery/pkg/util/version) are semantic versions: no leading zeros
+    if not re.fullmatch(r"v?(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})", value):
+        raise ValueError(f"{value!r} must be a release version such as 1.28.7 (numbers without leading zeros, at "
+                         "most 9 digits each)")
     return value.removeprefix("v")
 
 
@@ -158,13 +160,17 @@ def _list_item(value: str) -> str:
         what = f"holds {found.group()!r} at position {found.start() + 1}" if found else "is empty"
         raise ValueError(f"list item {value!r} {what}: an item of this list may not be empty or hold ',', '=', "
                          "quotes or whitespace; write one name per item")
+    if odd := next((c for c in value if not (c.isascii() and c.isprintable())), None):
+        raise ValueError(f"list item {value!r} holds U+{ord(odd):04X} at position {value.index(odd) + 1}: the names "
+                         "this list takes (plugins, modes, ciphers) are printable ASCII; an invisible or look-alike "
+                         "character makes a name the binary does not know")
     return value
 
 
 def _san(value: str) -> str:
     """A certificate name: an address (canonical) or a DNS name, `*.` allowed in front."""
     if ":" in value or re.fullmatch(r"[0-9.]+", value):
-        return _ip(value)
+        return canonical_ip(value)
     if not _DNS_SUBDOMAIN.match(value.removeprefix("*.")):
         raise ValueError(f"{value!r} must be an IP address or a DNS name (lower-case letters, digits, '-', '.')")
     return value
@@ -176,7 +182,7 @@ MAX_DURATION_DAYS = 36500  # the longest a CA may live (spec.pki.caValidityDays)
 def _duration(value: str) -> str:
     """kubesmith's own durations (`90s`, `12h`, `7d`): positive (a zero interval would spin, a zero lifetime
     expire at once) and at most MAX_DURATION_DAYS."""
-    if not re.fullmatch(r"(\d+(\.\d+)?[dhms])+", value):
+    if not re.fullmatch(r"(\d+(\.\d+)?[dhms])+", value, re.ASCII):
         raise ValueError(f"{value!r} is not a duration (examples: 90s, 15m, 1h30m, 7d)")
     seconds = parse_duration(value)
     if seconds > MAX_DURATION_DAYS * 86400:
@@ -191,7 +197,7 @@ def _cis_id(value: str) -> str:
     return value
 
 
-IPAddress = Annotated[str, AfterValidator(_ip)]
+IPAddress = Annotated[str, AfterValidator(canonical_ip)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_subdomain)]
@@ -202,7 +208,8 @@ ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
-GoDuration = Annotated[str, AfterValidator(check_go_duration)]
+GoDuration = Annotated[str, AfterValidator(check_go_length)]  # 0 or more
+GoPeriod = Annotated[str, AfterValidator(check_go_period)]  # more than 0
 Duration = Annotated[str, AfterValidator(_duration)]
 CisId = Annotated[str, AfterValidator(_cis_id)]
 ListItem = Annotated[str, AfterValidator(_list_item)]
