@@ -53,7 +53,9 @@ def test_auto_is_lines_when_stderr_is_not_a_terminal() -> None:
 def test_the_live_view_is_drawn_on_a_terminal_and_lines_elsewhere(tmp_path: Path) -> None:
     """The reporter driven as apply drives it, once on a pseudo-terminal (rich's live view: cursor
     movements, one row per host) and once into a pipe (every line, timestamped)."""
-    script = ("import time\nfrom kubesmith.cli.progress import reporter\n"
+    # behind the escaping filter every command writes through (cli.common.run_guarded), as in apply
+    script = ("import sys, time\nfrom kubesmith.cli.common import PrintableStream\n"
+              "from kubesmith.cli.progress import reporter\nsys.stderr = PrintableStream(sys.stderr)\n"
               "with reporter('auto') as say:\n"
               "    for line in ('h1: uploading 3 files', 'h2: uploading 3 files', 'starting kubernetes.target on h1, h2',\n"
               "                 'h1: etcd member back'):\n"

@@ -66,6 +66,12 @@ class PrintableStream:
         return getattr(self._stream, name)
 
 
+def unfiltered(stream: Any) -> Any:
+    """The stream under a PrintableStream: for a writer that draws with escape sequences itself (the
+    live progress view) and sanitises the text it draws."""
+    return stream._stream if isinstance(stream, PrintableStream) else stream
+
+
 def _run_guarded(command: click.Command) -> int:
     try:
         command.main(standalone_mode=False)

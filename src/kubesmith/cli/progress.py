@@ -19,6 +19,8 @@ from typing import Literal
 
 import click
 
+from kubesmith.cli.common import unfiltered
+
 Mode = Literal["auto", "live", "lines", "quiet"]
 Say = Callable[[str], None]
 CLUSTER = "cluster"
@@ -102,14 +104,16 @@ def reporter(mode: Mode) -> Iterator[Say]:
     from rich.live import Live
 
     board = Board(time.monotonic())
-    console = Console(stderr=True)
+    # the terminal itself, not run_guarded's escaping filter: the view is drawn with escape sequences,
+    # and rich strips control characters from the text it is given
+    console = Console(file=unfiltered(sys.stderr))
     with Live(console=console, refresh_per_second=4, transient=False,
               get_renderable=lambda: board.table(time.monotonic())) as live:
 
         def say(line: str) -> None:
             board.feed(line, time.monotonic())
             if line.startswith(("error:", "warning:")):
-                live.console.print(line)  # above the view, and kept
+                live.console.print(line, markup=False, highlight=False)  # above the view, kept
 
         yield say
 
