@@ -222,7 +222,7 @@ INSIDE_SYSTEM = {
     "etc-apt": ("etcd.dataDir", "/etc/apt", "/etc/apt is a system directory"),
     "sshd-config-d": ("etcd.dataDir", "/etc/ssh/sshd_config.d", "/etc/ssh/sshd_config.d lies inside /etc/ssh, a system"),
     "spool-cron": ("etcd.dataDir", "/var/spool/cron", "/var/spool/cron lies inside /var/spool, a system directory"),
-    "bin-alias": ("etcd.dataDir", "/bin/etcd-data", "/bin/etcd-data (that is /usr/bin/etcd-data) lies inside /usr/bin"),
+    "lib-alias": ("etcd.dataDir", "/lib/etcd-data", "/lib/etcd-data (that is /usr/lib/etcd-data) lies inside /usr/lib"),
     "run-systemd": ("containerRuntime.stateDir", "/run/systemd/containerd", "lies inside /run/systemd, a system"),
     "var-lock-alias": ("containerRuntime.stateDir", "/var/lock/containerd",
                        "/var/lock/containerd (that is /run/lock/containerd) lies inside /run/lock"),

@@ -262,8 +262,7 @@ def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
 def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tuple[str, ...]:
     """The addresses in canonical form (as the cluster file holds them); one that is no address, or one no
     client can reach the node at (unspecified, multicast...), is a usage error."""
-    from kubesmith.spec.addresses import unusable
-    from kubesmith.spec.types import canonical_ip
+    from kubesmith.spec.types import canonical_ip, unusable
 
     canonical = []
     for address in addresses:

@@ -27,7 +27,7 @@ from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel, canonical_ip
+from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel, canonical_ip, resolver_unusable
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -121,8 +121,6 @@ def _binary_problems(binary: str) -> list[OptionProblem]:
 def resolver_problem(server: str) -> str | None:
     """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT of a resolver a pod can reach, or None."""
     import ipaddress
-
-    from kubesmith.spec.addresses import resolver_unusable  # spec.model imports the modules
 
     host, port = server, None
     if server.startswith("["):

@@ -22,50 +22,18 @@ from urllib.parse import urlsplit
 
 from kubesmith.spec.errors import LocPart
 from kubesmith.spec.model import Cluster
+from kubesmith.spec.types import THIS_NETWORK, unusable
 
 Finding = tuple[tuple[LocPart, ...], str, str]
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-BROADCAST = ipaddress.IPv4Address("255.255.255.255")
-THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 SEGMENT_PREFIX = {4: 24, 6: 64}
 # kube-apiserver refuses a larger service range (cmd/kube-apiserver/app/options/validation.go,
 # validateMaxCIDRRange with maxCIDRBits = 20: "for 32-bit addresses, the mask must be >= 12", 108 for IPv6)
 SERVICE_RANGE_MIN_PREFIX = {4: 12, 6: 108}
-STUB_RESOLVER = ipaddress.IPv4Address("127.0.0.53")
 
 
 def address_findings(cluster: Cluster) -> list[Finding]:
     return [*_host_addresses(cluster), *_ranges(cluster), *_vip(cluster), *_component_addresses(cluster)]
-
-
-def unusable(address: Address, link_local: bool = False) -> str | None:
-    """Why no other machine can reach `address`, or None; `link_local`: such an address is fine (a resolver
-    the platform offers there)."""
-    if address == BROADCAST:
-        return "the broadcast address"
-    if address.is_multicast:
-        return "a multicast address"
-    if address.is_unspecified:
-        return "the unspecified address"
-    if address.version == 4 and address in THIS_NETWORK:
-        return "in 0.0.0.0/8 (\"this network\", RFC 1122), which is never a destination"
-    if address.version == 4 and address.is_reserved:
-        return "a reserved address (240.0.0.0/4)"
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_link_local and not link_local:
-        return "a link-local address"
-    return None
-
-
-def resolver_unusable(address: Address) -> str | None:
-    """Why CoreDNS, in a pod, cannot forward to `address`, or None: a pod's loopback is its own."""
-    if address == STUB_RESOLVER:
-        return ("systemd-resolved's stub resolver (127.0.0.53), on the host's loopback, which a pod cannot "
-                "reach; name the resolvers it forwards to (resolvectl status)")
-    reason = unusable(address, link_local=True)
-    return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
 
 
 def host_problem(host: str) -> str | None:

@@ -239,3 +239,41 @@ FeatureGates = dict[Annotated[str, AfterValidator(_gate_name)], bool]
 def derived(source: str) -> dict[str, Any]:
     """Schema marker for an option whose default follows another option (shown by `kubesmith options`)."""
     return {"x-derived-from": source}
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+# What an address may not be where another machine (or a pod) must reach it: spec.addresses applies
+# these to the cluster file, modules and the command line to their own values
+BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+STUB_RESOLVER = ipaddress.IPv4Address("127.0.0.53")
+
+
+def unusable(address: Address, link_local: bool = False) -> str | None:
+    """Why no other machine can reach `address`, or None; `link_local`: such an address is fine (a resolver
+    the platform offers there)."""
+    if address == BROADCAST:
+        return "the broadcast address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_unspecified:
+        return "the unspecified address"
+    if address.version == 4 and address in THIS_NETWORK:
+        return "in 0.0.0.0/8 (\"this network\", RFC 1122), which is never a destination"
+    if address.version == 4 and address.is_reserved:
+        return "a reserved address (240.0.0.0/4)"
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local and not link_local:
+        return "a link-local address"
+    return None
+
+
+def resolver_unusable(address: Address) -> str | None:
+    """Why CoreDNS, in a pod, cannot forward to `address`, or None: a pod's loopback is its own."""
+    if address == STUB_RESOLVER:
+        return ("systemd-resolved's stub resolver (127.0.0.53), on the host's loopback, which a pod cannot "
+                "reach; name the resolvers it forwards to (resolvectl status)")
+    reason = unusable(address, link_local=True)
+    return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
