@@ -152,13 +152,8 @@ def system_directory_problem(path: str) -> str | None:
     one inside a system directory that is no container (CONTAINERS) of other software's directories.
     Shared with `reset`, which refuses to delete such a path whatever spec it came from."""
     canon = canonical(path)
-    if path in SYSTEM_DIRECTORIES or canon in SYSTEM_DIRECTORIES:
-        return f"{path if path in SYSTEM_DIRECTORIES else _spelled(path, canon)} is a system directory"
-    kernel = next((top for top in KERNEL_FILE_SYSTEMS if _inside(canon, top)), None)
-    if kernel is not None:
-        return f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
-    if (home := _home_problem(path, canon)) is not None:
-        return home
+    if (problem := _system_or_kernel(path, canon) or _home_problem(path, canon)) is not None:
+        return problem
     if any(canon == own or _inside(canon, own) for own in KUBESMITH_TREES):
         return None  # kubesmith's own: the overlap checks keep components apart from it
     deepest = max((top for top in SYSTEM_DIRECTORIES if _inside(canon, top)), key=len)
@@ -173,12 +168,14 @@ def used_path_problem(path: str) -> str | None:
     directory, one holding one, or a path in a kernel file system. (Inside a system directory is fine:
     kubesmith's unit files live in /etc/systemd/system, the CNI plugins in /usr/lib/cni.)"""
     canon = canonical(path)
+    return _system_or_kernel(path, canon) or _held(path, canon)
+
+
+def _system_or_kernel(path: str, canon: str) -> str | None:
     if path in SYSTEM_DIRECTORIES or canon in SYSTEM_DIRECTORIES:
         return f"{path if path in SYSTEM_DIRECTORIES else _spelled(path, canon)} is a system directory"
     kernel = next((top for top in KERNEL_FILE_SYSTEMS if _inside(canon, top)), None)
-    if kernel is not None:
-        return f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
-    return _held(path, canon)
+    return None if kernel is None else f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
 
 
 def removable_file_problem(path: str) -> str | None:
