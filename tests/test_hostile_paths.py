@@ -227,7 +227,7 @@ INSIDE_SYSTEM = {
     "var-lock-alias": ("containerRuntime.stateDir", "/var/lock/containerd",
                        "/var/lock/containerd (that is /run/lock/containerd) lies inside /run/lock"),
     "dpkg": ("kubelet.rootDir", "/var/lib/dpkg/kubelet", "lies inside /var/lib/dpkg, a system directory"),
-    "var-backups": ("etcd.snapshots.directory", "/var/backups/etcd", "lies inside /var/backups, a system directory"),
+    "var-spool": ("etcd.snapshots.directory", "/var/spool/etcd", "lies inside /var/spool, a system directory"),
     "usr-lib-x": ("etcd.dataDir", "/usr/lib/x", "/usr/lib/x lies inside /usr/lib, a system directory"),
 }
 
@@ -349,6 +349,10 @@ TREE_LEGITIMATE = {
     "snapshots-default-parent": "    etcd: {snapshots: {directory: /var/backups/kubesmith/etcd-main}}\n",
     "cni-usual-places": "    containerRuntime: {cniBinDir: /opt/cni/bin, cniConfDir: /etc/cni/net.d}\n",
     "cni-conf-in-bin": "    containerRuntime: {cniBinDir: /opt/cni, cniConfDir: /opt/cni/net.d}\n",
+    # what kube-up, kubespray and ingress guides write (a review found them refused)
+    "var-etcd-data": "    etcd: {dataDir: /var/etcd/data, snapshots: {directory: /var/backups/etcd}}\n",
+    "wal-in-own-data-dir": "    etcd: {dataDir: /var/lib/etcd, extraArgs: {wal-dir: /var/lib/etcd/wal}}\n",
+    "cni-conf-under-kubesmith-etc": "    containerRuntime: {cniConfDir: /etc/kubernetes/cni/net.d}\n",
     "extra-directories": ("    etcd: {extraArgs: {wal-dir: /srv/etcd-wal}}\n"
                           "    kubelet: {extraArgs: {cert-dir: /var/lib/kubelet/pki}, extraConfig: {staticPodPath: "
                           "/etc/kubernetes/manifests, volumePluginDir: /usr/libexec/kubernetes/kubelet-plugins}}\n"),

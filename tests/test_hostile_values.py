@@ -756,3 +756,39 @@ def test_a_release_version_is_written_as_kubernetes_writes_it(version: str, says
     (tmp_path / "v.yaml").write_text(HEAD.replace('"1.33.2"', f'"{version}"') + HOSTS)
     result = kubesmith("validate", "v.yaml", cwd=tmp_path)
     assert_one_located_error(result, "v.yaml", "spec.kubernetesVersion", says)
+
+
+# ---- legitimate inputs a review found refused: they stay accepted --------------------------------------
+
+REVIEWED_LEGITIMATE = {
+    # a pasted kubelet configuration repeating what kubesmith writes (its apiVersion, kind, CIS webhook value)
+    "kubelet-config-pasted": component("kubelet", "{extraConfig: {apiVersion: kubelet.config.k8s.io/v1beta1, "
+                                                  "kind: KubeletConfiguration, authentication: {webhook: "
+                                                  "{enabled: true}}, maxPods: 200}}"),
+    "proxy-config-pasted": component("proxy", "{extraConfig: {apiVersion: kubeproxy.config.k8s.io/v1alpha1, "
+                                              "kind: KubeProxyConfiguration}}"),
+    # graceful node shutdown off: the critical pods' default share goes with it
+    "shutdown-off": component("kubelet", "{shutdownGracePeriod: 0s}"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVIEWED_LEGITIMATE))
+def test_reviewed_legitimate_inputs_stay_valid(name: str, tmp_path: Path) -> None:
+    (tmp_path / f"{name}.yaml").write_text(HEAD + HOSTS + REVIEWED_LEGITIMATE[name])
+    result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_addon_with_integer_keys_is_written_as_kubectl_writes_it(tmp_path: Path) -> None:
+    """ingress-nginx's documented tcp-services ConfigMap: `data: {9000: ...}`; kubectl sends the key as "9000"."""
+    (tmp_path / "m.yaml").write_text(CONFIG_MAP + 'data: {9000: "default/example-go:8080", true: "on"}\n')
+    (tmp_path / "ok.yaml").write_text(HEAD + HOSTS + "  addons: [m.yaml]\n")
+    plan = kubesmith("plan", "ok.yaml", "--offline", "-o", "json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert '"9000": "default/example-go:8080"' in plan.stdout and '"true": "on"' in plan.stdout
+
+
+def test_a_kubelet_configuration_that_differs_from_kubesmiths_is_still_refused(tmp_path: Path) -> None:
+    (tmp_path / "k.yaml").write_text(HEAD + HOSTS + component("kubelet", "{extraConfig: {kind: Other}}"))
+    result = kubesmith("validate", "k.yaml", cwd=tmp_path)
+    assert_one_located_error(result, "k.yaml", "spec.components.kubelet.extraConfig.kind", "kubesmith sets kind itself")

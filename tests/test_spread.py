@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesmith.backends.spread import fits, pod_to_move
+from kubesmith.backends.spread import fits, pod_to_move, selector_text
 from kubesmith.modules.core_dns import IMAGE_LABEL, CoreDnsOptions, deployment
 
 CORE_DNS = deployment(CoreDnsOptions(), 2, "hash", labelled_nodes=True)
@@ -51,3 +51,13 @@ def test_no_move_while_the_deployment_is_not_whole_or_asks_no_spread() -> None:
     assert pod_to_move(unspread, [pod("coredns-a", "h3"), pod("coredns-b", "h3")], nodes) is None
     single = deployment(CoreDnsOptions(), 1, "hash", labelled_nodes=True)
     assert pod_to_move(single, [pod("coredns-a", "h3")], nodes) is None
+
+
+def test_the_pods_are_asked_for_with_the_whole_selector() -> None:
+    """matchExpressions too: with matchLabels alone, a selector of expressions only would list every pod."""
+    selector = {"matchLabels": {"k8s-app": "kube-dns"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                     {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                                     {"key": "ready", "operator": "Exists"},
+                                     {"key": "legacy", "operator": "DoesNotExist"}]}
+    assert selector_text(selector) == "k8s-app=kube-dns,tier in (a,b),env notin (dev),ready,!legacy"

@@ -185,6 +185,7 @@ def test_token_addresses_no_client_can_reach_are_refused(tmp_path, address, says
     ca = make_ca(tmp_path / "ca")
     result = kubesmith("token", "create", "--address", "10.0.0.21", "--address", address, *ca_args(ca))
     assert result.returncode == 2 and says in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert f"--address {address!r} " in result.stderr or f"--address {address!r}:" in result.stderr, result.stderr
     assert not (ca.directory / "state" / "tokens.json").exists()
 
 

@@ -271,8 +271,8 @@ def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tu
         except ValueError as exc:
             fail(f"{option} {address!r}: {exc}" if "%" in address or "::ffff:" in address.lower() else
                  f"{option} {address!r} is not an IP address", ExitCode.USAGE)
-        address = ipaddress.ip_address(text)  # loopback and link-local: a test node, a point-to-point link
-        if not address.is_loopback and (reason := unusable(address, link_local=True)):
+        parsed = ipaddress.ip_address(text)  # loopback and link-local: a test node, a point-to-point link
+        if not parsed.is_loopback and (reason := unusable(parsed, link_local=True)):
             fail(f"{option} {address!r} is {reason}: a node's certificate names an address its clients reach it at",
                  ExitCode.USAGE)
         canonical.append(text)

@@ -65,6 +65,15 @@ class KubeletOptions(ComponentOptions):
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
+def critical_pods_grace(options: KubeletOptions) -> str:
+    """The critical pods' share of the shutdown delay: none when the delay is off (`shutdownGracePeriod:
+    0s`) and the share was left at its default, which the kubelet would refuse as longer than the whole."""
+    field = "shutdown_grace_period_critical_pods"
+    if go_duration_ns(options.shutdown_grace_period) == 0 and field not in options.model_fields_set:
+        return "0s"
+    return options.shutdown_grace_period_critical_pods
+
+
 class KubeletModule(Module):
     key = "kubelet"
     title = "kubelet node agent"
@@ -74,10 +83,12 @@ class KubeletModule(Module):
 
     def check(self, spec: Any, options: KubeletOptions, registry: Any) -> list[OptionProblem]:
         # the kubelet's own validation: "shutdownGracePeriodCriticalPods ... must be <= shutdownGracePeriod"
-        critical, grace = options.shutdown_grace_period_critical_pods, options.shutdown_grace_period
+        critical, grace = critical_pods_grace(options), options.shutdown_grace_period
         if go_duration_ns(critical) > go_duration_ns(grace):
-            return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical} is longer than "
-                                  f"shutdownGracePeriod ({grace}), which it is a part of: the kubelet refuses it")]
+            default = "shutdown_grace_period_critical_pods" not in options.model_fields_set
+            return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}{' (its default)' if default else ''}"
+                                  f" is longer than shutdownGracePeriod ({grace}), which it is a part of: the kubelet "
+                                  "refuses it; set it no longer than shutdownGracePeriod")]
         return []
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
@@ -184,7 +195,7 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
         "featureGates": gates or None,
         # graceful node shutdown needs logind, which only a systemd host has
         "shutdownGracePeriod": options.shutdown_grace_period if environment.init_system == "systemd" else None,
-        "shutdownGracePeriodCriticalPods": options.shutdown_grace_period_critical_pods
+        "shutdownGracePeriodCriticalPods": critical_pods_grace(options)
         if environment.init_system == "systemd" else None,
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}

@@ -107,6 +107,7 @@ def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
             if (bad := _unrepresentable(document, node, path)) is not None:
                 problems.append(bad)
                 continue
+            document = keys_as_kubectl_writes_them(document)
             where = f"{path}:{node.start_mark.line + 1}"
             items = document.get("items") if isinstance(document, dict) and document.get("kind") == "List" else None
             for item in items if isinstance(items, list) else [document]:
@@ -141,6 +142,22 @@ def _unrepresentable(document: Any, node: yaml.Node, path: Path) -> str | None:
         return None
     where, loc, message = min(found, key=lambda item: (item[0].line, item[0].column) if item[0] else (0, 0))
     return f"{_at(where, path)}: {format_path(loc) if loc else '(document)'}: {message}"
+
+
+def keys_as_kubectl_writes_them(document: Any) -> Any:
+    """`document` with integer and boolean mapping keys as strings, as kubectl turns YAML into JSON
+    (sigs.k8s.io/yaml): ingress-nginx's documented `tcp-services` ConfigMap has `data: {9000: ...}`."""
+    if isinstance(document, dict):
+        return {_key_text(key): keys_as_kubectl_writes_them(value) for key, value in document.items()}
+    if isinstance(document, list):
+        return [keys_as_kubectl_writes_them(item) for item in document]
+    return document
+
+
+def _key_text(key: Any) -> Any:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key) if isinstance(key, int) else key
 
 
 def _at(location: Location | None, path: Path) -> str:

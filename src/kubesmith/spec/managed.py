@@ -109,6 +109,17 @@ def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:
     return None if instead is None else _managed(".".join(path), section, instead, "extraConfig")
 
 
+# The values kubesmith writes itself where every supported release agrees (versions/data: 1.28 to 1.37):
+# a pasted configuration that repeats them (its apiVersion and kind, the CIS value of the token webhook)
+# replaces nothing, so it is no error.
+SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
+    "kubelet": {("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
+                ("authentication", "webhook", "enabled"): True},
+    "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
+    "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
+}
+
+
 def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str, str]]:
     """Every managed field set in an extraConfig (raw data: spec.components), located."""
     findings: list[tuple[tuple[str, ...], str, str]] = []
@@ -119,7 +130,10 @@ def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str,
             value: Any = config
             for part in path:
                 value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
-            if value is not _ABSENT and (problem := managed_config_problem(section, path)):
+            same = SAME_AS_KUBESMITH.get(section, {}).get(path, _ABSENT)
+            if value is _ABSENT or (value == same and type(value) is type(same)):
+                continue
+            if problem := managed_config_problem(section, path):
                 findings.append((("spec", "components", section, "extraConfig", *path), problem, "error"))
     return findings
 

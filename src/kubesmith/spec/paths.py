@@ -53,11 +53,13 @@ SYSTEM_DIRECTORIES = frozenset({
 # under its own name (the subdirectories the OS keeps there are listed above, as whole trees); /run is
 # /var/lib's counterpart for runtime state (containerd's /run/containerd); /opt, /var/opt, /srv,
 # /usr/local and /var/local are the administrator's; /tmp and /var/tmp hold scratch directories
-# (tests and `kubesmith run` keep whole clusters in one). Every other system directory is a whole
+# (tests and `kubesmith run` keep whole clusters in one); /var and /var/backups hold what operators
+# and installers put there (/var/etcd/data as kube-up has it, kubespray's /var/backups/etcd), the
+# OS's own subdirectories of /var listed above as whole trees. Every other system directory is a whole
 # tree: the OS's files (/etc, /usr, /boot, /var/spool, ...), where nothing may be a component's.
 CONTAINERS = frozenset({
-    "/", "/var/lib", "/var/log", "/var/cache", "/var/opt", "/var/local", "/run", "/opt", "/srv", "/mnt", "/media",
-    "/usr/local", "/tmp", "/var/tmp",
+    "/", "/var", "/var/lib", "/var/log", "/var/cache", "/var/opt", "/var/local", "/var/backups", "/run", "/opt",
+    "/srv", "/mnt", "/media", "/usr/local", "/tmp", "/var/tmp",
 })
 # Another name of a directory on every system kubesmith supports (FHS 3.0's /var/run and /var/lock;
 # merged /usr, Debian 12's default): one directory is compared under one name.
@@ -331,7 +333,8 @@ def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
         present = [item for item in owned if item.roles & roles]
         for index, item in enumerate(present):
             others = [(f"the {'state ' if other.owned else ''}directory of {format_path(other.loc)}", other.path)
-                      for other in present[:index] if other.owned or item.owned]  # used with used: no harm
+                      for other in present[:index] if (other.owned or item.owned)  # used with used: no harm
+                      and not _own_extra(item, other)]
             others += [(f"the state directory of {name}", path) for needs, name, path in fixed if needs & roles]
             clash = next(((name, path) for name, path in others if _nested(item.path, path)), None)
             if clash is None:
@@ -345,12 +348,20 @@ def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
     return findings
 
 
+def _own_extra(one: Owned, other: Owned) -> bool:
+    """A directory given in a component's extraArgs/extraConfig and another of the same component: etcd's
+    wal-dir inside its data directory, the kubelet's cert-dir inside its root, as their defaults are."""
+    extra = any(len(item.loc) > 4 and item.loc[3] in ("extraArgs", "extraConfig") for item in (one, other))
+    return extra and one.loc[:3] == other.loc[:3]
+
+
 def _kubesmith_clash(item: Owned) -> tuple[str, str] | None:
     """kubesmith's fixed directories: a component's may not be one or hold one; the audit log may
-    live inside kubesmith's log directory (its default does)."""
+    live inside kubesmith's log directory (its default does), and a directory only used (CNI) inside any
+    (/etc/kubernetes/cni/net.d)."""
     canon = canonical(item.path)
     for path, name in KUBESMITH_DIRECTORIES:
-        inside = canon.startswith(path + "/")
+        inside = canon.startswith(path + "/") and item.owned
         if canon == path or _inside(path, canon) or \
                 (inside and not (path == layout.LOG and item.loc[-1] == "path")):
             return name, path

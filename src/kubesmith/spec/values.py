@@ -36,8 +36,9 @@ def value_findings(data: Any) -> list[Finding]:
 
 
 def json_findings(data: Any) -> list[Finding]:
-    """Everything in `data` JSON cannot carry, each located relative to `data` (an add-on manifest's object)."""
-    return _numbers(data, ()) + _representable(data, (), "JSON")
+    """Everything in `data` JSON cannot carry, each located relative to `data` (an add-on manifest's object).
+    Integer and boolean keys pass: kubectl writes them as strings, and so does the add-on step."""
+    return _numbers(data, ()) + _representable(data, (), "JSON", scalar_keys=(int, bool))
 
 
 def _numbers(data: Any, loc: tuple[LocPart, ...]) -> list[Finding]:
@@ -63,7 +64,8 @@ def number_problem(value: Any) -> str | None:
     return None
 
 
-def _representable(config: Any, loc: tuple[LocPart, ...], target: str) -> list[Finding]:
+def _representable(config: Any, loc: tuple[LocPart, ...], target: str, scalar_keys: tuple[type, ...] = ()
+                   ) -> list[Finding]:
     """Values of `config` that `target` (JSON or TOML) cannot hold, each located."""
     if not isinstance(config, dict):
         return []
@@ -75,7 +77,7 @@ def _representable(config: Any, loc: tuple[LocPart, ...], target: str) -> list[F
             findings.append((where, problem, "error"))
         elif isinstance(value, dict):
             for key, item in value.items():
-                if not isinstance(key, str):
+                if not isinstance(key, (str, *scalar_keys)):
                     findings.append(((*where, _part(key)), f"the key {key!r} is {_kind(key)}; {target} keys are "
                                      "strings (quote it: YAML reads on, yes, 1 and dates as other types)", "error"))
                 else:
