@@ -207,7 +207,12 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
 
 def config_value(options: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
     """(found, value) of `path` in the options' extraConfig."""
-    value: Any = getattr(options, "extra_config", {})
+    return value_at(getattr(options, "extra_config", {}), path)
+
+
+def value_at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    """(found, value) of the field at `path` in nested mappings (a configuration document, raw or typed)."""
+    value = document
     for part in path:
         if not isinstance(value, dict) or part not in value:
             return False, None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesmith.spec.effective import value_at
+
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
 # anything else says where kubesmith takes the value from
 PKI = "kubesmith's PKI (spec.pki)"
@@ -126,19 +128,14 @@ def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str,
     for section, fields in MANAGED_CONFIG.items():
         config = components.get(section) if isinstance(components, dict) else None
         config = config.get("extraConfig") if isinstance(config, dict) else None
+        same = SAME_AS_KUBESMITH.get(section, {})
         for path in fields:
-            value: Any = config
-            for part in path:
-                value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
-            same = SAME_AS_KUBESMITH.get(section, {}).get(path, _ABSENT)
-            if value is _ABSENT or (value == same and type(value) is type(same)):
+            present, value = value_at(config, path)
+            if not present or (path in same and value == same[path] and type(value) is type(same[path])):
                 continue
             if problem := managed_config_problem(section, path):
                 findings.append((("spec", "components", section, "extraConfig", *path), problem, "error"))
     return findings
-
-
-_ABSENT = object()
 
 
 def _managed(what: str, component: str, instead: str, route: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.images import ImageError, check_archive
+from kubesmith.spec.effective import config_value, value_at
 from kubesmith.spec.errors import LocPart, format_path
 from kubesmith.spec.model import Cluster
 
@@ -259,21 +260,13 @@ def _host_paths(cluster: Cluster) -> list[Finding]:
     return findings
 
 
-def _config_value(document: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
-    for key in keys:
-        if not isinstance(document, dict) or key not in document:
-            return False, None
-        document = document[key]
-    return True, document
-
-
 def _typed_config_directories(cluster: Cluster) -> list[Finding]:
     """extraConfig may not move a directory a typed option sets (TYPED_CONFIG_DIRECTORIES)."""
     components = cluster.spec.components
     findings: list[Finding] = []
     for component, keys, option in TYPED_CONFIG_DIRECTORIES:
         options = getattr(components, _field_of(component))
-        if _config_value(getattr(options, "extra_config", {}), keys)[0]:
+        if config_value(options, keys)[0]:
             findings.append((("spec", "components", component, "extraConfig", *keys),
                              f"kubesmith sets {'.'.join(keys)} from spec.components.{component}.{option}: set that "
                              "option instead (extraConfig cannot replace it: the unit's directories, its sandbox "
@@ -290,7 +283,7 @@ def _extra_directories(cluster: Cluster) -> tuple[list[Owned], list[Finding]]:
     for component, where, kind, roles in EXTRA_DIRECTORIES:
         options = getattr(components, _field_of(component))
         section = getattr(options, "extra_args" if where[0] == "extraArgs" else "extra_config", {})
-        present, value = _config_value(section, where[1:])
+        present, value = value_at(section, where[1:])
         if not present:
             continue
         loc = ("spec", "components", component, *where)
