@@ -273,16 +273,18 @@ class _NonBlocking(io.FileIO):
     def readinto(self, buffer: Any) -> int:
         count = super().readinto(buffer)
         if count is None:
-            raise OSError(errno.EAGAIN, f"reading it would wait for data (a kernel interface such as /proc/kmsg?); "
-                          f"expected {self.expected}", self.name)
+            raise self._would_wait()
         return count
 
     def read(self, size: int = -1) -> bytes:
         data = super().read(size)
         if data is None:
-            raise OSError(errno.EAGAIN, f"reading it would wait for data (a kernel interface such as /proc/kmsg?); "
-                          f"expected {self.expected}", self.name)
+            raise self._would_wait()
         return data
+
+    def _would_wait(self) -> OSError:
+        return OSError(errno.EAGAIN, "reading it would wait for data (a kernel interface such as /proc/kmsg?); "
+                       f"expected {self.expected}", self.name)
 
 
 @contextmanager

@@ -135,7 +135,8 @@ def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
 
 def _unrepresentable(document: Any, node: yaml.Node, path: Path) -> str | None:
     """The first value of a document that JSON cannot carry (a timestamp, !!binary, !!set, a key that is
-    no string, NaN, an infinity, an integer beyond 64 bits), located in the manifest; None when there is none."""
+    no string, integer or boolean, NaN, an infinity, an integer beyond 64 bits), located in the manifest;
+    None when there is none."""
     located = YamlDocument(str(path), document, node)
     found = [(located.locate(loc), loc, message) for loc, message, _ in json_findings(document)]
     if not found:

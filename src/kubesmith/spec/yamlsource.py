@@ -18,8 +18,7 @@ import yaml
 
 from kubesmith.spec.errors import Location, LocPart, Problem, format_path
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Loader = _Loader  # add-on manifests are read with libyaml too
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the cluster file and add-on manifests
 MAX_DEPTH = 64  # a cluster file nests about 6 levels; extraConfig documents a few more
 MAX_ALIAS_NODES = 100_000  # nodes reached through aliases, counted once per use
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
@@ -69,10 +68,10 @@ def _location(filename: str, mark: Any) -> Location | None:
 
 def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse one YAML document; syntax errors and duplicate keys come back as located problems."""
-    loader = _Loader(text)
+    loader = Loader(text)
     root: yaml.Node | None = None
     try:
-        if too_deep := _too_deep(text, filename):
+        if too_deep := nesting_problem(text, filename):
             return None, [too_deep]
         root = loader.get_single_node()
         if root is None:
@@ -111,9 +110,10 @@ def _oversized_integer(root: yaml.Node | None, filename: str) -> Problem:
     return Problem("(document)", "a value could not be converted (an integer too long?)", Location(filename, 1, 1))
 
 
-def _too_deep(text: str, filename: str, what: str = "a cluster file") -> Problem | None:
-    """Nesting beyond MAX_DEPTH, found from libyaml's event stream (iterative, no recursion)."""
-    scanner = _Loader(text)
+def nesting_problem(text: str, filename: str, what: str = "a cluster file") -> Problem | None:
+    """Nesting beyond MAX_DEPTH in any document of `text`, found from libyaml's event stream (iterative,
+    no recursion; a YAMLError when it is no YAML at all)."""
+    scanner = Loader(text)
     try:
         depth = 0
         while (event := scanner.get_event()) is not None:
@@ -127,11 +127,6 @@ def _too_deep(text: str, filename: str, what: str = "a cluster file") -> Problem
     finally:
         scanner.dispose()
     return None
-
-
-def nesting_problem(text: str, filename: str, what: str) -> Problem | None:
-    """Nesting beyond MAX_DEPTH in any document of `text` (a YAMLError when it is no YAML at all)."""
-    return _too_deep(text, filename, what)
 
 
 def alias_problem(node: yaml.Node, filename: str) -> Problem | None:
