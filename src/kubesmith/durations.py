@@ -49,12 +49,6 @@ def format_duration(seconds: float) -> str:
     return out or "0s"
 
 
-def check_go_duration(text: str) -> str:
-    """`text` when Go's time.ParseDuration takes it; raises ValueError with a message fit for users."""
-    go_duration_ns(text)
-    return text
-
-
 def go_duration_ns(text: str) -> int:
     """Nanoseconds in `text` as Go's time.ParseDuration reads it, refusing what it refuses: other
     syntax, and magnitudes beyond an int64 of nanoseconds (Go: "invalid duration")."""
@@ -102,5 +96,5 @@ def check_go_period(text: str) -> str:
 
 
 def go_seconds(text: str) -> float:
-    """Seconds in a Go duration already checked by `check_go_duration` ("15s", "1m30s", "0")."""
+    """Seconds in a Go duration already checked by `check_go_length` ("15s", "1m30s", "0")."""
     return go_duration_ns(text) / 1e9
