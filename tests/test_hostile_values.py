@@ -351,6 +351,38 @@ CASES: dict[str, tuple[str, str, str]] = {
                               f"{APISERVER}.extraSans[0]", "IPv4-mapped"),
     "addr-extra-san-name": (HOSTS + component("apiserver", "{extraSans: ['api example']}"),
                             f"{APISERVER}.extraSans[0]", "must be an IP address or a DNS name"),
+    # IPv6 spellings of an IPv4 address (issue 32, second round): no host holds one
+    "addr-host-ipv4-compatible": (host("::10.0.0.12"), "spec.hosts[1].address",
+                                  "IPv4-compatible IPv6 address (::/96, deprecated by RFC 4291), which stands for an "
+                                  "IPv4 address no host holds as IPv6: write '10.0.0.12'"),
+    "addr-host-siit": (host("::ffff:0:10.0.0.12"), "spec.hosts[1].address",
+                       "IPv4-translated IPv6 address (::ffff:0:0:0/96, SIIT)"),
+    "addr-host-nat64": (host("64:ff9b::10.0.0.12"), "spec.hosts[1].address",
+                        "in NAT64's well-known prefix 64:ff9b::/96 (RFC 6052), standing for 10.0.0.12"),
+    "addr-control-plane-nat64": ("  hosts:\n    - {name: h1, address: '64:ff9b::a00:b', roles: [control-plane, etcd, "
+                                 "node]}\n" + V6_NETWORK, "spec.hosts[0].address", "NAT64's well-known prefix"),
+    "addr-vip-nat64": ("  hosts:\n    - {name: h1, address: 'fd00::11', roles: [control-plane, etcd, node]}\n" +
+                       V6_NETWORK + "  controlPlaneVIP: '64:ff9b::10.0.0.10'\n", "spec.controlPlaneVIP",
+                       "NAT64's well-known prefix"),
+    "addr-vip-ipv4-compatible": (HOSTS + "  controlPlaneVIP: '::10.0.0.10'\n", "spec.controlPlaneVIP",
+                                 "IPv4-compatible"),
+    "addr-advertise-siit": (HOSTS + component("apiserver", "{advertiseAddress: '::ffff:0:10.0.0.11'}"),
+                            f"{APISERVER}.advertiseAddress", "IPv4-translated"),
+    # a certificate names what clients dial
+    "addr-extra-san-broadcast": (HOSTS + component("apiserver", "{extraSans: ['255.255.255.255']}"),
+                                 f"{APISERVER}.extraSans[0]", "is the broadcast address, which no client dials"),
+    "addr-extra-san-unspecified": (HOSTS + component("apiserver", "{extraSans: [api.example.com, '0.0.0.0']}"),
+                                   f"{APISERVER}.extraSans[1]", "is the unspecified address"),
+    "addr-extra-san-unspecified-v6": (HOSTS + component("apiserver", "{extraSans: ['::']}"),
+                                      f"{APISERVER}.extraSans[0]", "is the unspecified address"),
+    "addr-extra-san-multicast": (HOSTS + component("apiserver", "{extraSans: ['239.0.0.1']}"),
+                                 f"{APISERVER}.extraSans[0]", "is a multicast address"),
+    "addr-extra-san-multicast-v6": (HOSTS + component("apiserver", "{extraSans: ['ff02::1']}"),
+                                    f"{APISERVER}.extraSans[0]", "is a multicast address"),
+    "addr-extra-san-this-network": (HOSTS + component("apiserver", "{extraSans: ['0.0.0.5']}"),
+                                    f"{APISERVER}.extraSans[0]", "0.0.0.0/8"),
+    "addr-extra-san-zone": (HOSTS + component("apiserver", "{extraSans: ['fe80::1%eth0']}"),
+                            f"{APISERVER}.extraSans[0]", "has a zone suffix"),
     # durations: ASCII digits only (Python's \d takes any script's), no negative lengths, no zero periods,
     # extraConfig's duration fields read as their component reads them, and what two fields must agree on
     "dur-flag-arabic-indic-digit": (HOSTS + component("apiserver", "{extraArgs: {request-timeout: '\u0665m'}}"),
@@ -569,6 +601,16 @@ ACCEPTED: dict[str, tuple[str, str]] = {
                                                           "'169.254.169.253']}"), "169.254.169.253"),
     "addr-cluster-dns-node-local": (HOSTS + component("kubelet", "{clusterDns: ['169.254.20.10']}"),
                                     "169.254.20.10"),  # NodeLocal DNSCache's link-local address
+    # an IPv6-only cluster reaches an IPv4 resolver through NAT64: a destination, not a host's own address
+    "addr-upstream-nat64": (HOSTS + component("coreDns", "{upstream: ['[64:ff9b::808:808]:53']}"),
+                            "64:ff9b::808:808"),
+    # a client on the host itself, a point-to-point link: addresses clients do dial
+    "addr-extra-san-loopback-link-local": (HOSTS + component("apiserver", "{extraSans: ['127.0.0.1', '::1', "
+                                                                          "'169.254.0.5', '*.api.example.com']}"),
+                                           "169.254.0.5"),
+    "addr-host-v6-ordinary": ("  hosts:\n    - {name: h1, address: 'fd00::11', roles: [control-plane, etcd, node]}\n"
+                              "    - {name: w1, address: '2001:db8::a00:c', roles: [node]}\n" + V6_NETWORK,
+                              "2001:db8::a00:c"),
     "addr-vip-ordinary": (HOSTS + "  controlPlaneVIP: 10.0.0.254\n", "virtual_ipaddress"),
     "addr-dns-ip-last-but-one": (HOSTS + "  network: {dnsServiceIp: 10.32.255.254}\n", "10.32.255.254"),
     "addr-service-largest": (HOSTS + "  network: {serviceCidr: 10.96.0.0/12}\n", "10.96.0.0/12"),

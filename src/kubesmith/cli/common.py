@@ -269,7 +269,7 @@ def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tu
         try:
             text = canonical_ip(address)
         except ValueError as exc:
-            fail(f"{option} {address!r}: {exc}" if "%" in address or "::ffff:" in address.lower() else
+            fail(f"{option} {address!r}: {exc}" if "is not a valid" not in str(exc) else
                  f"{option} {address!r} is not an IP address", ExitCode.USAGE)
         parsed = ipaddress.ip_address(text)  # loopback and link-local: a test node, a point-to-point link
         if not parsed.is_loopback and (reason := unusable(parsed, link_local=True)):

@@ -42,7 +42,7 @@ def host_problem(host: str) -> str | None:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return None
-    return unusable(address)
+    return unusable(address, translated=True)  # a destination: NAT64 may carry it to an IPv4 endpoint
 
 
 def _host_addresses(cluster: Cluster) -> Iterator[Finding]:
@@ -99,7 +99,7 @@ def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
         if network is not None and (reason := reserved_range(network)):
             yield loc, f"{cidr} {reason}: pods need ordinary unicast addresses", "error"
     for index, server in enumerate(components.kubelet.cluster_dns or ()):
-        if reason := unusable(ipaddress.ip_address(server), link_local=True):  # NodeLocal DNSCache: 169.254.20.10
+        if reason := unusable(ipaddress.ip_address(server), link_local=True, translated=True):  # NodeLocal DNSCache: 169.254.20.10
             yield (*where, "kubelet", "clusterDns", index), f"{server} is {reason}: pods send DNS queries there", \
                 "error"
     endpoint = cluster.spec.control_plane_endpoint

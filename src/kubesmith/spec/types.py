@@ -43,7 +43,27 @@ def canonical_ip(value: str) -> str:
         raise ValueError(f"{value!r} is not a valid IPv4 or IPv6 address") from None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise ValueError(f"{value!r} is an IPv4-mapped IPv6 address: write {str(address.ipv4_mapped)!r}")
+    if isinstance(address, ipaddress.IPv6Address) and (embedded := _embedded_ipv4(address)):
+        what, v4 = embedded
+        raise ValueError(f"{value!r} is {what}, which stands for an IPv4 address no host holds as IPv6: "
+                         f"write {str(v4)!r}")
     return str(address)
+
+
+# IPv6 spellings of an IPv4 address that, like the IPv4-mapped form, are no address of their own: the
+# IPv4-compatible form (::/96, deprecated by RFC 4291; `::` and `::1` are the unspecified and loopback
+# addresses, not IPv4) and SIIT's IPv4-translated form (::ffff:0:0:0/96, RFC 2765). Stacks route neither.
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    v4 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in IPV4_COMPATIBLE and int(address) > 1:
+        return "an IPv4-compatible IPv6 address (::/96, deprecated by RFC 4291)", v4
+    if address in IPV4_TRANSLATED:
+        return "an IPv4-translated IPv6 address (::ffff:0:0:0/96, SIIT)", v4
+    return None
 
 
 def _cidr(value: str) -> str:
@@ -168,9 +188,15 @@ def _list_item(value: str) -> str:
 
 
 def _san(value: str) -> str:
-    """A certificate name: an address (canonical) or a DNS name, `*.` allowed in front."""
+    """A certificate name: an address (canonical) or a DNS name, `*.` allowed in front. An address no client
+    dials (unspecified, broadcast, multicast, 0.0.0.0/8) names nothing a certificate could vouch for; loopback
+    and link-local addresses are dialled (a client on the host itself, a point-to-point link) and stay."""
     if ":" in value or re.fullmatch(r"[0-9.]+", value):
-        return canonical_ip(value)
+        text = canonical_ip(value)
+        if reason := _never_dialled(ipaddress.ip_address(text)):
+            raise ValueError(f"{value!r} is {reason}, which no client dials: a certificate names addresses "
+                             "its clients connect to")
+        return text
     if not _DNS_SUBDOMAIN.match(value.removeprefix("*.")):
         raise ValueError(f"{value!r} must be an IP address or a DNS name (lower-case letters, digits, '-', '.')")
     return value
@@ -250,9 +276,13 @@ THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 STUB_RESOLVER = ipaddress.IPv4Address("127.0.0.53")
 
 
-def unusable(address: Address, link_local: bool = False) -> str | None:
-    """Why no other machine can reach `address`, or None; `link_local`: such an address is fine (a resolver
-    the platform offers there)."""
+# RFC 6052's well-known prefix: an address in it is an IPv4 address behind a NAT64 translator. A client may
+# dial one (an IPv6-only cluster reaching an IPv4 resolver or endpoint); no host or VIP can hold one, since
+# the network routes the prefix to the translator
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _never_dialled(address: Address) -> str | None:
     if address == BROADCAST:
         return "the broadcast address"
     if address.is_multicast:
@@ -261,12 +291,24 @@ def unusable(address: Address, link_local: bool = False) -> str | None:
         return "the unspecified address"
     if address.version == 4 and address in THIS_NETWORK:
         return "in 0.0.0.0/8 (\"this network\", RFC 1122), which is never a destination"
+    return None
+
+
+def unusable(address: Address, link_local: bool = False, translated: bool = False) -> str | None:
+    """Why no other machine can reach `address`, or None; `link_local`: such an address is fine (a resolver
+    the platform offers there); `translated`: the address is only dialled, so one behind NAT64 is fine."""
+    if reason := _never_dialled(address):
+        return reason
     if address.version == 4 and address.is_reserved:
         return "a reserved address (240.0.0.0/4)"
     if address.is_loopback:
         return "a loopback address"
     if address.is_link_local and not link_local:
         return "a link-local address"
+    if address.version == 6 and address in NAT64 and not translated:
+        v4 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        return (f"in NAT64's well-known prefix 64:ff9b::/96 (RFC 6052), standing for {v4} behind a translator, "
+                "which no host can hold")
     return None
 
 
@@ -275,5 +317,5 @@ def resolver_unusable(address: Address) -> str | None:
     if address == STUB_RESOLVER:
         return ("systemd-resolved's stub resolver (127.0.0.53), on the host's loopback, which a pod cannot "
                 "reach; name the resolvers it forwards to (resolvectl status)")
-    reason = unusable(address, link_local=True)
+    reason = unusable(address, link_local=True, translated=True)
     return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
