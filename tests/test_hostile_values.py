@@ -419,6 +419,25 @@ CASES: dict[str, tuple[str, str, str]] = {
                             "not a Go duration"),
     "dur-etcd-heartbeat-election": (HOSTS + component("etcd", "{heartbeatInterval: 500, electionTimeout: 600}"),
                                     "spec.components.etcd.electionTimeout", "less than 5 times heartbeatInterval"),
+    # an upper bound below its start (issue 32, second round)
+    "number-ca-max-delay-below-initial": (HOSTS + component("caService", "{failedAuthDelay: 5, maxFailedAuthDelay: 1}"),
+                                          "spec.components.caService.maxFailedAuthDelay",
+                                          "1 s is below failedAuthDelay (5 s), where the delay starts"),
+    "number-ca-delay-above-default-max": (HOSTS + component("caService", "{failedAuthDelay: 30}"),
+                                          "spec.components.caService.failedAuthDelay",
+                                          "above maxFailedAuthDelay (10 s, its default)"),
+    "number-kubelet-gc-low-above-high": (HOSTS + kubelet_config("{imageGCLowThresholdPercent: 90}"),
+                                         f"{KUBELET}.extraConfig.imageGCLowThresholdPercent",
+                                         "low threshold (90%) is not below its high threshold (85%)"),
+    "number-kubelet-gc-equal": (HOSTS + kubelet_config("{imageGCLowThresholdPercent: 70, "
+                                                       "imageGCHighThresholdPercent: 70}"),
+                                f"{KUBELET}.extraConfig.imageGCLowThresholdPercent", "the kubelet refuses to start"),
+    "number-kubelet-gc-flag-high-below-low": (HOSTS + kubelet_flag("image-gc-high-threshold", "50"),
+                                              f"{KUBELET}.extraArgs.image-gc-high-threshold",
+                                              "low threshold (80%) is not below its high threshold (50%)"),
+    "dur-kubelet-gc-max-age-below-min": (HOSTS + kubelet_config("{imageMinimumGCAge: 1h, imageMaximumGCAge: 30m}"),
+                                         f"{KUBELET}.extraConfig.imageMaximumGCAge",
+                                         "30m is not longer than imageMinimumGCAge (1h)"),
     "dur-critical-pods-beyond-grace": (
         HOSTS + component("kubelet", "{shutdownGracePeriod: 10s, shutdownGracePeriodCriticalPods: 20s}"),
         f"{KUBELET}.shutdownGracePeriodCriticalPods", "longer than shutdownGracePeriod (10s)"),
@@ -809,6 +828,13 @@ REVIEWED_LEGITIMATE = {
                                                   "{enabled: true}}, maxPods: 200}}"),
     "proxy-config-pasted": component("proxy", "{extraConfig: {apiVersion: kubeproxy.config.k8s.io/v1alpha1, "
                                               "kind: KubeProxyConfiguration}}"),
+    # bounds that meet their start, or lie above it
+    "ca-delay-constant": component("caService", "{failedAuthDelay: 2, maxFailedAuthDelay: 2}"),
+    "ca-delay-off": component("caService", "{failedAuthDelay: 0, maxFailedAuthDelay: 0}"),
+    "kubelet-gc-thresholds": component("kubelet", "{extraConfig: {imageGCLowThresholdPercent: 60, "
+                                                  "imageGCHighThresholdPercent: 70, imageMinimumGCAge: 1h, "
+                                                  "imageMaximumGCAge: 0s}}"),
+    "kubelet-gc-max-age": component("kubelet", "{extraConfig: {imageMaximumGCAge: 168h}}"),
     # graceful node shutdown off: the critical pods' default share goes with it
     "shutdown-off": component("kubelet", "{shutdownGracePeriod: 0s}"),
 }

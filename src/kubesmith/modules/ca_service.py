@@ -9,11 +9,13 @@ Ready means `/healthz` answers over TLS with a certificate from kubernetes-ca: t
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.durations import parse_duration
-from kubesmith.modules.base import Module, https_probe
+from kubesmith.modules.base import Module, OptionProblem, https_probe
 from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
@@ -44,6 +46,18 @@ class CaServiceModule(Module):
     title = "cluster CA service (join tokens, certificate signing and renewal)"
     options = CaServiceOptions
     roles = frozenset({"control-plane"})
+
+    def check(self, spec: Any, options: CaServiceOptions, registry: Any) -> list[OptionProblem]:
+        # the delay starts at failedAuthDelay and doubles up to maxFailedAuthDelay: a bound below the start
+        # would make the first delay longer than its own bound (the service would clamp it, silently)
+        start, bound = options.failed_auth_delay, options.max_failed_auth_delay
+        if bound >= start:
+            return []
+        if "max_failed_auth_delay" in options.model_fields_set:
+            return [OptionProblem(("maxFailedAuthDelay",), f"{bound:g} s is below failedAuthDelay ({start:g} s), "
+                                  "where the delay starts: the bound must be at least the initial delay")]
+        return [OptionProblem(("failedAuthDelay",), f"{start:g} s is above maxFailedAuthDelay ({bound:g} s, its "
+                              "default), the delay's upper bound: raise maxFailedAuthDelay too")]
 
     def contribute(self, ctx: HostContext, options: CaServiceOptions) -> Contribution:
         host = ctx.host

@@ -21,11 +21,12 @@ from kubesmith.modules.apiserver import STRONG_CIPHERS
 from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
-from kubesmith.durations import go_duration_ns, go_seconds
+from kubesmith.durations import go_duration_ns, go_duration_problem, go_seconds
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
+from kubesmith.spec.effective import go_int
 from kubesmith.spec.types import AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
@@ -89,7 +90,7 @@ class KubeletModule(Module):
             return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}{' (its default)' if default else ''}"
                                   f" is longer than shutdownGracePeriod ({grace}), which it is a part of: the kubelet "
                                   "refuses it; set it no longer than shutdownGracePeriod")]
-        return []
+        return _image_gc_problems(options)
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
         host = ctx.host
@@ -149,6 +150,48 @@ def shutdown_seconds(ctx: HostContext, options: KubeletOptions) -> float:
     if ctx.host.environment.init_system != "systemd":
         return 0.0
     return go_seconds(options.shutdown_grace_period)
+
+
+# Lower and upper bounds the kubelet's own validation compares (pkg/kubelet/apis/config/validation):
+# (lower's field, its flag, its default, upper's field, its flag, its default); a flag wins over the field
+_IMAGE_GC_THRESHOLDS = ("imageGCLowThresholdPercent", "image-gc-low-threshold", 80,
+                        "imageGCHighThresholdPercent", "image-gc-high-threshold", 85)
+
+
+def _image_gc_problems(options: KubeletOptions) -> list[OptionProblem]:
+    """The kubelet refuses to start when image garbage collection's low threshold is not below its high
+    one ("imageGCLowThresholdPercent ... must be less than imageGCHighThresholdPercent"), or when a
+    non-zero imageMaximumGCAge is not above imageMinimumGCAge."""
+    low_field, low_flag, low_default, high_field, high_flag, high_default = _IMAGE_GC_THRESHOLDS
+    low, low_loc = _int_setting(options, low_field, low_flag, low_default)
+    high, high_loc = _int_setting(options, high_field, high_flag, high_default)
+    problems: list[OptionProblem] = []
+    if low is not None and high is not None and low >= high and (low_loc or high_loc):
+        loc = low_loc or high_loc
+        problems.append(OptionProblem(loc, f"the image garbage collection's low threshold ({low}%) is not below "
+                                      f"its high threshold ({high}%): the kubelet refuses to start; set "
+                                      f"{low_field} below {high_field}"))
+    minimum = options.extra_config.get("imageMinimumGCAge", "2m")
+    maximum = options.extra_config.get("imageMaximumGCAge")
+    if isinstance(minimum, str) and isinstance(maximum, str) and not go_duration_problem(minimum) \
+            and not go_duration_problem(maximum):
+        if 0 != go_duration_ns(maximum) <= go_duration_ns(minimum):
+            problems.append(OptionProblem(("extraConfig", "imageMaximumGCAge"), f"{maximum} is not longer than "
+                                          f"imageMinimumGCAge ({minimum}): the kubelet refuses to start; set it "
+                                          "longer, or 0s for no maximum"))
+    return problems
+
+
+def _int_setting(options: KubeletOptions, field: str, flag: str, default: int
+                 ) -> tuple[int | None, tuple[str, ...] | None]:
+    """(value, where the file sets it) of an integer setting: the flag, else the configuration field, else
+    the default (where: None); value None when it is no integer (the type checks name that)."""
+    if flag in options.extra_args:
+        return go_int(options.extra_args[flag], "int32"), ("extraArgs", flag)
+    if field in options.extra_config:
+        value = options.extra_config[field]
+        return (value if isinstance(value, int) and not isinstance(value, bool) else None), ("extraConfig", field)
+    return default, None
 
 
 def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str, Any]:
