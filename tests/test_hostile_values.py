@@ -279,10 +279,10 @@ CASES: dict[str, tuple[str, str, str]] = {
     "value-config-binary": (HOSTS + kubelet_config("{blob: !!binary aGVsbG8=}"), f"{KUBELET}.extraConfig.blob",
                             "!!binary"),
     "value-config-set": (HOSTS + kubelet_config("{modes: !!set {a, b}}"), f"{KUBELET}.extraConfig.modes", "!!set"),
-    "value-config-int-key": (HOSTS + kubelet_config("{1: a}"), f"{KUBELET}.extraConfig[1]",
+    "value-config-int-key": (HOSTS + kubelet_config("{1: a}"), f"{KUBELET}.extraConfig.1",
                              "the key 1 is an integer; JSON keys are strings"),
-    "value-config-bool-key": (HOSTS + kubelet_config("{x: {on: 1}}"), f"{KUBELET}.extraConfig.x.True",
-                              "the key True is a boolean"),
+    "value-config-bool-key": (HOSTS + kubelet_config("{x: {on: 1}}"), f"{KUBELET}.extraConfig.x.true",
+                              "the key true is a boolean"),
     "value-containerd-null": (HOSTS + component("containerRuntime", "{extraConfig: {plugins: {x: null}}}"),
                               "spec.components.containerRuntime.extraConfig.plugins.x",
                               "null cannot be written to TOML"),
@@ -383,6 +383,31 @@ CASES: dict[str, tuple[str, str, str]] = {
                                     f"{APISERVER}.extraSans[0]", "0.0.0.0/8"),
     "addr-extra-san-zone": (HOSTS + component("apiserver", "{extraSans: ['fe80::1%eth0']}"),
                             f"{APISERVER}.extraSans[0]", "has a zone suffix"),
+    # invisible format characters (Unicode Cf) read one way and reach argv or a file as another
+    "char-flag-bidi-override": (HOSTS + component("apiserver", '{extraArgs: {cors-allowed-origins: "a\\u202eb"}}'),
+                                f"{APISERVER}.extraArgs.cors-allowed-origins",
+                                "contains an invisible format character (U+202E) at position 2"),
+    "char-path-zero-width-space": (HOSTS + component("etcd", '{dataDir: "/var/lib/et\\u200bcd"}'),
+                                   "spec.components.etcd.dataDir", "invisible format character (U+200B)"),
+    "char-config-byte-order-mark": (HOSTS + kubelet_config('{providerID: "\\ufeffaws:///x"}'),
+                                    f"{KUBELET}.extraConfig.providerID", "invisible format character (U+FEFF)"),
+    "char-flag-name-zero-width-joiner": (HOSTS + kubelet_flag('"v\\u200d"', "2"), f"{KUBELET}.extraArgs['v\\u200d']",
+                                         "invisible format character (U+200D)"),
+    "char-host-label-lrm": (HOSTS.replace("node]}", 'node], labels: {zone: "a\\u200e"}}'),
+                            "spec.hosts[0].labels.zone", "invisible format character (U+200E)"),
+    # messages spell values as YAML does (null, true, a list), never as Python does
+    "value-config-path-null": (HOSTS + kubelet_config("{staticPodPath: null}"), f"{KUBELET}.extraConfig.staticPodPath",
+                               "null is no path: it must be an absolute path"),
+    "value-config-path-list": (HOSTS + kubelet_config("{volumePluginDir: [/a]}"),
+                               f"{KUBELET}.extraConfig.volumePluginDir", "a list is no path"),
+    "value-flag-null": (HOSTS + kubelet_flag("v", "null"), f"{KUBELET}.extraArgs.v",
+                        "a flag value must be a string, integer or boolean, got null"),
+    "value-config-duration-bool": (HOSTS + kubelet_config("{syncFrequency: true}"),
+                                   f"{KUBELET}.extraConfig.syncFrequency", "as a Go duration such as 90s; got true"),
+    "value-option-bool-for-int": (HOSTS + component("kubelet", "{maxPods: true}"), f"{KUBELET}.maxPods",
+                                  "got true (a boolean)"),
+    "value-undefined-alias": (HOSTS + "  network: {dnsDomain: *domain}\n", "(document)",
+                              "found undefined alias '*domain' (no anchor &domain before it)"),
     # durations: ASCII digits only (Python's \d takes any script's), no negative lengths, no zero periods,
     # extraConfig's duration fields read as their component reads them, and what two fields must agree on
     "dur-flag-arabic-indic-digit": (HOSTS + component("apiserver", "{extraArgs: {request-timeout: '\u0665m'}}"),
@@ -543,7 +568,8 @@ CASES: dict[str, tuple[str, str, str]] = {
         HOSTS + component("controllerManager", "{extraArgs: {authorization-always-allow-paths: '/healthz,/'}}"),
         "spec.components.controllerManager.extraArgs.authorization-always-allow-paths", "'/' would be served"),
     "auth-mode-zero-width-space": (HOSTS + component("apiserver", "{authorizationMode: [Node, RBAC, 'Node\u200bRBAC']}"),
-                                   f"{APISERVER}.authorizationMode[2]", "holds U+200B at position 5"),
+                                   f"{APISERVER}.authorizationMode[2]",
+                                   "contains an invisible format character (U+200B) at position 5"),
     "auth-admission-cyrillic": (HOSTS + component("apiserver", "{enableAdmissionPlugins: ['NodeRestri\u0441tion']}"),
                                 f"{APISERVER}.enableAdmissionPlugins[0]", "holds U+0441"),
     "addr-cluster-dns-mapped": (HOSTS + component("kubelet", "{clusterDns: ['::ffff:10.32.0.10']}"),
@@ -749,8 +775,21 @@ ADDONS: dict[str, tuple[bytes, str]] = {
                      "binaryData.k: a !!binary value cannot be written to JSON"),
     "addon-set": ((CONFIG_MAP + "data: !!set {a, b}\n").encode(), "data: a !!set cannot be written to JSON"),
     "addon-int-and-null-keys": ((CONFIG_MAP + "data: {1: a, ~: b}\n").encode(), "JSON keys are strings"),
-    "addon-nan": ((CONFIG_MAP + "data: {x: .nan}\n").encode(), "data.x: nan is not a finite number"),
-    "addon-infinity": ((CONFIG_MAP + "spec: {replicas: .inf}\n").encode(), "inf is not a finite number"),
+    "addon-nan": ((CONFIG_MAP + "data: {x: .nan}\n").encode(), "data.x: .nan is not a finite number"),
+    "addon-infinity": ((CONFIG_MAP + "spec: {replicas: .inf}\n").encode(), ".inf is not a finite number"),
+    # messages read as the YAML written: a mapping key is no list position, NaN is .nan, a list is no text
+    "addon-int-key-nan": ((CONFIG_MAP + "data: {9000: .nan}\n").encode(), "m.yaml:4:8: data.9000: .nan is not a "
+                                                                         "finite number"),
+    "addon-list-document": (b"[1, 2]\n", "a manifest document must be a mapping (a Kubernetes object), got a list"),
+    "addon-undefined-alias": ((CONFIG_MAP + "data: {a: *missing}\n").encode(),
+                              "m.yaml:4:11: not valid YAML: found undefined alias '*missing' (no anchor &missing"),
+    # duplicate keys, as in the cluster file itself (kubectl refuses them too)
+    "addon-duplicate-key": ((CONFIG_MAP + "data:\n  a: x\n  b: y\n  a: z\n").encode(),
+                            "m.yaml:7:3: data.a: duplicate key (first defined at line 5)"),
+    "addon-duplicate-metadata-name": ((CONFIG_MAP + "metadata: {name: n}\n").encode(),
+                                      "m.yaml:4:1: metadata: duplicate key (first defined at line 3)"),
+    "addon-duplicate-under-anchor": ((CONFIG_MAP + "x: &b {p: 1, p: 2}\ny: *b\n").encode(),
+                                     "m.yaml:4:14: x.p: duplicate key"),
     "addon-recursive-alias": ((CONFIG_MAP + "spec: &s [*s]\n").encode(), "spec[0]: an alias refers to a node that "
                                                                          "contains it (a recursive alias)"),
     "addon-billion-laughs": (LAUGHS.encode(), "aliases expand to more than 100,000 nodes"),
@@ -793,15 +832,15 @@ def test_more_than_nine_etcd_members_are_refused_before_any_plan(tmp_path: Path)
 
 
 def test_user_text_reaches_the_terminal_escaped(tmp_path: Path) -> None:
-    """A flag value with a bidi override (U+202E turns the rest of the line around) is printed by `plan`,
-    and a state directory with an escape sequence by `render`'s notice: both reach the terminal escaped,
+    """A flag value with a bidi override (U+202E turns the rest of the line around) is refused, and the
+    message shows it escaped; a state directory with an escape sequence reaches `render`'s notice escaped,
     through the one stream filter every command writes through."""
     (tmp_path / "bidi.yaml").write_text(HEAD + HOSTS + component("apiserver", '{extraArgs: {cors-allowed-origins: '
                                                                               '"a\\u202eb"}}')
                                         + "    coreDns: {enabled: false}\n")
-    plan = kubesmith("plan", "bidi.yaml", "--offline", cwd=tmp_path)
-    assert plan.returncode == 0, plan.stderr
-    assert "--cors-allowed-origins=a\\u202eb" in plan.stdout and "\u202e" not in plan.stdout
+    refused = kubesmith("plan", "bidi.yaml", "--offline", cwd=tmp_path)
+    assert refused.returncode == 1 and "U+202E" in refused.stderr and "\u202e" not in refused.stderr
+    (tmp_path / "bidi.yaml").write_text(HEAD + HOSTS + component("coreDns", "{enabled: false}"))
     state = tmp_path / "st\x1b[31m"
     rendered = kubesmith("render", "bidi.yaml", "--out-dir", str(tmp_path / "out"), "--state-dir", str(state / "x"),
                          cwd=tmp_path)
@@ -835,6 +874,8 @@ REVIEWED_LEGITIMATE = {
                                                   "imageGCHighThresholdPercent: 70, imageMinimumGCAge: 1h, "
                                                   "imageMaximumGCAge: 0s}}"),
     "kubelet-gc-max-age": component("kubelet", "{extraConfig: {imageMaximumGCAge: 168h}}"),
+    # non-ASCII text that is visible as what it is stays
+    "flag-non-ascii-origin": component("apiserver", '{extraArgs: {cors-allowed-origins: "https://b\u00fccher.example"}}'),
     # graceful node shutdown off: the critical pods' default share goes with it
     "shutdown-off": component("kubelet", "{shutdownGracePeriod: 0s}"),
 }

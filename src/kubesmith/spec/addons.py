@@ -16,9 +16,9 @@ import yaml
 
 from kubesmith import fsutil
 from kubesmith.spec.checks import Finding
-from kubesmith.spec.errors import Location, format_path
+from kubesmith.spec.errors import Location, format_path, yaml_text
 from kubesmith.spec.values import json_findings
-from kubesmith.spec.yamlsource import Loader, YamlDocument, alias_problem, nesting_problem
+from kubesmith.spec.yamlsource import Loader, YamlDocument, nesting_problem, structure_problems, with_alias_name
 
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 ADDON_LABEL = "kubesmith.io/addon"
@@ -99,9 +99,14 @@ def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
         loader = Loader(text)
         while loader.check_node():
             node = loader.get_node()
-            if (refused := alias_problem(node, str(path))) is not None:
+            duplicates, refused = structure_problems(node, str(path))
+            if refused is not None:
                 return objects, problems + [f"{_at(refused.location, path)}: {refused.path}: {refused.message}"]
             document = loader.construct_document(node)
+            if duplicates:  # kubectl refuses them; which value would count is no question to leave open
+                problems += [f"{_at(duplicate.location, path)}: {duplicate.path}: {duplicate.message}"
+                             for duplicate in duplicates]
+                continue
             if document is None:
                 continue
             if (bad := _unrepresentable(document, node, path)) is not None:
@@ -124,7 +129,7 @@ def _read_file(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problems.append(f"{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+        problems.append(f"{at}: not valid YAML: {with_alias_name(getattr(exc, 'problem', None), mark, text) or exc}")
     except ValueError as exc:  # an integer of more than 4,300 digits
         problems.append(f"{path}: not valid YAML: {exc}")
     finally:
@@ -168,7 +173,7 @@ def _at(location: Location | None, path: Path) -> str:
 def object_problem(document: Any) -> str | None:
     """Why `document` is not a Kubernetes object kubesmith can apply, or None."""
     if not isinstance(document, dict):
-        return f"a manifest document must be a mapping (a Kubernetes object), got {type(document).__name__}"
+        return f"a manifest document must be a mapping (a Kubernetes object), got {yaml_text(document)}"
     for field in ("apiVersion", "kind"):
         if not isinstance(document.get(field), str) or not document[field]:
             return f"{field} is missing (every object names its apiVersion and kind)"

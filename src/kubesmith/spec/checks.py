@@ -10,7 +10,7 @@ from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.effective import (cipher_problem, config_duration_findings, config_value, flag_value_problem,
                                       go_strings, setting_findings)
-from kubesmith.spec.errors import LocPart
+from kubesmith.spec.errors import LocPart, yaml_key
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components
@@ -340,28 +340,35 @@ def _alias(key: str) -> str:
 
 
 _REFUSED_CATEGORIES = {"Cc": "a control character", "Cs": "an unpaired surrogate", "Zl": "a line separator",
-                       "Zp": "a paragraph separator"}
+                       "Zp": "a paragraph separator",
+                       # invisible: a bidi override (U+202E), zero-width space (U+200B) or byte-order mark
+                       # (U+FEFF) makes the value read one way and reach argv or a file as another
+                       "Cf": "an invisible format character"}
+# free-form text that reaches no command line or file: only control characters are refused there
+_FREE_TEXT = (("metadata", "labels"),)
 
 
 def character_findings(data: Any, loc: tuple[LocPart, ...] = ()) -> list[Finding]:
-    """No option, key or value, holds a control character: values reach command lines, unit files
-    and node labels, where a newline or an escape starts something else. Works on raw data, so it
-    runs even when types are wrong."""
+    """No option, key or value, holds a control or invisible format character: values reach command lines,
+    unit files and node labels, where a newline or an escape starts something else, and a bidi override
+    hides what the value is. Works on raw data, so it runs even when types are wrong."""
     findings: list[Finding] = []
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    free = any(loc[:len(prefix)] == prefix for prefix in _FREE_TEXT)
     for key, value in items:
-        where = (*loc, key if isinstance(key, (str, int)) else str(key))
+        where = (*loc, yaml_key(key) if isinstance(data, dict) else key)
         for text in (key, value) if isinstance(data, dict) else (value,):
-            if isinstance(text, str) and (problem := _refused_character(text)):
+            if isinstance(text, str) and (problem := _refused_character(text, format_ok=free)):
                 findings.append((where, problem, "error"))
                 break
         findings += character_findings(value, where)
     return findings
 
 
-def _refused_character(text: str) -> str | None:
+def _refused_character(text: str, format_ok: bool = False) -> str | None:
     for character in text:
-        if (kind := _REFUSED_CATEGORIES.get(unicodedata.category(character))) is not None:
+        kind = _REFUSED_CATEGORIES.get(unicodedata.category(character))
+        if kind is not None and not (format_ok and kind == _REFUSED_CATEGORIES["Cf"]):
             return (f"contains {kind} (U+{ord(character):04X}) at position {text.index(character) + 1}; "
-                    "no option accepts control characters")
+                    "no option accepts control characters or invisible format characters")
     return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesmith.durations import go_duration_problem
-from kubesmith.spec.errors import LocPart
+from kubesmith.spec.errors import LocPart, yaml_text
 
 Loc = tuple[LocPart, ...]
 Finding = tuple[Loc, str, str]
@@ -161,7 +161,7 @@ def config_duration_findings(components: Any, aliases: dict[str, str]) -> Iterat
                 continue
             field = ".".join(path)
             problem = go_duration_problem(value, positive) if isinstance(value, str) else \
-                f"the component reads {field} as a Go duration such as 90s; got {value!r}"
+                f"the component reads {field} as a Go duration such as 90s; got {yaml_text(value)}"
             if problem:
                 yield (("spec", "components", section, "extraConfig", *path), f"{field}: {problem}", "error")
 
@@ -268,7 +268,7 @@ def _config_type_problem(setting: Setting, value: Any) -> str | None:
     if not isinstance(value, expected) or (setting.kind == "int" and isinstance(value, bool)):
         names = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
                  "duration": "a Go duration such as 4h", "list": "a list"}
-        return f"the component reads {field} as {names[setting.kind]}; got {value!r}"
+        return f"the component reads {field} as {names[setting.kind]}; got {yaml_text(value)}"
     if setting.kind == "duration":
         return go_duration_problem(value)
     return None

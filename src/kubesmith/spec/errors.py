@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Severity = Literal["error", "warning", "note"]  # a note says what kubesmith will do
 LocPart = str | int
@@ -30,6 +31,32 @@ def format_path(loc: tuple[LocPart, ...]) -> str:
         else:
             text += f".{part}" if text else part
     return text or "(document)"
+
+
+def yaml_text(value: Any) -> str:
+    """A value as the user wrote it in YAML, for messages: null, true, .nan, 1.5, 'text'; a list or a mapping
+    by its kind (never Python's None, True, nan or a list's repr)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return str(value)
+
+
+def yaml_key(key: Any) -> str:
+    """A mapping key as a part of an option path: as YAML writes it (`data.9000`, `x.true`), so it is told
+    apart from a list position (`hosts[0]`) and found again in the file."""
+    return key if isinstance(key, str) else yaml_text(key)
 
 
 @dataclass(frozen=True, slots=True)

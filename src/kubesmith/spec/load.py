@@ -17,7 +17,7 @@ from kubesmith import fsutil
 from kubesmith.gcpause import gc_paused
 from kubesmith.spec.addons import read_addons
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
-from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path
+from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path, yaml_key, yaml_text
 from kubesmith.spec.limits import limit_findings
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.values import value_findings
@@ -145,7 +145,29 @@ def _under_path(path: str, refused: list[Problem]) -> bool:
 
 def _located(finding: Finding, document: YamlDocument) -> Problem:
     loc, message, severity = finding
+    loc = as_written(document.data, loc)
     return Problem(format_path(loc), message, document.locate(loc), severity)  # type: ignore[arg-type]
+
+
+def as_written(data: Any, loc: tuple[LocPart, ...]) -> tuple[LocPart, ...]:
+    """`loc` with each mapping key as YAML writes it: pydantic's paths hold an integer key as an int, which
+    would print as a list position (`data[9000]`) and never be found in the file."""
+    parts: list[LocPart] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and not isinstance(part, str) and part in node:
+            key = next(key for key in node if key == part)
+            parts.append(yaml_key(key))
+            node = node[key]
+            continue
+        parts.append(part)
+        if isinstance(node, dict) and isinstance(part, str):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(parts)
 
 
 def _by_position(problems: list[Problem]) -> list[Problem]:
@@ -155,7 +177,7 @@ def _by_position(problems: list[Problem]) -> list[Problem]:
 def _type_problems(exc: ValidationError, document: YamlDocument) -> list[Problem]:
     problems = []
     for error in exc.errors(include_url=False):
-        loc: tuple[LocPart, ...] = tuple(error["loc"])
+        loc: tuple[LocPart, ...] = as_written(document.data, tuple(error["loc"]))
         problems.append(Problem(format_path(loc), _message(error, loc), document.locate(loc)))
     return problems
 
@@ -187,7 +209,7 @@ def _type_name(value: Any) -> str:
 def _describe(value: Any) -> str:
     if isinstance(value, (dict, list)) or value is None:
         return _type_name(value)
-    return f"{value!r} ({_type_name(value)})"
+    return f"{yaml_text(value)} ({_type_name(value)})"
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[LocPart, ...]) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 from kubesmith import fsutil, layout
 from kubesmith.images import ImageError, check_archive
 from kubesmith.spec.effective import config_value, value_at
-from kubesmith.spec.errors import LocPart, format_path
+from kubesmith.spec.errors import LocPart, format_path, yaml_text
 from kubesmith.spec.model import Cluster
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # as spec.checks.Finding
@@ -287,10 +287,12 @@ def _extra_directories(cluster: Cluster) -> tuple[list[Owned], list[Finding]]:
         if not present:
             continue
         loc = ("spec", "components", component, *where)
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if isinstance(value, (dict, list)) or not text.startswith("/"):
-            findings.append((loc, f"{text!r} must be an absolute path (starting with /)", "error"))
+        if not isinstance(value, str) or not value.startswith("/"):
+            findings.append((loc, f"{yaml_text(value)} is no path: it must be an absolute path (starting with /)"
+                             if not isinstance(value, (str, int)) or isinstance(value, bool) else
+                             f"{yaml_text(value)} must be an absolute path (starting with /)", "error"))
             continue
+        text = value
         if kind == "used":
             problem = used_path_problem(text)
             if problem is not None:

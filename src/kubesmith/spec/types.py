@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from kubesmith.spec.errors import yaml_text
 from kubesmith.durations import check_go_length, check_go_period, format_duration, parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -245,7 +246,7 @@ SubjectName = Annotated[str, AfterValidator(_san)]
 def _flag_value(value: Any) -> str | int | bool:
     if isinstance(value, (str, int, bool)):
         return value
-    raise ValueError(f"a flag value must be a string, integer or boolean, got {type(value).__name__}")
+    raise ValueError(f"a flag value must be a string, integer or boolean, got {yaml_text(value)}")
 
 
 FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]

@@ -13,7 +13,7 @@ import datetime
 import math
 from typing import Any
 
-from kubesmith.spec.errors import LocPart
+from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -58,7 +58,7 @@ def _numbers(data: Any, loc: tuple[LocPart, ...]) -> list[Finding]:
 def number_problem(value: Any) -> str | None:
     """Why no consumer can take this number, or None."""
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{value!r} is not a finite number: no option takes NaN or an infinity"
+        return f"{yaml_text(value)} is not a finite number: no option takes NaN or an infinity"
     if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
         return f"{value} does not fit in 64 bits: no component reads integers this large"
     return None
@@ -78,7 +78,7 @@ def _representable(config: Any, loc: tuple[LocPart, ...], target: str, scalar_ke
         elif isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, (str, *scalar_keys)):
-                    findings.append(((*where, _part(key)), f"the key {key!r} is {_kind(key)}; {target} keys are "
+                    findings.append(((*where, _part(key)), f"the key {yaml_text(key)} is {_kind(key)}; {target} keys are "
                                      "strings (quote it: YAML reads on, yes, 1 and dates as other types)", "error"))
                 else:
                     stack.append((item, (*where, key)))
@@ -108,5 +108,5 @@ def _kind(key: Any) -> str:
 
 
 def _part(key: Any) -> LocPart:
-    """A mapping key as a path part: an integer key stays one, as in the type checks' paths."""
-    return key if isinstance(key, (str, int)) and not isinstance(key, bool) else str(key)
+    """A mapping key as a path part, as YAML writes it: `data.9000`, never a list position `data[9000]`."""
+    return yaml_key(key)

@@ -11,6 +11,7 @@ MAX_ALIAS_NODES is refused before any data is built ("billion laughs").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,7 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        reason = " ".join(part for part in (exc.context, exc.problem) if part)
+        reason = " ".join(part for part in (exc.context, with_alias_name(exc.problem, mark, text)) if part)
         return None, [Problem("(document)", f"YAML syntax error: {reason}", _location(filename, mark))]
     except yaml.YAMLError as exc:  # non-marked errors are rare but must not escape as tracebacks
         return None, [Problem("(document)", f"YAML error: {exc}", Location(filename, 1, 1))]
@@ -92,6 +93,19 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     finally:
         loader.dispose()
     return YamlDocument(filename, data, root), problems
+
+
+_ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
+
+
+def with_alias_name(problem: str | None, mark: Any, text: str) -> str | None:
+    """libyaml says "found undefined alias" without the name: add it, read from the text at the mark."""
+    if not problem or not problem.startswith("found undefined alias") or mark is None or "'" in problem:
+        return problem
+    lines = text.splitlines()
+    line = lines[mark.line] if 0 <= mark.line < len(lines) else ""
+    found = _ALIAS.match(line, mark.column)
+    return f"{problem} {found.group()!r} (no anchor &{found.group(1)} before it)" if found else problem
 
 
 def _oversized_integer(root: yaml.Node | None, filename: str) -> Problem:
@@ -129,19 +143,20 @@ def nesting_problem(text: str, filename: str, what: str = "a cluster file") -> P
     return None
 
 
-def alias_problem(node: yaml.Node, filename: str) -> Problem | None:
-    """A recursive alias, or aliases expanding beyond MAX_ALIAS_NODES, in the document of `node`."""
-    return _duplicate_keys(node, (), filename)[1]
+def structure_problems(node: yaml.Node, filename: str) -> tuple[list[Problem], Problem | None]:
+    """Duplicate keys in the document of `node`, each located (kubectl refuses them too: "mapping key
+    already defined"), and a recursive alias or aliases expanding beyond MAX_ALIAS_NODES, which refuse the
+    whole file (the second result)."""
+    return _duplicate_keys(node, (), filename)
 
 
 def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...],
                     filename: str) -> tuple[list[Problem], Problem | None]:
-    """Duplicate keys, walking the tree as the data will be built: through aliases, with a budget.
+    """Duplicate keys, and the aliases the data will be built through, walked with a budget.
 
     A node met again on its own path is a recursive alias; nodes met again elsewhere are alias
     expansions, counted against MAX_ALIAS_NODES. Either refuses the file (the second result).
     """
-    problems: list[Problem] = []
     seen_nodes: set[int] = set()
     on_path: set[int] = set()
     expanded = 0
@@ -152,34 +167,56 @@ def _duplicate_keys(node: yaml.Node, path: tuple[LocPart, ...],
             on_path.discard(id(current))
             continue
         if id(current) in on_path:
-            return problems, Problem(format_path(where), "an alias refers to a node that contains it (a recursive "
-                                     f"alias); the anchor is at line {current.start_mark.line + 1}",
-                                     _location(filename, mark))
+            return [], Problem(format_path(where), "an alias refers to a node that contains it (a recursive "
+                               f"alias); the anchor is at line {current.start_mark.line + 1}",
+                               _location(filename, mark))
         if id(current) in seen_nodes:
             expanded += 1
             if expanded > MAX_ALIAS_NODES:
-                return problems, Problem(format_path(where), f"aliases expand to more than {MAX_ALIAS_NODES:,} "
-                                         "nodes (excessive aliasing)", _location(filename, mark))
+                return [], Problem(format_path(where), f"aliases expand to more than {MAX_ALIAS_NODES:,} "
+                                   "nodes (excessive aliasing)", _location(filename, mark))
         seen_nodes.add(id(current))
         if not isinstance(current, yaml.CollectionNode):
             continue
         on_path.add(id(current))
         stack.append((current, where, mark, True))
         if isinstance(current, yaml.MappingNode):
-            seen: dict[str, Any] = {}
-            for key_node, value_node in current.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else \
-                    f"(key at line {key_node.start_mark.line + 1})"  # its data may be recursive: no repr
-                if key in seen:
-                    first = seen[key]
-                    problems.append(Problem(
-                        format_path((*where, key)),
-                        f"duplicate key (first defined at line {first.line + 1})",
-                        _location(filename, key_node.start_mark)))
-                else:
-                    seen[key] = key_node.start_mark
-                stack.append((value_node, (*where, key), key_node.start_mark, False))
+            stack.extend((value_node, (*where, _key_text(key_node)), key_node.start_mark, False)
+                         for key_node, value_node in current.value)
         else:
             stack.extend((item, (*where, i), mark, False) for i, item in enumerate(current.value))
+    return _duplicates(node, path, filename), None
+
+
+def _key_text(key_node: yaml.Node) -> str:
+    return key_node.value if isinstance(key_node, yaml.ScalarNode) else \
+        f"(key at line {key_node.start_mark.line + 1})"  # its data may be recursive: no repr
+
+
+def _duplicates(node: yaml.Node, path: tuple[LocPart, ...], filename: str) -> list[Problem]:
+    """Each mapping's duplicate keys, once: every node is visited once, in document order, so a mapping
+    under an anchor is named by the anchor's path and not again by each alias's (the aliases are known
+    not to recurse)."""
+    problems: list[Problem] = []
+    visited: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple[LocPart, ...]]] = [(node, path)]
+    while stack:
+        current, where = stack.pop()
+        if id(current) in visited or not isinstance(current, yaml.CollectionNode):
+            continue
+        visited.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(reversed([(item, (*where, i)) for i, item in enumerate(current.value)]))
+            continue
+        seen: dict[str, Any] = {}
+        for key_node, _ in current.value:
+            key = _key_text(key_node)
+            if key in seen:
+                problems.append(Problem(format_path((*where, key)),
+                                        f"duplicate key (first defined at line {seen[key].line + 1})",
+                                        _location(filename, key_node.start_mark)))
+            else:
+                seen[key] = key_node.start_mark
+        stack.extend(reversed([(value_node, (*where, _key_text(key_node))) for key_node, value_node in current.value]))
     problems.sort(key=lambda p: (p.location.line, p.location.column) if p.location else (0, 0))
-    return problems, None
+    return problems
