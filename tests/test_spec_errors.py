@@ -18,7 +18,7 @@ BAD = ROOT / "tests" / "specs" / "bad"
 # file stem -> (option path, message fragment, "line:column")
 EXPECTED: dict[str, tuple[str, str, str]] = {
     "port-string": ("spec.components.apiserver.securePort", "valid integer, got '6443'", "11:7"),
-    "bool-for-int": ("spec.components.kubelet.maxPods", "valid integer, got True", "11:7"),
+    "bool-for-int": ("spec.components.kubelet.maxPods", "valid integer, got true", "11:7"),
     "version-number": ("spec.kubernetesVersion", "valid string, got 1.33", "6:3"),
     "feature-gate-string": ("spec.featureGates.SomeGate", "valid boolean, got 'true'", "9:18"),
     "hosts-mapping": ("spec.hosts", "valid list, got a mapping", "7:3"),
