@@ -467,7 +467,21 @@ CASES: dict[str, tuple[str, str, str]] = {
         HOSTS + component("kubelet", "{shutdownGracePeriod: 10s, shutdownGracePeriodCriticalPods: 20s}"),
         f"{KUBELET}.shutdownGracePeriodCriticalPods", "longer than shutdownGracePeriod (10s)"),
     "dur-etcd-retention-days": (HOSTS + component("etcd", "{autoCompactionRetention: '1d'}"),
-                                "spec.components.etcd.autoCompactionRetention", "a number of hours or a Go duration"),
+                                "spec.components.etcd.autoCompactionRetention",
+                                "a whole number (hours, or revisions in revision mode) or a Go duration"),
+    # the retention is read as the mode says (issue 32, second round)
+    "dur-etcd-retention-periodic-overflow": (HOSTS + component("etcd", "{autoCompactionRetention: '3000000'}"),
+                                             "spec.components.etcd.autoCompactionRetention",
+                                             "longer than Go's longest duration (2562047h)"),
+    "dur-etcd-retention-revision-duration": (HOSTS + component("etcd", "{autoCompactionMode: revision, "
+                                                                       "autoCompactionRetention: 30m}"),
+                                             "spec.components.etcd.autoCompactionRetention",
+                                             "in revision mode etcd keeps a number of revisions"),
+    "dur-etcd-compaction-mode-unknown": (HOSTS + component("etcd", "{autoCompactionMode: hourly}"),
+                                         "spec.components.etcd.autoCompactionMode", "'periodic' or 'revision'"),
+    "flag-etcd-compaction-mode": (HOSTS + component("etcd", "{extraArgs: {auto-compaction-mode: revision}}"),
+                                  "spec.components.etcd.extraArgs.auto-compaction-mode",
+                                  "from spec.components.etcd.autoCompactionMode: set that option instead"),
     "dur-etcd-retention-arabic-indic": (HOSTS + component("etcd", "{autoCompactionRetention: '\u0668'}"),
                                         "spec.components.etcd.autoCompactionRetention", "not a Go duration"),
     # addresses fit for their role, wherever the file names one
@@ -635,6 +649,11 @@ ACCEPTED: dict[str, tuple[str, str]] = {
                                  "--auto-compaction-retention=12"),
     "dur-etcd-retention-go": (HOSTS + component("etcd", "{autoCompactionRetention: 30m}"),
                               "--auto-compaction-retention=30m"),
+    "dur-etcd-retention-revisions": (HOSTS + component("etcd", "{autoCompactionMode: revision, "
+                                                               "autoCompactionRetention: '1000000'}"),
+                                     "--auto-compaction-mode=revision"),
+    "dur-etcd-retention-long-periodic": (HOSTS + component("etcd", "{autoCompactionRetention: '8760'}"),
+                                         "--auto-compaction-retention=8760"),
     "dur-shutdown-off": (HOSTS + component("kubelet", "{shutdownGracePeriod: 0s, "
                                                       "shutdownGracePeriodCriticalPods: 0s}"), "kubelet.yaml"),
     "dur-config-durations": (HOSTS + kubelet_config("{syncFrequency: 1m30s, imageMinimumGCAge: 0s, "

@@ -6,7 +6,7 @@ Client and peer traffic are mutual TLS with certificates from `etcd-ca`; metrics
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -21,12 +21,21 @@ from kubesmith.urls import url_host
 
 
 def _retention(value: str) -> str:
-    """etcd's --auto-compaction-retention in periodic mode: a whole number of hours, else a Go duration."""
-    if re.fullmatch(r"[0-9]{1,6}", value):
+    """etcd's --auto-compaction-retention: a whole number (hours in periodic mode, revisions in revision
+    mode; which one the mode decides, in EtcdModule.check) or a Go duration (periodic mode only)."""
+    if re.fullmatch(r"[0-9]{1,19}", value):
         return value
     if problem := go_duration_problem(value):
-        raise ValueError(f"etcd reads it as a number of hours or a Go duration: {problem}")
+        raise ValueError(f"etcd reads it as a whole number (hours, or revisions in revision mode) or a Go "
+                         f"duration: {problem}")
     return value
+
+
+# etcd reads a whole-number retention with strconv.Atoi and, in periodic mode, multiplies it by an hour
+# into a time.Duration (int64 nanoseconds), which overflows past Go's longest duration (2562047h). In
+# revision mode it is a count of revisions (busy clusters keep 1,000,000 and more): any int64.
+MAX_RETENTION_HOURS = 2_562_047
+MAX_RETENTION_REVISIONS = (1 << 63) - 1
 
 
 Retention = Annotated[str, AfterValidator(_retention)]
@@ -52,14 +61,35 @@ class EtcdOptions(StrictModel):
     snapshot_count: int = Field(default=10000, ge=1, description="Committed transactions that trigger a snapshot.")
     quota_backend_bytes: int | None = Field(default=None, ge=1,
                                             description="Backend size quota in bytes; default: etcd's (2 GiB).")
+    auto_compaction_mode: Literal["periodic", "revision"] = Field(
+        default="periodic", description="How autoCompactionRetention counts: periodic (time) or revision (the "
+        "number of revisions kept).")
     auto_compaction_retention: Retention = Field(default="8", description="History kept by auto-compaction: "
-                                                 "hours (8), or a Go duration (30m).")
+                                                 "hours (8) or a Go duration (30m) in periodic mode, a number of "
+                                                 "revisions (1000000) in revision mode.")
     log_level: str = Field(default="info", pattern="^(debug|info|warn|error|panic|fatal)$",
                            description="etcd log level.")
     extra_args: ExtraArgs = Field(default={}, description="Additional etcd flags; not the flags kubesmith sets itself.")
     snapshots: EtcdSnapshotOptions = Field(default_factory=EtcdSnapshotOptions,
                                            description="Periodic snapshots on each member (`kubesmith etcd restore` "
                                                        "takes any of them).")
+
+
+def _retention_problems(options: EtcdOptions) -> list[OptionProblem]:
+    """autoCompactionRetention as etcd reads it in the mode autoCompactionMode names."""
+    value, where = options.auto_compaction_retention, ("autoCompactionRetention",)
+    if options.auto_compaction_mode == "revision":
+        if not value.isdigit():
+            return [OptionProblem(where, f"{value!r}: in revision mode etcd keeps a number of revisions, such as "
+                                  "1000000, not a duration")]
+        if int(value) > MAX_RETENTION_REVISIONS:
+            return [OptionProblem(where, f"{value} revisions is more than etcd can count (a 64-bit integer)")]
+        return []
+    if value.isdigit() and int(value) > MAX_RETENTION_HOURS:
+        return [OptionProblem(where, f"{value} hours is longer than Go's longest duration ({MAX_RETENTION_HOURS}h), "
+                              "which etcd's periodic mode reads it as; for a number of revisions, set "
+                              "autoCompactionMode: revision")]
+    return []
 
 
 def local_etcdctl(bin_dir: str, client_port: int) -> list[str]:
@@ -84,7 +114,7 @@ class EtcdModule(Module):
         if options.election_timeout < 5 * options.heartbeat_interval:
             return [OptionProblem(("electionTimeout",), f"{options.election_timeout} ms is less than 5 times "
                                   f"heartbeatInterval ({options.heartbeat_interval} ms): etcd refuses to start")]
-        return []
+        return _retention_problems(options)
 
     def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:
         host, cluster = ctx.host, ctx.cluster
@@ -118,6 +148,9 @@ class EtcdModule(Module):
             "election-timeout": options.election_timeout,
             "snapshot-count": options.snapshot_count,
             "quota-backend-bytes": options.quota_backend_bytes,
+            # periodic is etcd's default: the flag is written only for revision mode
+            "auto-compaction-mode": None if options.auto_compaction_mode == "periodic" else
+            options.auto_compaction_mode,
             "auto-compaction-retention": options.auto_compaction_retention,
             "log-level": options.log_level,
         }

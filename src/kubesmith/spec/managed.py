@@ -77,7 +77,8 @@ MANAGED: dict[str, dict[str, str]] = {
         "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI, "peer-key-file": PKI,
         "peer-auto-tls": PKI, "heartbeat-interval": "heartbeatInterval", "election-timeout": "electionTimeout",
         "snapshot-count": "snapshotCount", "quota-backend-bytes": "quotaBackendBytes",
-        "auto-compaction-retention": "autoCompactionRetention", "log-level": "logLevel",
+        "auto-compaction-retention": "autoCompactionRetention", "auto-compaction-mode": "autoCompactionMode",
+        "log-level": "logLevel",
     },
 }
 
