@@ -568,6 +568,20 @@ CASES: dict[str, tuple[str, str, str]] = {
     "auth-proxy-kubeconfig": (
         HOSTS + component("proxy", "{extraConfig: {clientConnection: {kubeconfig: /etc/kubernetes/admin.conf}}}"),
         "spec.components.proxy.extraConfig.clientConnection.kubeconfig", "kubesmith's PKI"),
+    # bind addresses and ports kubesmith's probes follow (issue 32, second round)
+    "auth-kubelet-config-healthz-widened": (HOSTS + kubelet_config("{healthzBindAddress: 0.0.0.0}"),
+                                            f"{KUBELET}.extraConfig.healthzBindAddress",
+                                            "plain HTTP without authentication, so it stays on loopback"),
+    "auth-kubelet-flag-healthz-widened": (HOSTS + kubelet_flag("healthz-bind-address", "'::'"),
+                                          f"{KUBELET}.extraArgs.healthz-bind-address", "stays on loopback"),
+    "auth-kubelet-config-healthz-port": (HOSTS + kubelet_config("{healthzPort: 10999}"),
+                                         f"{KUBELET}.extraConfig.healthzPort",
+                                         "from spec.components.kubelet.healthzPort: set that option instead"),
+    "auth-kubelet-config-port": (HOSTS + kubelet_config("{port: 10999}"), f"{KUBELET}.extraConfig.port",
+                                 "from spec.components.kubelet.port"),
+    "auth-proxy-config-healthz": (HOSTS + component("proxy", "{extraConfig: {healthzBindAddress: '0.0.0.0:9999'}}"),
+                                  "spec.components.proxy.extraConfig.healthzBindAddress",
+                                  "from spec.components.proxy.healthzPort"),
     "auth-kubelet-config-kind": (HOSTS + kubelet_config("{kind: Pod}"), f"{KUBELET}.extraConfig.kind",
                                  "kubesmith sets kind itself"),
     "auth-proxy-config-api-version": (HOSTS + component("proxy", "{extraConfig: {apiVersion: v1}}"),
@@ -895,6 +909,11 @@ REVIEWED_LEGITIMATE = {
     "kubelet-gc-max-age": component("kubelet", "{extraConfig: {imageMaximumGCAge: 168h}}"),
     # non-ASCII text that is visible as what it is stays
     "flag-non-ascii-origin": component("apiserver", '{extraArgs: {cors-allowed-origins: "https://b\u00fccher.example"}}'),
+    # kubesmith's own bind addresses repeated, the authenticated APIs narrowed to the host's address
+    "kubelet-bind-addresses": component("kubelet", "{extraConfig: {address: 10.0.0.11, healthzBindAddress: "
+                                                   "127.0.0.1}}"),
+    "kubelet-address-unspecified": component("kubelet", "{extraConfig: {address: 0.0.0.0}}"),
+    "proxy-bind-address": component("proxy", "{extraConfig: {bindAddress: 10.0.0.11}}"),
     # graceful node shutdown off: the critical pods' default share goes with it
     "shutdown-off": component("kubelet", "{shutdownGracePeriod: 0s}"),
 }

@@ -19,6 +19,8 @@ PKI = "kubesmith's PKI (spec.pki)"
 CONFIG = "kubesmith's configuration file for it; use extraConfig"
 _COMMON = {"v": "verbosity", "feature-gates": "featureGates"}
 _TOKEN_WEBHOOK = "kubesmith's kubelet configuration (always on: the kubelet checks bearer tokens with the API server)"
+_PROBED = "its readiness probe's address (127.0.0.1: the endpoint is plain HTTP without authentication, so it " \
+    "stays on loopback)"
 _ETCD_MEMBERS = "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort"
 MANAGED: dict[str, dict[str, str]] = {
     "kube-apiserver": _COMMON | {
@@ -66,8 +68,10 @@ MANAGED: dict[str, dict[str, str]] = {
         "node-ip": "spec.hosts[].address", "root-dir": "rootDir", "node-labels": "spec.hosts[].labels",
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
         "authentication-token-webhook": _TOKEN_WEBHOOK, "cluster-dns": "clusterDns",
+        "port": "port", "healthz-port": "healthzPort", "healthz-bind-address": _PROBED,  # see MANAGED_CONFIG
     },
-    "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name"},
+    "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
+                             "healthz-bind-address": "healthzPort"},
     "etcd": {
         "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
         "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
@@ -89,14 +93,24 @@ MANAGED: dict[str, dict[str, str]] = {
 # scheduler and kube-proxy use. extraConfig is merged over kubesmith's document, so these would replace it.
 _DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
              ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
+#
+# Bind addresses and ports: kubesmith's probes, firewall notes and port checks follow the typed ports, so
+# `port`, `healthzPort` (kubelet) and `healthzBindAddress` (kube-proxy: 0.0.0.0:<healthzPort>, which its
+# probe dials on the host's address) are managed. The kubelet's `healthzBindAddress` is 127.0.0.1, where
+# its probe dials: the endpoint is plain HTTP without authentication, so widening it to 0.0.0.0 would serve
+# it to the network, and any other address would break the probe; it is managed, not merely checked for
+# the unspecified address, because no value but kubesmith's own works. The kubelet's `address` (the
+# authenticated API, 0.0.0.0 already, as the API server must reach it) and kube-proxy's `bindAddress` stay
+# the operator's: narrowing them to one interface is legitimate, and 0.0.0.0 widens nothing.
 MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
     "kubelet": _DOCUMENT | {
         ("authentication", "webhook", "enabled"): _TOKEN_WEBHOOK,
         ("authentication", "x509", "clientCAFile"): PKI, ("tlsCertFile",): PKI, ("tlsPrivateKeyFile",): PKI,
-        ("clusterDNS",): "clusterDns",
+        ("clusterDNS",): "clusterDns", ("port",): "port", ("healthzPort",): "healthzPort",
+        ("healthzBindAddress",): _PROBED,
     },
     "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
-    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
+    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort"},
 }
 
 
@@ -117,7 +131,7 @@ def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:
 # replaces nothing, so it is no error.
 SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
     "kubelet": {("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
-                ("authentication", "webhook", "enabled"): True},
+                ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1"},
     "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
     "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
 }
