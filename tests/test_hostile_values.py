@@ -271,6 +271,34 @@ CASES: dict[str, tuple[str, str, str]] = {
                               "spec.components.containerRuntime.extraConfig.timeout", "not a finite number"),
     "number-audit-huge": (HOSTS + component("apiserver", "{auditLog: {maxAge: 99999999999999999999}}"),
                           f"{APISERVER}.auditLog.maxAge", "does not fit in 64 bits"),
+    # extraConfig fields of the wrong JSON type stop the binary at its start (issue 32, second round)
+    "type-kubelet-ciphers-string": (HOSTS + kubelet_config("{tlsCipherSuites: TLS_AES_128_GCM_SHA256}"),
+                                    f"{KUBELET}.extraConfig.tlsCipherSuites",
+                                    "reads tlsCipherSuites as a list of strings (one item per line, or [A, B]); got "
+                                    "'TLS_AES_128_GCM_SHA256'"),
+    "type-kubelet-authentication-string": (HOSTS + kubelet_config("{authentication: x}"),
+                                           f"{KUBELET}.extraConfig.authentication",
+                                           "reads authentication as a mapping; got 'x'"),
+    "type-kubelet-max-pods-string": (HOSTS + kubelet_config("{maxPods: '110'}"), f"{KUBELET}.extraConfig.maxPods",
+                                     "as an integer; got '110'"),
+    "type-kubelet-qps-float": (HOSTS + kubelet_config("{registryPullQPS: 5.5}"),
+                               f"{KUBELET}.extraConfig.registryPullQPS", "as an integer; got 5.5"),
+    "type-kubelet-fail-swap-string": (HOSTS + kubelet_config("{failSwapOn: 'false'}"),
+                                      f"{KUBELET}.extraConfig.failSwapOn", "as a boolean (true or false)"),
+    "type-kubelet-eviction-list": (HOSTS + kubelet_config("{evictionHard: ['memory.available<100Mi']}"),
+                                   f"{KUBELET}.extraConfig.evictionHard", "as a mapping; got a list"),
+    "type-kubelet-sysctls-item": (HOSTS + kubelet_config("{allowedUnsafeSysctls: ['net.core.somaxconn', 1]}"),
+                                  f"{KUBELET}.extraConfig.allowedUnsafeSysctls", "item 1 is 1"),
+    "type-proxy-mode-int": (HOSTS + component("proxy", "{extraConfig: {mode: 1}}"),
+                            "spec.components.proxy.extraConfig.mode", "reads mode as a string; got 1"),
+    "type-proxy-conntrack-string": (HOSTS + component("proxy", "{extraConfig: {conntrack: none}}"),
+                                    "spec.components.proxy.extraConfig.conntrack", "as a mapping; got 'none'"),
+    "type-scheduler-profiles-map": (HOSTS + component("scheduler", "{extraConfig: {profiles: {a: 1}}}"),
+                                    "spec.components.scheduler.extraConfig.profiles", "as a list; got a mapping"),
+    "number-scheduler-backoff": (HOSTS + component("scheduler", "{extraConfig: {podInitialBackoffSeconds: 2, "
+                                                                "podMaxBackoffSeconds: 1}}"),
+                                 "spec.components.scheduler.extraConfig.podMaxBackoffSeconds",
+                                 "podMaxBackoffSeconds (1) is below podInitialBackoffSeconds (2)"),
     # extraConfig holds what its document's format can
     "value-config-date": (HOSTS + kubelet_config("{since: 2024-01-01}"), f"{KUBELET}.extraConfig.since",
                           "is a YAML timestamp, which JSON cannot hold"),
@@ -914,6 +942,17 @@ REVIEWED_LEGITIMATE = {
                                                    "127.0.0.1}}"),
     "kubelet-address-unspecified": component("kubelet", "{extraConfig: {address: 0.0.0.0}}"),
     "proxy-bind-address": component("proxy", "{extraConfig: {bindAddress: 10.0.0.11}}"),
+    # well-typed configuration fields, null (unset), and fields kubesmith does not know, as before
+    "kubelet-typed-fields": component("kubelet", "{extraConfig: {tlsCipherSuites: [TLS_AES_128_GCM_SHA256], "
+                                                 "maxPods: 200, failSwapOn: false, evictionHard: "
+                                                 "{memory.available: 100Mi}, systemReserved: {cpu: 500m}, "
+                                                 "registerWithTaints: [{key: a, effect: NoSchedule}], "
+                                                 "containerLogMaxSize: 50Mi, providerID: null, someFutureField: x}}"),
+    "proxy-typed-fields": component("proxy", "{extraConfig: {mode: ipvs, ipvs: {scheduler: rr}, "
+                                             "nodePortAddresses: [primary]}}"),
+    "scheduler-typed-fields": component("scheduler", "{extraConfig: {percentageOfNodesToScore: 50, "
+                                                     "podInitialBackoffSeconds: 2, podMaxBackoffSeconds: 20, "
+                                                     "profiles: [{schedulerName: default-scheduler}]}}"),
     # graceful node shutdown off: the critical pods' default share goes with it
     "shutdown-off": component("kubelet", "{shutdownGracePeriod: 0s}"),
 }

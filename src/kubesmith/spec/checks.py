@@ -8,8 +8,8 @@ from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
-from kubesmith.spec.effective import (cipher_problem, config_duration_findings, config_value, flag_value_problem,
-                                      go_strings, setting_findings)
+from kubesmith.spec.effective import (cipher_problem, config_duration_findings, config_type_findings, config_value,
+                                      flag_value_problem, go_strings, setting_findings)
 from kubesmith.spec.errors import LocPart, yaml_key
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
@@ -31,6 +31,8 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += setting_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy"})
     findings += config_duration_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                     "scheduler": "scheduler"})
+    findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
+                                                                "scheduler": "scheduler"})
     findings += _admission(cluster)
     findings += _ciphers(cluster)
     findings += _security(cluster)

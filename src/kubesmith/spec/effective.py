@@ -272,3 +272,93 @@ def _config_type_problem(setting: Setting, value: Any) -> str | None:
     if setting.kind == "duration":
         return go_duration_problem(value)
     return None
+
+
+# The JSON type of the top-level fields of each configuration document an operator commonly sets in
+# extraConfig (KubeletConfiguration v1beta1, KubeProxyConfiguration v1alpha1, KubeSchedulerConfiguration
+# v1): a mismatch (`tlsCipherSuites: "TLS_..."`, `authentication: "x"`) used to pass validate and stop
+# the binary at its start ("cannot unmarshal string into Go struct field"). Durations are CONFIG_DURATIONS',
+# guarded settings SETTINGS', managed fields spec.managed's; unknown fields are left to the component.
+# Kinds: bool, int (integers: Go's int32/int64 fields, and the QPS fields, int32 in the kubelet), str,
+# strings (a list of strings), list (of objects), map. A null is the field left unset: JSON allows it.
+CONFIG_TYPES: dict[str, dict[str, str]] = {
+    "kubelet": {
+        **dict.fromkeys(("serializeImagePulls", "failSwapOn", "cgroupsPerQOS", "enableServer", "registerNode",
+                         "enableDebuggingHandlers", "enableContentionProfiling", "enableControllerAttachDetach",
+                         "rotateCertificates", "serverTLSBootstrap", "localStorageCapacityIsolation",
+                         "enableSystemLogHandler", "enableProfilingHandler", "enableDebugFlagsHandler",
+                         "kernelMemcgNotification", "failCgroupV1", "registerSchedulable"), "bool"),
+        **dict.fromkeys(("maxPods", "podPidsLimit", "podsPerCore", "eventRecordQPS", "eventBurst",
+                         "registryPullQPS", "registryBurst", "kubeAPIQPS", "kubeAPIBurst", "maxOpenFiles",
+                         "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "containerLogMaxFiles",
+                         "containerLogMaxWorkers", "maxParallelImagePulls", "oomScoreAdj", "nodeStatusMaxImages",
+                         "evictionMaxPodGracePeriod"), "int"),
+        **dict.fromkeys(("cgroupDriver", "cgroupRoot", "containerRuntimeEndpoint", "imageServiceEndpoint",
+                         "clusterDomain", "resolvConf", "providerID", "hairpinMode", "cpuManagerPolicy",
+                         "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope",
+                         "containerLogMaxSize", "configMapAndSecretChangeDetectionStrategy", "tlsMinVersion",
+                         "kubeletCgroups", "systemCgroups", "kubeReservedCgroup", "systemReservedCgroup",
+                         "podCIDR"), "str"),
+        **dict.fromkeys(("tlsCipherSuites", "enforceNodeAllocatable", "allowedUnsafeSysctls"), "strings"),
+        **dict.fromkeys(("registerWithTaints", "shutdownGracePeriodByPodPriority", "reservedMemory"), "list"),
+        **dict.fromkeys(("authentication", "authorization", "evictionHard", "evictionSoft",
+                         "evictionSoftGracePeriod", "evictionMinimumReclaim", "systemReserved", "kubeReserved",
+                         "featureGates", "cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "logging",
+                         "memorySwap", "staticPodURLHeader", "tracing"), "map"),
+    },
+    "proxy": {
+        **dict.fromkeys(("bindAddressHardFail", "enableProfiling"), "bool"),
+        "oomScoreAdj": "int",
+        **dict.fromkeys(("mode", "clusterCIDR", "bindAddress", "portRange", "detectLocalMode", "hostnameOverride",
+                         "showHiddenMetricsForVersion"), "str"),
+        "nodePortAddresses": "strings",
+        **dict.fromkeys(("featureGates", "iptables", "ipvs", "nftables", "conntrack", "detectLocal", "logging",
+                         "winkernel", "clientConnection"), "map"),
+    },
+    "scheduler": {
+        **dict.fromkeys(("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"), "bool"),
+        **dict.fromkeys(("parallelism", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+                         "podMaxBackoffSeconds"), "int"),
+        **dict.fromkeys(("profiles", "extenders"), "list"),
+        **dict.fromkeys(("leaderElection", "clientConnection"), "map"),
+    },
+}
+_KIND_NAMES = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
+               "strings": "a list of strings", "list": "a list", "map": "a mapping"}
+
+
+def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
+    """Every CONFIG_TYPES field of an extraConfig whose value is not of its JSON type, located."""
+    for section, fields in CONFIG_TYPES.items():
+        config = getattr(getattr(components, aliases[section]), "extra_config", {})
+        for field, kind in fields.items():
+            if field in config and (problem := _json_type_problem(field, kind, config[field])):
+                yield ("spec", "components", section, "extraConfig", field), problem, "error"
+    # the scheduler's own validation: "podMaxBackoffSeconds ... must be greater than or equal to
+    # PodInitialBackoffSeconds" (defaults 1 and 10)
+    config = getattr(getattr(components, aliases["scheduler"]), "extra_config", {})
+    initial, maximum = config.get("podInitialBackoffSeconds", 1), config.get("podMaxBackoffSeconds", 10)
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in (initial, maximum)) and \
+            maximum < initial:
+        set_max = "podMaxBackoffSeconds" in config
+        field = "podMaxBackoffSeconds" if set_max else "podInitialBackoffSeconds"
+        yield (("spec", "components", "scheduler", "extraConfig", field),
+               f"podMaxBackoffSeconds ({maximum}{'' if set_max else ', its default'}) is below "
+               f"podInitialBackoffSeconds ({initial}), where the backoff starts: kube-scheduler refuses to start",
+               "error")
+
+
+def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    expected = {"bool": bool, "int": int, "str": str, "strings": list, "list": list, "map": dict}[kind]
+    wrong = not isinstance(value, expected) or (kind == "int" and isinstance(value, bool))
+    if not wrong and kind == "strings":
+        odd = next((item for item in value if not isinstance(item, str)), None)
+        if odd is None:
+            return None
+        return f"the component reads {field} as {_KIND_NAMES[kind]}; item {value.index(odd)} is {yaml_text(odd)}"
+    if wrong:
+        hint = " (one item per line, or [A, B])" if kind == "strings" and isinstance(value, str) else ""
+        return f"the component reads {field} as {_KIND_NAMES[kind]}{hint}; got {yaml_text(value)}"
+    return None

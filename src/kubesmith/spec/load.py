@@ -73,7 +73,8 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
         typed = [problem for problem in _type_problems(exc, document) if not _under_path(problem.path, characters)]
         semantic = [_located(finding, document) for finding in _semantics_of_the_rest(document.data, exc, registry)]
         raise SpecError(_by_position(problems + typed + flags + semantic)) from None
-    problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)]
+    problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)
+                         if not _under(as_written(document.data, finding[0]), characters)]
     problems += [_located(finding, document) for finding in limit_findings(cluster)]
     addons, addon_findings = read_addons(cluster.spec.addons, Path(filename).parent)
     problems += [_located(finding, document) for finding in addon_findings]
