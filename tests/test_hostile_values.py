@@ -623,6 +623,18 @@ CASES: dict[str, tuple[str, str, str]] = {
     "auth-controller-manager-always-allow": (
         HOSTS + component("controllerManager", "{extraArgs: {authorization-always-allow-paths: '/healthz,/'}}"),
         "spec.components.controllerManager.extraArgs.authorization-always-allow-paths", "'/' would be served"),
+    # no opt-in exists for this (allowInsecure takes CIS ids, and no CIS check names the flag): the message
+    # says how to scrape metrics with a token instead
+    "auth-scheduler-always-allow-metrics": (
+        HOSTS + component("scheduler", "{extraArgs: {authorization-always-allow-paths: '/healthz,/metrics'}}"),
+        "spec.components.scheduler.extraArgs.authorization-always-allow-paths",
+        "'/metrics' would be served to anyone without authorization; only the health endpoints (/healthz, /readyz, "
+        "/livez) may skip it; to scrape metrics, give the scraper a token: a ServiceAccount bound to a ClusterRole "
+        "allowing get on the non-resource URL /metrics"),
+    "auth-controller-manager-always-allow-metrics-opt-in": (
+        HOSTS + '  security: {allowInsecure: ["1.3.7"]}\n' +
+        component("controllerManager", "{extraArgs: {authorization-always-allow-paths: '/metrics'}}"),
+        "spec.components.controllerManager.extraArgs.authorization-always-allow-paths", "to scrape metrics"),
     "auth-mode-zero-width-space": (HOSTS + component("apiserver", "{authorizationMode: [Node, RBAC, 'Node\u200bRBAC']}"),
                                    f"{APISERVER}.authorizationMode[2]",
                                    "contains an invisible format character (U+200B) at position 5"),

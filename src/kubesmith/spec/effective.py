@@ -88,8 +88,12 @@ def list_flag_problem(flag: str, items: list[str]) -> str | None:
         if flag == "tls-cipher-suites" and (problem := cipher_problem(item)):
             return problem
         if flag == "authorization-always-allow-paths" and item not in HEALTH_PATHS:
+            # no opt-in: spec.security.allowInsecure takes CIS ids, and no CIS check names this flag
+            how = ("; to scrape metrics, give the scraper a token: a ServiceAccount bound to a ClusterRole "
+                   "allowing get on the non-resource URL /metrics (Prometheus's bearer_token_file)"
+                   if item.rstrip("*").rstrip("/") in ("/metrics", "") or item.startswith("/metrics") else "")
             return (f"{item!r} would be served to anyone without authorization; only the health endpoints "
-                    f"({', '.join(HEALTH_PATHS)}) may skip it")
+                    f"({', '.join(HEALTH_PATHS)}) may skip it{how}")
     return None
 
 
