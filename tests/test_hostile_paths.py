@@ -1075,6 +1075,72 @@ def test_a_damaged_token_store_is_named_and_repaired(damage: str, tmp_path: Path
     assert any(path.name.startswith("tokens.json.damaged-") for path in state.iterdir())
 
 
+def _store_document(state: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((state / "tokens.json").read_text())
+
+
+def _with_version(version: object):  # type: ignore[no-untyped-def]
+    def spoil(document: dict) -> None:  # type: ignore[type-arg]
+        document["version"] = version
+    return spoil
+
+
+def _with_address(document: dict) -> None:  # type: ignore[type-arg]
+    document["tokens"].append({**document["tokens"][0], "id": "zzzzzz", "addresses": ["evil.example.com"]})
+
+
+def _with_twin(document: dict) -> None:  # type: ignore[type-arg]
+    document["tokens"].append({**document["tokens"][0], "description": "twin"})
+    document["tokens"].append({**document["tokens"][0], "id": "zzzzzz", "description": "other"})
+
+
+# what `token list` accepted silently: (spoil, the message's part, what repair keeps)
+SILENT_DAMAGE = {
+    "version-2": (_with_version(2), "unknown store version 2: this kubesmith reads version 1", []),
+    "version-true": (_with_version(True), "unknown store version True", []),
+    "version-missing": (lambda document: document.pop("version"), "no store version", []),
+    "address-a-name": (_with_address, "tokens[1] (address 'evil.example.com' is not an IP address)", ["good"]),
+    "duplicate-id": (_with_twin, "is held by 2 records (tokens[0], tokens[1])", ["other"]),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(SILENT_DAMAGE))
+def test_a_store_token_list_once_accepted_is_named_and_repaired(damage: str, tmp_path: Path) -> None:
+    """An unknown version, an address that is no IP, one id held by two records: each was listed as if
+    intact (and a revocation of a twin revoked only the first). Now one error, then `token repair`."""
+    spoil, fragment, kept = SILENT_DAMAGE[damage]
+    state = store_with(tmp_path, None)
+    document = _store_document(state)
+    spoil(document)
+    (state / "tokens.json").write_text(json.dumps(document))
+    damaged = (state / "tokens.json").read_bytes()
+    listed = kubesmith("token", "list", "--state-dir", str(state))
+    assert_clean_failure(listed, 3, f"{state / 'tokens.json'}: damaged token store (", fragment,
+                         "kubesmith token repair")
+    repaired = kubesmith("token", "repair", "--state-dir", str(state))
+    assert repaired.returncode == 0 and "Traceback" not in repaired.stderr, repaired.stderr
+    assert any(line.startswith("dropped ") and fragment in line for line in repaired.stderr.splitlines()), repaired.stderr
+    assert "repaired" in repaired.stdout and "damaged file is" in repaired.stdout, repaired.stdout
+    asides = [path for path in state.iterdir() if path.name.startswith("tokens.json.damaged-")]
+    assert len(asides) == 1 and asides[0].read_bytes() == damaged  # the backup is the file as it was
+    assert (state / "tokens.json").stat().st_mode & 0o777 == 0o600
+    assert not [path for path in state.iterdir() if ".kstmp-" in path.name]
+    listed = kubesmith("token", "list", "--state-dir", str(state), "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["description"] for row in json.loads(listed.stdout)] == kept
+    assert _store_document(state)["version"] == 1
+    assert "w1" in _store_document(state)["nodes"]  # a name the dropped records held stays taken
+
+
+def test_a_second_repair_keeps_the_first_backup(tmp_path: Path) -> None:
+    state = store_with(tmp_path, b"[]")
+    assert kubesmith("token", "repair", "--state-dir", str(state)).returncode == 0
+    (state / "tokens.json").write_bytes(b"{}")
+    assert kubesmith("token", "repair", "--state-dir", str(state)).returncode == 0
+    asides = sorted(path.read_bytes() for path in state.iterdir() if path.name.startswith("tokens.json.damaged-"))
+    assert asides == [b"[]", b"{}"]
+
+
 def test_repairing_an_intact_store_changes_nothing(tmp_path: Path) -> None:
     state = store_with(tmp_path, None)
     before = (state / "tokens.json").read_bytes()
