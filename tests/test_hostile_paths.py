@@ -1250,6 +1250,45 @@ def test_an_error_never_carries_a_terminal_escape(tmp_path: Path) -> None:
     assert not any(c in result.stderr for c in "\x1b\x07\u202e")
 
 
+RAW_CONTROLS = (b"\x1b", b"\x07", b"\r", b"\x9b", "\u202e".encode())  # \x9b: also the tail of U+009B in UTF-8
+HOSTILE_NAME = "v\x1b]0;owned\x07\r\u009b\u202e\u00e9"
+ESCAPED_NAME = "v\\x1b]0;owned\\x07\\x0d\\x9b\\u202e"
+
+
+def _ascii_run(code: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """`code` in a child interpreter whose output encoding is ASCII in the C locale: click then writes
+    to the streams' binary buffers (it deems ASCII misconfigured), where the guard was not."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "LC_ALL": "C", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=cwd, env=env, timeout=60,
+                          check=False)
+
+
+def test_an_ascii_locale_gets_escapes_not_raw_controls(tmp_path: Path) -> None:
+    """`validate` echoes the file's name: under PYTHONIOENCODING=ascii it reached the terminal raw."""
+    name = f"{HOSTILE_NAME}.yaml"
+    shutil.copy(ROOT / "examples" / "single-node.yaml", tmp_path / name)
+    done = _ascii_run(f"import sys; sys.argv = ['kubesmith', 'validate', {name!r}]\n"
+                      "from kubesmith.cli import main; main()", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not any(raw in done.stdout + done.stderr for raw in RAW_CONTROLS), done.stdout
+    assert done.stdout.isascii(), done.stdout  # the locale's encoding holds: é is escaped, not UTF-8
+    assert f"{ESCAPED_NAME}\\xe9.yaml: valid".encode() in done.stdout, done.stdout
+
+
+def test_the_guard_holds_for_both_streams_in_an_ascii_locale(tmp_path: Path) -> None:
+    """Whatever a command echoes, on stdout or stderr, and whatever it prints itself."""
+    code = ("import click, sys\nfrom kubesmith.cli.common import run_guarded\n"
+            "@click.command()\ndef hostile():\n"
+            f"    click.echo({HOSTILE_NAME!r})\n    click.echo({HOSTILE_NAME!r}, err=True)\n"
+            f"    print({HOSTILE_NAME!r})\n    sys.stderr.write({HOSTILE_NAME!r} + '\\n')\n"
+            "sys.exit(run_guarded(hostile))\n")
+    done = _ascii_run(code, tmp_path)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    for output in (done.stdout, done.stderr):
+        assert not any(raw in output for raw in RAW_CONTROLS), output
+        assert output.decode("ascii").splitlines() == [f"{ESCAPED_NAME}\\xe9"] * 2, output
+
+
 def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """render (as apply) never reads an operator's archive whole: in chunks to hash, copy and compare."""
