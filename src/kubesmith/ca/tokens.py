@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from kubesmith import fsutil
-from kubesmith.documents import load_json
+from kubesmith.documents import load_json, reason
 from kubesmith.pki.keys import PrivateKey
 
 ALPHABET = string.ascii_lowercase + string.digits
@@ -350,7 +350,7 @@ def _parse(document: dict[str, Any] | None) -> tuple[list[TokenRecord], frozense
             try:
                 records.append((index, _record(item)))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                damage.append(f"tokens[{index}] ({_reason(exc)})")
+                damage.append(f"tokens[{index}] ({reason(exc)})")
     holders: dict[str, list[int]] = {}
     for index, record in records:
         holders.setdefault(record.id, []).append(index)
@@ -386,17 +386,12 @@ def _store_document(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else _reason(exc)
-        raise TokenError(f"{path}: unreadable token store ({what}); `kubesmith token repair` sets it aside "
+        raise TokenError(f"{path}: unreadable token store ({reason(exc)}); `kubesmith token repair` sets it aside "
                          "and starts an empty one") from exc
     if not isinstance(document, dict):
         raise TokenError(f"{path}: damaged token store (not a JSON object); `kubesmith token repair` sets it "
                          "aside and starts an empty one")
     return document
-
-
-def _reason(exc: Exception) -> str:
-    return str(exc) if not isinstance(exc, KeyError) else f"missing {exc}"
 
 
 def _record(item: dict[str, Any]) -> TokenRecord:

@@ -230,17 +230,17 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
 
 def read_json_config(path: str, required: bool) -> dict[str, Any]:
     """A settings file written by a module; missing is fine unless the user named it."""
-    try:
-        from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
+    from kubesmith.documents import load_json, reason
+    from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 
-        document = json.loads(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
+    try:
+        document = load_json(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
             fail(f"{path}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        fail(f"{path}: unreadable settings ({reason})", ExitCode.IO_ERROR)
+        fail(f"{path}: unreadable settings ({reason(exc)})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
         fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
