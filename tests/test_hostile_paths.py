@@ -658,6 +658,118 @@ def test_a_state_file_render_cannot_read_is_one_line(damage: str, rendered_state
     assert_clean_failure(result, 3, f"state/{name}: ", fragment)
 
 
+# ---- status, the agent and the CA service: the records they read back are read bounded ---------------
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.symlink_to("/dev/zero")
+
+
+def _spoiler(kind: str):  # type: ignore[no-untyped-def]
+    """A way to spoil a file: each hung, exhausted the memory or recursed when read whole."""
+    def spoil(path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            _fifo(path)
+        elif kind == "dev-zero":
+            _dev_zero(path)
+        elif kind == "sparse-5-gib":
+            path.touch()
+            _sparse(path)
+        else:
+            path.write_bytes(NESTED)
+    return spoil
+
+
+SPOILED = {"fifo": "not a regular file (a FIFO)", "dev-zero": "not a regular file (a character device)",
+           "sparse-5-gib": "larger than 16 MiB (5 GiB)", "nested": "nested too deeply (more than 64 levels)"}
+
+
+def _status(tmp_path: Path) -> Result:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        return kubesmith("status", "c.yaml", "--state-dir", "state", "--timeout", "1", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("kind", [*sorted(SPOILED), "services-a-list"])
+def test_status_names_a_run_record_it_cannot_read(kind: str, tmp_path: Path) -> None:
+    """The record of a `kubesmith run` (state/run/HOST/run.json) was read whole, and its shape trusted."""
+    record = tmp_path / "state" / "run" / "h1" / "run.json"
+    if kind == "services-a-list":
+        record.parent.mkdir(parents=True)
+        record.write_text('{"supervisor": 1, "services": [1, 2]}')
+    else:
+        _spoiler(kind)(record)
+    fragment = {**SPOILED, "services-a-list": "damaged: not the record of a `kubesmith run` (its services are not",
+                "dev-zero": "a symbolic link out of the state directory"}[kind]  # refused before any read
+    assert_clean_failure(_status(tmp_path), 3, "state/run/h1/run.json: ", fragment)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "nested"])
+def test_status_shows_an_agent_report_it_cannot_read_as_the_agents_error(kind: str, tmp_path: Path) -> None:
+    """The report informs and decides nothing: status goes on, and says why the report is not shown."""
+    run = tmp_path / "state" / "run" / "h1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text('{"supervisor": null, "services": {}}')
+    _spoiler(kind)(run / "root" / "var/lib/kubesmith/agent/state.json")
+    result = _status(tmp_path)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr  # nothing runs: unhealthy
+    assert "agent error: state/run/h1/root/var/lib/kubesmith/agent/state.json: " in result.stdout, result.stdout
+    assert SPOILED[kind] in result.stdout.split("agent error: ")[1], result.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(SPOILED))
+def test_the_agent_reads_its_own_files_bounded(kind: str, tmp_path: Path) -> None:
+    from kubesmith.agent import report
+    from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore
+    from kubesmith.agent.configloop import load_components
+
+    spoil = _spoiler(kind)
+    files = {name: tmp_path / name for name in ("state.json", "components.json")}
+    store = CheckpointStore(tmp_path / "store")
+    record = store.base / "kubelet" / "active.json"
+    manifest = store.checkpoints_dir("kubelet") / ("0" * 64) / "manifest.json"
+    for path in (*files.values(), record, manifest):
+        spoil(path)
+    with bounded(BOUND_SECONDS):
+        for read in (report.read_state, load_components):
+            path = files["state.json" if read is report.read_state else "components.json"]
+            with pytest.raises(OSError, match=SPOILED[kind].replace("(", r"\(").replace(")", r"\)")) as caught:
+                read(path)
+            assert caught.value.filename == str(path)
+        assert report.load_state(files["state.json"], "h1") == report.AgentState("h1")  # a fresh report
+        with pytest.raises(CheckpointError, match=f"{record}: damaged record"):
+            store.records("kubelet")
+        with pytest.raises(CheckpointError, match="damaged checkpoint"):
+            store.load("kubelet", "0" * 64)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse-5-gib"])
+@pytest.mark.parametrize("which", ["ca_key", "ca_cert", "tls_cert", "tls_key"])
+def test_the_ca_service_reads_its_keys_and_certificates_bounded(which: str, kind: str, tmp_path: Path) -> None:
+    from kubesmith.ca import server
+
+    ca = make_ca(tmp_path / "ca")
+    config = server.CaServiceConfig(ca.ca_cert, ca.ca_key, ca.tls_cert, ca.tls_key, tmp_path / "state")
+    _spoiler(kind)(getattr(ca, which))
+    fragment = {"fifo": "a FIFO", "dev-zero": "a character device", "sparse-5-gib": "larger than 1 MiB"}[kind]
+    with bounded(BOUND_SECONDS), pytest.raises(OSError, match=fragment) as caught:
+        if which.startswith("ca_"):
+            server.CaService(config)
+        server.server_context(config)
+    assert caught.value.filename == str(getattr(ca, which))
+
+
+def test_a_nested_ca_settings_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "ca-service.json").write_bytes(NESTED)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("token", "list", "--ca-config", str(tmp_path / "ca-service.json"))
+    assert_clean_failure(result, 3, "ca-service.json: unreadable settings (nested too deeply")
+
+
 # ---- lifetimes that become certificate dates ----------------------------------------------------------
 
 @pytest.mark.parametrize(("command", "fragment"), [
