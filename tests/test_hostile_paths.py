@@ -658,6 +658,118 @@ def test_a_state_file_render_cannot_read_is_one_line(damage: str, rendered_state
     assert_clean_failure(result, 3, f"state/{name}: ", fragment)
 
 
+# ---- status, the agent and the CA service: the records they read back are read bounded ---------------
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.symlink_to("/dev/zero")
+
+
+def _spoiler(kind: str):  # type: ignore[no-untyped-def]
+    """A way to spoil a file: each hung, exhausted the memory or recursed when read whole."""
+    def spoil(path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            _fifo(path)
+        elif kind == "dev-zero":
+            _dev_zero(path)
+        elif kind == "sparse-5-gib":
+            path.touch()
+            _sparse(path)
+        else:
+            path.write_bytes(NESTED)
+    return spoil
+
+
+SPOILED = {"fifo": "not a regular file (a FIFO)", "dev-zero": "not a regular file (a character device)",
+           "sparse-5-gib": "larger than 16 MiB (5 GiB)", "nested": "nested too deeply (more than 64 levels)"}
+
+
+def _status(tmp_path: Path) -> Result:
+    (tmp_path / "c.yaml").write_text(spec_text())
+    with bounded(SLOW_BOUND):
+        return kubesmith("status", "c.yaml", "--state-dir", "state", "--timeout", "1", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("kind", [*sorted(SPOILED), "services-a-list"])
+def test_status_names_a_run_record_it_cannot_read(kind: str, tmp_path: Path) -> None:
+    """The record of a `kubesmith run` (state/run/HOST/run.json) was read whole, and its shape trusted."""
+    record = tmp_path / "state" / "run" / "h1" / "run.json"
+    if kind == "services-a-list":
+        record.parent.mkdir(parents=True)
+        record.write_text('{"supervisor": 1, "services": [1, 2]}')
+    else:
+        _spoiler(kind)(record)
+    fragment = {**SPOILED, "services-a-list": "damaged: not the record of a `kubesmith run` (its services are not",
+                "dev-zero": "a symbolic link out of the state directory"}[kind]  # refused before any read
+    assert_clean_failure(_status(tmp_path), 3, "state/run/h1/run.json: ", fragment)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "nested"])
+def test_status_shows_an_agent_report_it_cannot_read_as_the_agents_error(kind: str, tmp_path: Path) -> None:
+    """The report informs and decides nothing: status goes on, and says why the report is not shown."""
+    run = tmp_path / "state" / "run" / "h1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text('{"supervisor": null, "services": {}}')
+    _spoiler(kind)(run / "root" / "var/lib/kubesmith/agent/state.json")
+    result = _status(tmp_path)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr  # nothing runs: unhealthy
+    assert "agent error: state/run/h1/root/var/lib/kubesmith/agent/state.json: " in result.stdout, result.stdout
+    assert SPOILED[kind] in result.stdout.split("agent error: ")[1], result.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(SPOILED))
+def test_the_agent_reads_its_own_files_bounded(kind: str, tmp_path: Path) -> None:
+    from kubesmith.agent import report
+    from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore
+    from kubesmith.agent.configloop import load_components
+
+    spoil = _spoiler(kind)
+    files = {name: tmp_path / name for name in ("state.json", "components.json")}
+    store = CheckpointStore(tmp_path / "store")
+    record = store.base / "kubelet" / "active.json"
+    manifest = store.checkpoints_dir("kubelet") / ("0" * 64) / "manifest.json"
+    for path in (*files.values(), record, manifest):
+        spoil(path)
+    with bounded(BOUND_SECONDS):
+        for read in (report.read_state, load_components):
+            path = files["state.json" if read is report.read_state else "components.json"]
+            with pytest.raises(OSError, match=SPOILED[kind].replace("(", r"\(").replace(")", r"\)")) as caught:
+                read(path)
+            assert caught.value.filename == str(path)
+        assert report.load_state(files["state.json"], "h1") == report.AgentState("h1")  # a fresh report
+        with pytest.raises(CheckpointError, match=f"{record}: damaged record"):
+            store.records("kubelet")
+        with pytest.raises(CheckpointError, match="damaged checkpoint"):
+            store.load("kubelet", "0" * 64)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse-5-gib"])
+@pytest.mark.parametrize("which", ["ca_key", "ca_cert", "tls_cert", "tls_key"])
+def test_the_ca_service_reads_its_keys_and_certificates_bounded(which: str, kind: str, tmp_path: Path) -> None:
+    from kubesmith.ca import server
+
+    ca = make_ca(tmp_path / "ca")
+    config = server.CaServiceConfig(ca.ca_cert, ca.ca_key, ca.tls_cert, ca.tls_key, tmp_path / "state")
+    _spoiler(kind)(getattr(ca, which))
+    fragment = {"fifo": "a FIFO", "dev-zero": "a character device", "sparse-5-gib": "larger than 1 MiB"}[kind]
+    with bounded(BOUND_SECONDS), pytest.raises(OSError, match=fragment) as caught:
+        if which.startswith("ca_"):
+            server.CaService(config)
+        server.server_context(config)
+    assert caught.value.filename == str(getattr(ca, which))
+
+
+def test_a_nested_ca_settings_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "ca-service.json").write_bytes(NESTED)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("token", "list", "--ca-config", str(tmp_path / "ca-service.json"))
+    assert_clean_failure(result, 3, "ca-service.json: unreadable settings (nested too deeply")
+
+
 # ---- lifetimes that become certificate dates ----------------------------------------------------------
 
 @pytest.mark.parametrize(("command", "fragment"), [
@@ -1075,6 +1187,72 @@ def test_a_damaged_token_store_is_named_and_repaired(damage: str, tmp_path: Path
     assert any(path.name.startswith("tokens.json.damaged-") for path in state.iterdir())
 
 
+def _store_document(state: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((state / "tokens.json").read_text())
+
+
+def _with_version(version: object):  # type: ignore[no-untyped-def]
+    def spoil(document: dict) -> None:  # type: ignore[type-arg]
+        document["version"] = version
+    return spoil
+
+
+def _with_address(document: dict) -> None:  # type: ignore[type-arg]
+    document["tokens"].append({**document["tokens"][0], "id": "zzzzzz", "addresses": ["evil.example.com"]})
+
+
+def _with_twin(document: dict) -> None:  # type: ignore[type-arg]
+    document["tokens"].append({**document["tokens"][0], "description": "twin"})
+    document["tokens"].append({**document["tokens"][0], "id": "zzzzzz", "description": "other"})
+
+
+# what `token list` accepted silently: (spoil, the message's part, what repair keeps)
+SILENT_DAMAGE = {
+    "version-2": (_with_version(2), "unknown store version 2: this kubesmith reads version 1", []),
+    "version-true": (_with_version(True), "unknown store version True", []),
+    "version-missing": (lambda document: document.pop("version"), "no store version", []),
+    "address-a-name": (_with_address, "tokens[1] (address 'evil.example.com' is not an IP address)", ["good"]),
+    "duplicate-id": (_with_twin, "is held by 2 records (tokens[0], tokens[1])", ["other"]),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(SILENT_DAMAGE))
+def test_a_store_token_list_once_accepted_is_named_and_repaired(damage: str, tmp_path: Path) -> None:
+    """An unknown version, an address that is no IP, one id held by two records: each was listed as if
+    intact (and a revocation of a twin revoked only the first). Now one error, then `token repair`."""
+    spoil, fragment, kept = SILENT_DAMAGE[damage]
+    state = store_with(tmp_path, None)
+    document = _store_document(state)
+    spoil(document)
+    (state / "tokens.json").write_text(json.dumps(document))
+    damaged = (state / "tokens.json").read_bytes()
+    listed = kubesmith("token", "list", "--state-dir", str(state))
+    assert_clean_failure(listed, 3, f"{state / 'tokens.json'}: damaged token store (", fragment,
+                         "kubesmith token repair")
+    repaired = kubesmith("token", "repair", "--state-dir", str(state))
+    assert repaired.returncode == 0 and "Traceback" not in repaired.stderr, repaired.stderr
+    assert any(line.startswith("dropped ") and fragment in line for line in repaired.stderr.splitlines()), repaired.stderr
+    assert "repaired" in repaired.stdout and "damaged file is" in repaired.stdout, repaired.stdout
+    asides = [path for path in state.iterdir() if path.name.startswith("tokens.json.damaged-")]
+    assert len(asides) == 1 and asides[0].read_bytes() == damaged  # the backup is the file as it was
+    assert (state / "tokens.json").stat().st_mode & 0o777 == 0o600
+    assert not [path for path in state.iterdir() if ".kstmp-" in path.name]
+    listed = kubesmith("token", "list", "--state-dir", str(state), "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["description"] for row in json.loads(listed.stdout)] == kept
+    assert _store_document(state)["version"] == 1
+    assert "w1" in _store_document(state)["nodes"]  # a name the dropped records held stays taken
+
+
+def test_a_second_repair_keeps_the_first_backup(tmp_path: Path) -> None:
+    state = store_with(tmp_path, b"[]")
+    assert kubesmith("token", "repair", "--state-dir", str(state)).returncode == 0
+    (state / "tokens.json").write_bytes(b"{}")
+    assert kubesmith("token", "repair", "--state-dir", str(state)).returncode == 0
+    asides = sorted(path.read_bytes() for path in state.iterdir() if path.name.startswith("tokens.json.damaged-"))
+    assert asides == [b"[]", b"{}"]
+
+
 def test_repairing_an_intact_store_changes_nothing(tmp_path: Path) -> None:
     state = store_with(tmp_path, None)
     before = (state / "tokens.json").read_bytes()
@@ -1182,6 +1360,45 @@ def test_an_error_never_carries_a_terminal_escape(tmp_path: Path) -> None:
         result = kubesmith("images", "import", "c.yaml", name, cwd=tmp_path)
     assert_clean_failure(result, 2, "x\\x1b[2J\\x1b]0;owned\\x07\\u202ey.tar: not an image archive")
     assert not any(c in result.stderr for c in "\x1b\x07\u202e")
+
+
+RAW_CONTROLS = (b"\x1b", b"\x07", b"\r", b"\x9b", "\u202e".encode())  # \x9b: also the tail of U+009B in UTF-8
+HOSTILE_NAME = "v\x1b]0;owned\x07\r\u009b\u202e\u00e9"
+ESCAPED_NAME = "v\\x1b]0;owned\\x07\\x0d\\x9b\\u202e"
+
+
+def _ascii_run(code: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """`code` in a child interpreter whose output encoding is ASCII in the C locale: click then writes
+    to the streams' binary buffers (it deems ASCII misconfigured), where the guard was not."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "LC_ALL": "C", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=cwd, env=env, timeout=60,
+                          check=False)
+
+
+def test_an_ascii_locale_gets_escapes_not_raw_controls(tmp_path: Path) -> None:
+    """`validate` echoes the file's name: under PYTHONIOENCODING=ascii it reached the terminal raw."""
+    name = f"{HOSTILE_NAME}.yaml"
+    shutil.copy(ROOT / "examples" / "single-node.yaml", tmp_path / name)
+    done = _ascii_run(f"import sys; sys.argv = ['kubesmith', 'validate', {name!r}]\n"
+                      "from kubesmith.cli import main; main()", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not any(raw in done.stdout + done.stderr for raw in RAW_CONTROLS), done.stdout
+    assert done.stdout.isascii(), done.stdout  # the locale's encoding holds: é is escaped, not UTF-8
+    assert f"{ESCAPED_NAME}\\xe9.yaml: valid".encode() in done.stdout, done.stdout
+
+
+def test_the_guard_holds_for_both_streams_in_an_ascii_locale(tmp_path: Path) -> None:
+    """Whatever a command echoes, on stdout or stderr, and whatever it prints itself."""
+    code = ("import click, sys\nfrom kubesmith.cli.common import run_guarded\n"
+            "@click.command()\ndef hostile():\n"
+            f"    click.echo({HOSTILE_NAME!r})\n    click.echo({HOSTILE_NAME!r}, err=True)\n"
+            f"    print({HOSTILE_NAME!r})\n    sys.stderr.write({HOSTILE_NAME!r} + '\\n')\n"
+            "sys.exit(run_guarded(hostile))\n")
+    done = _ascii_run(code, tmp_path)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    for output in (done.stdout, done.stderr):
+        assert not any(raw in output for raw in RAW_CONTROLS), output
+        assert output.decode("ascii").splitlines() == [f"{ESCAPED_NAME}\\xe9"] * 2, output
 
 
 def test_render_streams_a_spec_archive_and_keeps_it_unchanged(tmp_path: Path,

@@ -19,6 +19,7 @@ from kubesmith import fsutil
 
 MAX_STATE_BYTES = 16 << 20  # a record of the state directory: the applied spec of 10,000 hosts is ~2 MiB
 MAX_DEPTH = 64  # kubesmith's own documents nest 5 levels; an image index a few more
+RESTORE = "restore it from a backup"
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear time
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
@@ -48,7 +49,7 @@ def nesting_exceeds(raw: bytes, limit: int) -> bool:
     return False
 
 
-def read_json_file(path: Path, expected: str, limit: int = MAX_STATE_BYTES) -> Any:
+def read_json_file(path: Path, expected: str, limit: int = MAX_STATE_BYTES, remedy: str = RESTORE) -> Any:
     """The JSON document of a record kubesmith keeps (the state directory's), read as a bounded regular
     file. A FIFO, a huge file or a damaged document is an OSError naming the file and what it should be,
     which every command reports in one line; FileNotFoundError passes through (a record not made yet)."""
@@ -56,9 +57,17 @@ def read_json_file(path: Path, expected: str, limit: int = MAX_STATE_BYTES) -> A
     try:
         return load_json(data)
     except ValueError as exc:
-        raise damaged(path, expected, exc) from None
+        raise damaged(path, expected, exc, remedy) from None
 
 
-def damaged(path: Path, expected: str, exc: Exception) -> OSError:
-    """The error for a record that is no longer what kubesmith wrote."""
-    return OSError(errno.EINVAL, f"damaged: not {expected} ({exc}); restore it from a backup", str(path))
+def damaged(path: Path, expected: str, exc: Exception, remedy: str = RESTORE) -> OSError:
+    """The error for a record that is no longer what kubesmith wrote; `remedy` says what to do."""
+    return OSError(errno.EINVAL, f"damaged: not {expected} ({reason(exc)}); {remedy}", str(path))
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong reading a document, without the path its message names already: an OSError's
+    text, `missing 'key'` for a KeyError, else the exception's own words."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return str(exc.strerror)
+    return f"missing {exc}" if isinstance(exc, KeyError) else str(exc)

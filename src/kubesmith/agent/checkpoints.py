@@ -27,7 +27,6 @@ directory is 0700 and each copy keeps its file's mode and owner.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -39,11 +38,13 @@ from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.agent.trial import Active, Record, Records
+from kubesmith.documents import MAX_STATE_BYTES, read_json_file, reason
 from kubesmith.formats import json_bytes, strings_in
 from kubesmith.plan.model import HostPlan, Service
 
 MANIFEST = "manifest.json"
 RECORDS = {"assigned": "assigned.json", "active": "active.json", "last_known_good": "last-known-good.json"}
+MAX_FILE_BYTES = MAX_STATE_BYTES  # a configuration file, checkpointed whole: unit files and configs of a few KB
 KEEP = 3  # checkpoints kept besides the assigned, active and last-known-good ones
 _HASH = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
@@ -124,7 +125,7 @@ def snapshot(config: ComponentConfig, root: Path = Path("/")) -> Snapshot:
     for path in config.paths:
         target = on_root(root, path)
         try:
-            data = target.read_bytes()
+            data = fsutil.read_regular(target, MAX_FILE_BYTES, f"a configuration file of {config.name}")
             info = target.stat()
         except FileNotFoundError:
             continue
@@ -196,14 +197,17 @@ class CheckpointStore:
         """The checkpoint, checked: the manifest hashes to its name and every blob to its entry."""
         where = self.checkpoints_dir(component) / digest
         try:
-            document = json.loads((where / MANIFEST).read_bytes())
+            document = read_json_file(where / MANIFEST, "a checkpoint's manifest")
             entries = tuple(Entry(**entry) for entry in document["files"])
             argv = tuple(document["argv"])
-            blobs = {entry.sha256: (where / "blobs" / entry.sha256).read_bytes() for entry in entries}
+            if not all(isinstance(entry.sha256, str) and _HASH.fullmatch(entry.sha256) for entry in entries):
+                raise ValueError("a file's sha256 is not a hash")
+            blobs = {entry.sha256: fsutil.read_regular(where / "blobs" / entry.sha256, MAX_FILE_BYTES,
+                                                       "a checkpointed file") for entry in entries}
         except FileNotFoundError:
             raise CheckpointError(f"{where}: no such checkpoint of {component}") from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{where}: damaged checkpoint ({exc})") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CheckpointError(f"{where}: damaged checkpoint ({reason(exc)})") from None
         snap = Snapshot(component, argv, entries, blobs)
         if snap.hash != digest or document.get("component") != component:
             raise CheckpointError(f"{where}: its manifest does not match its name")
@@ -219,12 +223,12 @@ class CheckpointStore:
         for key, name in RECORDS.items():
             path = self.base / component / name
             try:
-                document = json.loads(path.read_bytes())
+                document = read_json_file(path, "a checkpoint record")
                 found[key] = Active(**document) if key == "active" else Record(**document)
             except FileNotFoundError:
                 found[key] = None
             except (OSError, ValueError, TypeError) as exc:
-                raise CheckpointError(f"{path}: damaged record ({exc})") from None
+                raise CheckpointError(f"{path}: damaged record ({reason(exc)})") from None
         return Records(**found)
 
     def write_record(self, component: str, key: str, record: Record | Active) -> None:
@@ -312,8 +316,8 @@ def _same(target: Path, entry: Entry, data: bytes) -> bool:
     try:
         info = target.stat()
         return (info.st_mode & 0o7777, info.st_uid, info.st_gid) == (entry.mode, entry.uid, entry.gid) \
-            and target.read_bytes() == data
-    except OSError:
+            and fsutil.read_regular(target, len(data), "a restored file") == data
+    except OSError:  # missing, or not the file it was (a FIFO, grown): written again
         return False
 
 

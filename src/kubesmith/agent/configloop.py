@@ -17,7 +17,6 @@ component elsewhere.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import subprocess
 import time
@@ -35,6 +34,7 @@ from kubesmith.agent.nodeconditions import NodeConditions
 from kubesmith.agent.report import Stopping, iso, locked_report
 from kubesmith.agent.renewal import AgentConfig
 from kubesmith.agent.validate import Verdict, validate
+from kubesmith.documents import damaged, read_json_file, reason
 from kubesmith.health.probespec import parse_probe
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner
 from kubesmith.pki.store import utc_now
@@ -61,9 +61,14 @@ class Component:
 
 
 def load_components(path: Path) -> tuple[str, tuple[Component, ...]]:
-    """(Kubernetes minor, components) from the components file; ValueError/OSError when unusable."""
-    document = json.loads(path.read_bytes())
-    return str(document["minor"]), tuple(Component.from_document(entry) for entry in document["components"])
+    """(Kubernetes minor, components) from the components file, read bounded; an OSError naming it when
+    unusable (a FIFO, huge, nested too deeply, not such a file)."""
+    expected, remedy = "the agent's list of components", "apply the cluster again to rewrite it"
+    document = read_json_file(path, expected, remedy=remedy)
+    try:
+        return str(document["minor"]), tuple(Component.from_document(entry) for entry in document["components"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise damaged(path, expected, exc, remedy) from None
 
 
 class ServiceHost(Protocol):
@@ -234,8 +239,8 @@ def keeper_for(config: AgentConfig) -> Keeper | None:
         return None
     try:
         minor, components = load_components(config.components_file)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        LOG.error("configuration keeper: %s: %s; configurations are not kept", config.components_file, exc)
+    except OSError as exc:
+        LOG.error("configuration keeper: %s: %s; configurations are not kept", config.components_file, reason(exc))
         return None
     registry = load_registry()
 

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from kubesmith import fsutil
+from kubesmith.documents import read_json_file
 from kubesmith.pki.store import utc_now
 
 LOG = logging.getLogger("kubesmith.agent")
 LOCK_POLL_SECONDS = 0.2  # how often a pass checks whether the other agent's pass has ended
+REPORT_REMEDY = "the agent writes it anew on its next pass"
 Renewer = Literal["local", "ca-service", "none"]
 
 
@@ -114,7 +116,7 @@ def load_state(path: Path, host: str) -> AgentState:
     a report this agent wrote (damaged, edited, other types)."""
     try:
         document = read_state(path)
-    except (OSError, ValueError, RecursionError):
+    except OSError:
         return AgentState(host)
     if not isinstance(document, dict) or document.get("host") != host:
         return AgentState(host)
@@ -141,10 +143,11 @@ def _strings(values: Iterable[object]) -> bool:
     return all(value is None or isinstance(value, str) for value in values)
 
 
-def read_state(path: Path) -> dict[str, Any] | None:
-    """The agent's last report, or None if it never ran here (for `kubesmith status`)."""
+def read_state(path: Path) -> Any:
+    """The agent's last report, or None if it never ran here (for `kubesmith status`); read bounded, so a
+    FIFO, a huge or deeply nested file is an OSError naming it."""
     try:
-        return json.loads(path.read_bytes())
+        return read_json_file(path, "the agent's report", remedy=REPORT_REMEDY)
     except FileNotFoundError:
         return None
 

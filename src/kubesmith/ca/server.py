@@ -68,6 +68,7 @@ from kubesmith.apiclient import ApiError, Credentials, api_request
 from kubesmith.ca import policy, tokens
 from kubesmith.ca.policy import Grant, PolicyError, SignRequest
 from kubesmith.durations import format_duration
+from kubesmith.fsutil import SMALL_FILE_BYTES, check_regular, read_regular
 from kubesmith.pki import keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
@@ -229,9 +230,10 @@ class CaService:
 
     def __init__(self, config: CaServiceConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self.ca_cert = x509.load_pem_x509_certificate(config.ca_cert.read_bytes())
+        self.ca_cert = x509.load_pem_x509_certificate(read_regular(config.ca_cert, SMALL_FILE_BYTES, "a certificate"))
         self.ca_cert_pem = self.ca_cert.public_bytes(Encoding.PEM)
-        self.ca_key: PrivateKey = keys.load(config.ca_key.read_bytes(), str(config.ca_key))
+        self.ca_key: PrivateKey = keys.load(read_regular(config.ca_key, SMALL_FILE_BYTES, "a private key"),
+                                            str(config.ca_key))
         if not keys.same_public_key(self.ca_cert.public_key(), self.ca_key.public_key()):
             raise ValueError(f"{config.ca_key} does not belong to {config.ca_cert}")
         self.tokens = tokens.TokenStore(config.token_file, self.ca_key)
@@ -502,7 +504,8 @@ def server_context(config: CaServiceConfig) -> ssl.SSLContext:
     """TLS 1.2+, own certificate; client certificates optional but verified against the CA."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(str(config.tls_cert), str(config.tls_key))
+    _load_serving_pair(context, config)
+    check_regular(config.ca_cert, SMALL_FILE_BYTES, "a certificate")
     context.load_verify_locations(cafile=str(config.ca_cert))
     context.verify_mode = ssl.CERT_OPTIONAL
     return context
@@ -553,6 +556,14 @@ async def start(service: CaService) -> Running:
     return Running(runner, port, reloader, service)
 
 
+def _load_serving_pair(context: ssl.SSLContext, config: CaServiceConfig) -> None:
+    """The serving certificate and key into `context`; OpenSSL opens them by name, so each is checked to
+    be a small regular file first (a FIFO would block the open, and a reload the whole event loop)."""
+    check_regular(config.tls_cert, SMALL_FILE_BYTES, "a certificate")
+    check_regular(config.tls_key, SMALL_FILE_BYTES, "a private key")
+    context.load_cert_chain(str(config.tls_cert), str(config.tls_key))
+
+
 def _addresses(config: CaServiceConfig) -> list[tuple[int, Any]]:
     """(family, sockaddr) for every address `listen` resolves to (a name may have IPv4 and IPv6)."""
     found = socket.getaddrinfo(config.listen or None, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -574,7 +585,7 @@ async def _reload_serving_cert(config: CaServiceConfig, context: ssl.SSLContext)
         try:
             current = signature()
             if current != seen:
-                context.load_cert_chain(str(config.tls_cert), str(config.tls_key))
+                _load_serving_pair(context, config)
                 seen = current
                 LOG.info("reloaded serving certificate %s", config.tls_cert)
         except (OSError, ssl.SSLError) as exc:  # mid-rename or a mismatched pair: try again later

@@ -39,6 +39,8 @@ import base64
 import fcntl
 import hashlib
 import hmac
+import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -57,7 +59,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from kubesmith import fsutil
-from kubesmith.documents import load_json
+from kubesmith.documents import load_json, reason
 from kubesmith.pki.keys import PrivateKey
 
 ALPHABET = string.ascii_lowercase + string.digits
@@ -68,6 +70,7 @@ PRUNE_AFTER = 24 * 3600.0  # expired or revoked records stay listed this long, t
 MAX_TTL = 365 * 86400.0  # a join token lives a year at most (kubeadm's default: a day)
 MAX_DESCRIPTION = 200  # characters of a token's free-text description
 MAX_STORE_BYTES = 16 << 20  # the token store: a record is ~400 bytes
+STORE_VERSION = 1  # the store's format; a store of another is read by no command
 LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: any later time in a record is damage
 Clock = Callable[[], float]
 LOG = logging.getLogger("kubesmith.ca")
@@ -202,12 +205,13 @@ class TokenFile:
         damaged file was set aside). An intact store is left as it is."""
         with self._locked():
             try:
-                return len(_read_store(self.path)[0]), [], None
-            except TokenError:
-                pass
-            kept, nodes, dropped = _salvage(self.path)
-            aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
-            os.replace(self.path, aside)
+                kept, nodes, dropped = _parse(_store_document(self.path))
+            except TokenError as exc:  # unreadable as a whole: nothing of it is kept
+                kept, nodes, dropped = [], frozenset(), [str(exc).split("; `kubesmith")[0]]
+            if not dropped:
+                return len(kept), [], None
+            aside = _aside(self.path)
+            os.replace(self.path, aside)  # the damaged file, bad records and all, stays as the backup
             self._save(kept, nodes)
             return len(kept), dropped, aside
 
@@ -250,7 +254,7 @@ class TokenFile:
         now = self._clock()
         kept = [r for r in records if (r.revoked or r.expires) + PRUNE_AFTER > now]
         known = sorted(nodes | {r.node for r in records if r.node is not None})
-        document = {"version": 1, "tokens": [asdict(record) for record in kept], "nodes": known}
+        document = {"version": STORE_VERSION, "tokens": [asdict(record) for record in kept], "nodes": known}
         fsutil.atomic_write(self.path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o600)
         os.chmod(self.path, 0o600)
 
@@ -318,17 +322,61 @@ class TokenStore(TokenFile):
 
 def _read_store(path: Path) -> tuple[list[TokenRecord], frozenset[str]]:
     """The records of a token store and every node name it knows; no CA key is needed. A damaged store
-    is a TokenError naming the file and `kubesmith token repair`."""
-    document = _store_document(path)
+    is a TokenError naming the file, the first damaged part and `kubesmith token repair`."""
+    records, nodes, damage = _parse(_store_document(path))
+    if damage:
+        more = f" and {len(damage) - 1} more" if len(damage) > 1 else ""
+        raise TokenError(f"{path}: damaged token store ({damage[0]}{more}); `kubesmith token repair` keeps the "
+                         "intact records and sets the file aside")
+    return records, nodes
+
+
+def _parse(document: dict[str, Any] | None) -> tuple[list[TokenRecord], frozenset[str], list[str]]:
+    """The intact records of a store's document, every node name it knows, and a line per damaged part
+    (what `token repair` drops): the one reading of a store, strict for every command, salvaging for repair."""
     if document is None:
-        return [], frozenset()
-    try:
-        records = [_record(item) for item in document["tokens"]]
-        nodes = frozenset(_node_name(name) for name in document.get("nodes", ()))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise TokenError(f"{path}: damaged token store ({_reason(exc)}); `kubesmith token repair` keeps the "
-                         "intact records and sets the file aside") from exc
-    return records, nodes | {r.node for r in records if r.node is not None}
+        return [], frozenset(), []
+    damage: list[str] = []
+    version = document.get("version")
+    items = document.get("tokens")
+    records: list[tuple[int, TokenRecord]] = []
+    if type(version) is not int or version != STORE_VERSION:  # `true` and 1.0 equal 1 too
+        said = f"unknown store version {version!r}" if "version" in document else "no store version"
+        damage.append(f"{said}: this kubesmith reads version {STORE_VERSION}, so none of its tokens is read")
+    elif not isinstance(items, list):
+        damage.append("the list of tokens (missing or not a list)")
+    else:
+        for index, item in enumerate(items):
+            try:
+                records.append((index, _record(item)))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                damage.append(f"tokens[{index}] ({reason(exc)})")
+    holders: dict[str, list[int]] = {}
+    for index, record in records:
+        holders.setdefault(record.id, []).append(index)
+    for token_id, indexes in holders.items():
+        if len(indexes) > 1:  # which one a revocation meant cannot be told: neither is kept
+            damage.append(f"token id {token_id!r} is held by {len(indexes)} records "
+                          f"({', '.join(f'tokens[{i}]' for i in indexes)})")
+    kept = [record for _, record in records if len(holders[record.id]) == 1]
+    names = document.get("nodes", [])
+    nodes = set()
+    if not isinstance(names, list):
+        damage.append("the list of node names (not a list)")
+    for name in names if isinstance(names, list) else ():
+        try:
+            nodes.add(_node_name(name))
+        except ValueError as exc:
+            damage.append(f"a node name ({exc})")
+    known = nodes | {r.node for _, r in records if r.node is not None}  # a name once used stays taken
+    return kept, frozenset(known), damage
+
+
+def _aside(path: Path) -> Path:
+    """Where a damaged store is set aside: beside it, named by the time, never over an earlier one."""
+    stem = f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+    names = (path.with_name(stem + (f".{count}" if count else "")) for count in itertools.count())
+    return next(aside for aside in names if not os.path.lexists(aside))
 
 
 def _store_document(path: Path) -> dict[str, Any] | None:
@@ -338,8 +386,7 @@ def _store_document(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else _reason(exc)
-        raise TokenError(f"{path}: unreadable token store ({what}); `kubesmith token repair` sets it aside "
+        raise TokenError(f"{path}: unreadable token store ({reason(exc)}); `kubesmith token repair` sets it aside "
                          "and starts an empty one") from exc
     if not isinstance(document, dict):
         raise TokenError(f"{path}: damaged token store (not a JSON object); `kubesmith token repair` sets it "
@@ -347,16 +394,12 @@ def _store_document(path: Path) -> dict[str, Any] | None:
     return document
 
 
-def _reason(exc: Exception) -> str:
-    return str(exc) if not isinstance(exc, KeyError) else f"missing {exc}"
-
-
 def _record(item: dict[str, Any]) -> TokenRecord:
     """One record, every field checked: a store edited by hand must not fail later, in a listing."""
     record = TokenRecord(id=_text(item["id"], "id"), created=_time(item["created"], "created"),
                          expires=_time(item["expires"], "expires"),
                          node=None if item.get("node") is None else _node_name(item["node"]),
-                         addresses=tuple(_text(a, "addresses") for a in item.get("addresses") or ()),
+                         addresses=tuple(_address(a) for a in item.get("addresses") or ()),
                          description=_text(item.get("description", ""), "description"),
                          nonce=_text(item["nonce"], "nonce"), wrapped_key=_text(item["wrapped_key"], "wrapped_key"),
                          revoked=None if item.get("revoked") is None else _time(item["revoked"], "revoked"))
@@ -377,36 +420,22 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
+def _address(value: Any) -> str:
+    """An IP address a node's serving certificate may carry (`token create --address`)."""
+    try:
+        if isinstance(value, str) and "%" not in value:
+            ipaddress.ip_address(value)
+            return value
+    except ValueError:
+        pass
+    raise ValueError(f"address {value!r} is not an IP address")
+
+
 def _node_name(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > 253 or \
             any(unicodedata.category(c).startswith(("C", "Z")) for c in value):
         raise ValueError(f"node name {value!r} is malformed")
     return value
-
-
-def _salvage(path: Path) -> tuple[list[TokenRecord], frozenset[str], list[str]]:
-    """The intact records and node names of a damaged store, and a line per thing dropped."""
-    try:
-        document = _store_document(path)
-    except TokenError as exc:
-        return [], frozenset(), [str(exc).split("; `kubesmith")[0]]
-    items = document.get("tokens") if document else None
-    if not isinstance(items, list):
-        return [], frozenset(), ["the list of tokens (missing or not a list)"]
-    kept, dropped = [], []
-    for index, item in enumerate(items):
-        try:
-            kept.append(_record(item))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            dropped.append(f"tokens[{index}] ({_reason(exc)})")
-    names = document.get("nodes", ()) if document else ()
-    nodes = set()
-    for name in names if isinstance(names, list) else ():
-        try:
-            nodes.add(_node_name(name))
-        except ValueError as exc:
-            dropped.append(f"a node name ({exc})")
-    return kept, frozenset(nodes), dropped
 
 
 def _b64(data: bytes) -> str:

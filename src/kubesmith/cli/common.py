@@ -49,13 +49,24 @@ def run_guarded(command: click.Command) -> int:
 
 
 class PrintableStream:
-    """A text stream that writes `printable(text)`, keeping line breaks and tabs; all else is the stream's."""
+    """A text stream that writes `printable(text)`, keeping line breaks and tabs, in what the stream's
+    encoding can carry (the rest as escapes: an ASCII locale reads `\\xe9`, and a write never fails with
+    UnicodeEncodeError); all else is the stream's.
+
+    It shows no binary `buffer`: click writes to the buffer of a stream whose encoding is ASCII, past
+    the guard; without one, click writes here, whatever the locale."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
     def write(self, text: Any) -> int:
-        self._stream.write(printable(text, keep="\n\t") if isinstance(text, str) else text)
+        if not isinstance(text, str):
+            return self._stream.write(text)  # type: ignore[no-any-return]  # refused: a text stream takes no bytes
+        safe = printable(text, keep="\n\t")
+        encoding = getattr(self._stream, "encoding", None)
+        if encoding and not safe.isascii():
+            safe = safe.encode(encoding, "backslashreplace").decode(encoding)
+        self._stream.write(safe)
         return len(text)
 
     def writelines(self, lines: Iterable[Any]) -> None:
@@ -63,6 +74,8 @@ class PrintableStream:
             self.write(line)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "buffer":
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
 
@@ -217,17 +230,17 @@ def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
 
 def read_json_config(path: str, required: bool) -> dict[str, Any]:
     """A settings file written by a module; missing is fine unless the user named it."""
-    try:
-        from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
+    from kubesmith.documents import load_json, reason
+    from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 
-        document = json.loads(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
+    try:
+        document = load_json(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
             fail(f"{path}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        fail(f"{path}: unreadable settings ({reason})", ExitCode.IO_ERROR)
+        fail(f"{path}: unreadable settings ({reason(exc)})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
         fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
@@ -314,11 +327,15 @@ def preflight_failed(failures: Iterable[Any]) -> NoReturn:
 
 def printable(text: str, keep: str = "") -> str:
     """`text` from a user or a file, safe to print: control, format and line-separator characters
-    (escape sequences that would drive the reader's terminal) are shown as escapes instead; the
-    characters in `keep` (a message's own line breaks) stay."""
+    (escape sequences that would drive the reader's terminal) are shown as escapes instead, and so are
+    surrogates (undecodable bytes of a file name, which no output encoding takes); the characters in
+    `keep` (a message's own line breaks) stay."""
     return "".join(c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
-                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in _UNPRINTABLE else c
                    for c in text)
+
+
+_UNPRINTABLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 def emit_json(data: Any) -> None:

@@ -21,6 +21,7 @@ from kubesmith.agent.keeper import condition_document
 from kubesmith.agent.report import iso
 from kubesmith.agent.trial import TrialVerdict, short
 from kubesmith.cli.common import DURATION_OR_ZERO, emit_json, fail, output_option
+from kubesmith.documents import reason
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import utc_now
 
@@ -70,8 +71,8 @@ def _kept(components_file: str) -> tuple[Component, ...]:
     """The components the keeper keeps; exit 3 naming the file when it cannot be read."""
     try:
         return load_components(Path(components_file))[1]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        fail(f"{components_file}: {exc}", ExitCode.IO_ERROR)
+    except OSError as exc:
+        fail(f"{components_file}: {reason(exc)}", ExitCode.IO_ERROR)
 
 
 def _document(name: str, verdict: TrialVerdict | None) -> dict[str, object]:

@@ -17,7 +17,6 @@ a runner that executes on that host (SSH, agent) plugs in here without other cha
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesmith import layout
+from kubesmith.documents import damaged, load_json, read_json_file
 from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, ProbeRunner, describe_error
 from kubesmith.layout import RunPaths
@@ -70,21 +70,35 @@ class AgentReport:
 
     @staticmethod
     def of(document: dict[str, Any]) -> AgentReport:
-        certificates = document.get("certificates") or []
+        certificates = [c for c in _list(document.get("certificates")) if isinstance(c, dict)]
         errors = [str(document["last_error"])] if document.get("last_error") else []
         errors += [f"{c.get('path')}: {c['last_error']}" for c in certificates if c.get("last_error")]
-        configs = [ConfigCondition.of(e) for e in document.get("configs") or () if isinstance(e, dict)]
-        return AgentReport(document.get("last_check"), document.get("last_renewal"), document.get("next_renewal"),
+        configs = [ConfigCondition.of(e) for e in _list(document.get("configs")) if isinstance(e, dict)]
+        return AgentReport(*(_text(document.get(name)) for name in ("last_check", "last_renewal", "next_renewal")),
                            len(certificates), tuple(errors), tuple(c for c in configs if c is not None))
 
     @staticmethod
     def parse(text: str) -> AgentReport | None:
         """From the state file's text; None when it is not a report (never written, or cut short)."""
         try:
-            document = json.loads(text)
+            document = load_json(text)
         except ValueError:
             return None
         return AgentReport.of(document) if isinstance(document, dict) else None
+
+    @staticmethod
+    def unreadable(exc: OSError) -> AgentReport:
+        """A report file status cannot read (a FIFO, huge, nested too deeply): said as the agent's error,
+        since the report informs and decides nothing."""
+        return AgentReport(None, None, None, 0, (f"{exc.filename}: {exc.strerror or exc}",))
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +113,7 @@ class HostView:
     problem: str | None = None  # why the host could not be reached at all (said once, for the host)
 
 
+PID_MAX = 1 << 22  # Linux's largest pid_max
 ViewFor = Callable[[HostPlan], Awaitable[HostView]]
 ETCD_MEMBERS = "/v3/cluster/member/list"
 ETCD_STATUS = "/v3/maintenance/status"
@@ -201,22 +216,30 @@ def local_agent_report(state_dir: Path, host: HostPlan) -> AgentReport | None:
     if not runs_agent(host):
         return None
     try:
-        text = (RunPaths(state_dir, host.name).root / layout.AGENT_STATE_FILE.lstrip("/")).read_text()
-    except OSError:
+        document = read_json_file(RunPaths(state_dir, host.name).root / layout.AGENT_STATE_FILE.lstrip("/"),
+                                  "the agent's report", remedy="the agent writes it anew on its next pass")
+    except FileNotFoundError:
         return None
-    return AgentReport.parse(text)
+    except OSError as exc:
+        return AgentReport.unreadable(exc)
+    return AgentReport.of(document) if isinstance(document, dict) else None
 
 
 def supervisor_services(state_dir: Path, host: str) -> dict[str, dict[str, Any]] | None:
     """Each service's record (pid, ready, done) from a live `kubesmith run` for this host; None when no
-    supervisor runs it."""
+    supervisor runs it. A record that is not one `run` wrote (a FIFO, huge, damaged) is an OSError naming it."""
+    path = RunPaths(state_dir, host).state_file
+    expected, remedy = "the record of a `kubesmith run`", "remove it when no `kubesmith run` runs the host"
     try:
-        state = json.loads(RunPaths(state_dir, host).state_file.read_text())
-    except (OSError, ValueError):
+        state = read_json_file(path, expected, remedy=remedy)
+    except FileNotFoundError:
         return None
+    services = state.get("services", {}) if isinstance(state, dict) else None
+    if not isinstance(services, dict) or not all(isinstance(entry, dict) for entry in services.values()):
+        raise damaged(path, expected, ValueError("its services are not an object of records"), remedy)
     if not pid_alive(state.get("supervisor")):
         return None
-    return dict(state.get("services", {}))
+    return dict(services)
 
 
 def ran_here(state_dir: Path, host: str) -> bool:
@@ -225,8 +248,10 @@ def ran_here(state_dir: Path, host: str) -> bool:
     return RunPaths(state_dir, host).state_file.exists()
 
 
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
+def pid_alive(pid: object) -> bool:
+    """Whether `pid` names a live process; what is no process id (a string, -1, 2**80 from a damaged
+    record) names none."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX:
         return False
     try:
         os.kill(pid, 0)
