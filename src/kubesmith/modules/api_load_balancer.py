@@ -89,6 +89,7 @@ class ApiLoadBalancerModule(Module):
                             run_on=ctx.host.name),
             needs_files=(CONFIG_PATH, client.cert_path, client.key_path),
             watch_files=(client.cert_path, client.key_path),
+            ports=(options.port, options.monitor_port),
             unit_settings=(("DynamicUser", "yes"),
                            ("LoadCredential", f"{CERTIFICATE}.crt:{client.cert_path}"),
                            ("LoadCredential", f"{CERTIFICATE}.key:{client.key_path}")),
