@@ -8,6 +8,7 @@ from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
+from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
                                       config_type_findings, config_value, flag_value_problem, go_strings,
                                       setting_findings, tls_version_problem)
@@ -34,6 +35,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
+    findings += config_value_findings(cluster.spec.components)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
     findings += _apiserver_values(cluster)

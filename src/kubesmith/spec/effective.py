@@ -135,10 +135,6 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> 
     text = _text(value)
     if problem := list_flag_problem(flag, go_strings(value)):
         return problem
-    if flag == "tls-min-version":
-        return tls_version_problem(text, "etcd" if binary == "etcd" else "kubernetes")
-    if problem := flag_setting_problem(binary, flag, text):
-        return problem
     if kind == "bool" and go_bool(value) is None:
         return (f"{binary} reads --{flag} as a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False), "
                 f"not {text!r}")
@@ -152,7 +148,9 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> 
     if kind == "strings" and (found := _LIST_SEPARATORS.search(text)):
         return (f"{binary} reads --{flag} as a comma-separated list; an item may not hold quotes or whitespace "
                 f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
-    return None
+    if flag == "tls-min-version":
+        return tls_version_problem(text, "etcd" if binary == "etcd" else "kubernetes")
+    return flag_setting_problem(binary, flag, text)
 
 
 def flag_setting_problem(binary: str, flag: str, text: str) -> str | None:
