@@ -316,7 +316,8 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
     findings: list[Finding] = []
     components = cluster.spec.components
     if cluster.minor not in registry.gate_minors and (cluster.spec.feature_gates or any(
-            getattr(components, key).feature_gates for key in takers)):
+            getattr(components, key).feature_gates for key in takers) or any(
+            config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
                          f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
                          f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
