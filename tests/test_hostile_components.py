@@ -185,6 +185,8 @@ LEGITIMATE: dict[str, str] = {
     "kubelet-config-oom-ok": kubelet_config("{oomScoreAdj: -999, nodeStatusMaxImages: -1}"),
     "scheduler-config-ok": component("scheduler", "{extraConfig: {percentageOfNodesToScore: 0, parallelism: 16, "
                                                   "profiles: [{schedulerName: a}, {schedulerName: b}]}}"),
+    "containerd-same-sandbox-image": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
+                                                                   "{sandbox_image: 'kubesmith.local/pause:1'}}}}"),
     "containerd-version-2": component("containerRuntime", "{extraConfig: {version: 2}}"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                  "{max_container_log_line_size: 32768}}}}"),
@@ -213,3 +215,11 @@ def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
     result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr
+
+
+def test_the_kubelet_of_1_28_keeps_its_in_tree_cloud_providers(tmp_path: Path) -> None:
+    """DisableCloudProviders is on by default from 1.29 only: 1.28's kubelet still takes --cloud-provider=gce."""
+    (tmp_path / "c.yaml").write_text(HEAD.replace('"1.33.2"', '"1.28.15"') + HOSTS +
+                                     kubelet_flag("cloud-provider", "gce"))
+    result = kubesmith("validate", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr

@@ -390,7 +390,8 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
-                (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value)
+                (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
+                                    minor)
                  if isinstance(value, (str, int)) else None)  # other types: the type check names them
             if message:
                 findings.append((("spec", "components", _alias(module.key), "extraArgs", str(flag)), message, "error"))

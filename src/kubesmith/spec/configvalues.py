@@ -45,9 +45,8 @@ _EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
 
 
 def quantity_problem(value: Any) -> str | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return None
-    if isinstance(value, str) and _QUANTITY.fullmatch(value):
+    """Why the text `value` is no resource.Quantity, or None (other types: the number and type checks)."""
+    if not isinstance(value, str) or _QUANTITY.fullmatch(value):
         return None
     return f"{yaml_text(value)} is no resource quantity (such as 500m, 1Gi or 2)"
 

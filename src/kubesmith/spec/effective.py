@@ -130,7 +130,7 @@ def list_flag_problem(flag: str, items: list[str]) -> str | None:
     return None
 
 
-def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> str | None:
+def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, minor: str | None = None) -> str | None:
     """Why `binary` cannot parse `value` for `flag` of type `kind`, or None (unknown kinds are not checked)."""
     text = _text(value)
     if problem := list_flag_problem(flag, go_strings(value)):
@@ -150,10 +150,10 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> 
                 f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
     if flag == "tls-min-version":
         return tls_version_problem(text, "etcd" if binary == "etcd" else "kubernetes")
-    return flag_setting_problem(binary, flag, text)
+    return flag_setting_problem(binary, flag, text, minor)
 
 
-def flag_setting_problem(binary: str, flag: str, text: str) -> str | None:
+def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = None) -> str | None:
     """Why `binary` refuses, at its start, a well-typed value of `flag` (or the value weakens it), or None."""
     if binary == "kube-apiserver" and flag == "etcd-servers-overrides":
         # "/group/resource#server;server,..." (a comma between overrides, a semicolon between servers)
@@ -167,7 +167,8 @@ def flag_setting_problem(binary: str, flag: str, text: str) -> str | None:
         number = go_int(text)
         if number is not None and number < 0:
             return f"kube-apiserver refuses a negative --{flag} ({number}); 0 means no limit"
-    if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external"):
+    # 1.28's kubelet still has in-tree providers (DisableCloudProviders turned on by default in 1.29)
+    if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external") and minor != "1.28":
         return (f"the kubelet takes --cloud-provider only as external or empty: the in-tree cloud providers such "
                 f"as {text!r} were removed (an external cloud-controller-manager replaces them)")
     if binary == "kube-apiserver" and flag in ("enable-admission-plugins", "disable-admission-plugins"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesmith.images import PAUSE_IMAGE
 from kubesmith.spec.effective import value_at
 
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
@@ -178,8 +179,8 @@ def typed_values(spec: Any) -> dict[str, dict[tuple[str, ...], Any]]:
     }
     if "cgroupDriver" in kubelet:
         values["kubelet"][("cgroupDriver",)] = kubelet["cgroupDriver"]
-    if "sandboxImage" in runtime:
-        values["containerRuntime"][("plugins", "io.containerd.grpc.v1.cri", "sandbox_image")] = runtime["sandboxImage"]
+    values["containerRuntime"][("plugins", "io.containerd.grpc.v1.cri", "sandbox_image")] = \
+        _raw(runtime, "sandboxImage", default=PAUSE_IMAGE)
     return values
 
 
