@@ -223,3 +223,22 @@ def test_the_kubelet_of_1_28_keeps_its_in_tree_cloud_providers(tmp_path: Path) -
                                      kubelet_flag("cloud-provider", "gce"))
     result = kubesmith("validate", "c.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("release", ["current", "older"])
+def test_every_admission_plugin_the_real_api_server_lists_is_known(release: str) -> None:
+    """The list refuses names kube-apiserver refuses; a plugin its --help lists must never be refused."""
+    import re
+    import subprocess
+
+    from k8s_support import older_binaries, real_binaries
+    from kubesmith.spec.effective import ADMISSION_PLUGINS
+
+    binaries = real_binaries() if release == "current" else older_binaries()
+    usage = subprocess.run([str(binaries / "kube-apiserver"), "--help"], capture_output=True, text=True,
+                           timeout=60).stdout
+    line = next(text for text in usage.splitlines() if "--enable-admission-plugins strings" in text)
+    listed = set(re.findall(r"\b[A-Z][A-Za-z0-9]+\b", line.split("admission plugins that should be enabled", 1)[1]))
+    listed -= {"Comma", "The"}
+    assert len(listed) > 20, line
+    assert listed <= ADMISSION_PLUGINS, sorted(listed - ADMISSION_PLUGINS)

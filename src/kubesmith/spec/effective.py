@@ -179,15 +179,17 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
 
 
 # The admission plugins kube-apiserver registers in the supported releases (its --help lists them under
-# --enable-admission-plugins): it refuses to start with any other name
+# --enable-admission-plugins; checked against v1.35.6's and v1.36.2's, older names kept for older
+# releases): it refuses to start with any other name
 ADMISSION_PLUGINS = frozenset({
     "AlwaysAdmit", "AlwaysDeny", "AlwaysPullImages", "CertificateApproval", "CertificateSigning",
     "CertificateSubjectRestriction", "ClusterTrustBundleAttest", "DefaultIngressClass", "DefaultStorageClass",
     "DefaultTolerationSeconds", "DenyServiceExternalIPs", "EventRateLimit", "ExtendedResourceToleration",
-    "ImagePolicyWebhook", "LimitPodHardAntiAffinityTopology", "LimitRanger", "MutatingAdmissionPolicy",
+    "ImagePolicyWebhook", "JobValidation", "LimitPodHardAntiAffinityTopology", "LimitRanger", "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook", "NamespaceAutoProvision", "NamespaceExists", "NamespaceLifecycle",
     "NodeDeclaredFeatureValidator", "NodeRestriction", "OwnerReferencesPermissionEnforcement",
-    "PersistentVolumeClaimResize", "PersistentVolumeLabel", "PodNodeSelector", "PodSecurity", "PodTolerationRestriction",
+    "PersistentVolumeClaimResize", "PersistentVolumeLabel", "PodGroupProtection", "PodGroupWorkloadExists",
+    "PodNodeSelector", "PodResizeValidator", "PodSecurity", "PodTolerationRestriction",
     "PodTopologyLabels", "Priority", "ResourceQuota", "RuntimeClass", "SecurityContextDeny", "ServiceAccount",
     "StorageObjectInUseProtection", "TaintNodesByCondition", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
 })
