@@ -8,8 +8,10 @@ from typing import Any
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
-from kubesmith.spec.effective import (cipher_problem, config_duration_findings, config_type_findings, config_value,
-                                      flag_value_problem, go_strings, setting_findings)
+from kubesmith.spec.configvalues import config_value_findings
+from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
+                                      config_type_findings, config_value, flag_value_problem, go_strings,
+                                      setting_findings, tls_version_problem)
 from kubesmith.spec.errors import LocPart, yaml_key
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
@@ -35,8 +37,10 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
+    findings += config_value_findings(cluster.spec.components)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
+    findings += _apiserver_values(cluster)
     findings += _security(cluster)
     findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
@@ -258,6 +262,54 @@ def _ciphers(cluster: Cluster) -> list[Finding]:
             if (problem := cipher_problem(name))]
 
 
+# what --kubelet-preferred-address-types takes (k8s.io/api/core/v1 NodeAddressType)
+NODE_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
+# each authorization mode kube-apiserver knows, and the flag it refuses to start without
+AUTHORIZATION_MODES = {"AlwaysAllow": None, "AlwaysDeny": None, "Node": None, "RBAC": None,
+                       "ABAC": "authorization-policy-file", "Webhook": "authorization-webhook-config-file"}
+
+
+def _apiserver_values(cluster: Cluster) -> list[Finding]:
+    """Typed values the API server (or the kubelet) refuses at start, or that weaken TLS below 1.2."""
+    components = cluster.spec.components
+    options = components.apiserver
+    where = ("spec", "components", "apiserver")
+    findings: list[Finding] = [((*where, "enableAdmissionPlugins", index), problem, "error")
+                               for index, plugin in enumerate(options.enable_admission_plugins)
+                               if (problem := admission_plugin_problem(plugin))]
+    for index, mode in enumerate(options.authorization_mode):
+        if mode not in AUTHORIZATION_MODES:
+            findings.append(((*where, "authorizationMode", index), f"kube-apiserver has no authorization mode "
+                             f"{mode!r} (modes: {', '.join(AUTHORIZATION_MODES)})", "error"))
+        elif (needed := AUTHORIZATION_MODES[mode]) and needed not in options.extra_args:
+            findings.append(((*where, "authorizationMode", index), f"{mode} needs its configuration: set "
+                             f"extraArgs {needed} as well, or kube-apiserver refuses to start", "error"))
+    findings += [((*where, "kubeletPreferredAddressTypes", index), f"{kind!r} is no node address type (types: "
+                  f"{', '.join(NODE_ADDRESS_TYPES)}): kube-apiserver refuses to start", "error")
+                 for index, kind in enumerate(options.kubelet_preferred_address_types) if kind not in NODE_ADDRESS_TYPES]
+    present, version = config_value(components.kubelet, ("tlsMinVersion",))
+    if present and isinstance(version, str) and (problem := tls_version_problem(version)):
+        findings.append((("spec", "components", "kubelet", "extraConfig", "tlsMinVersion"), problem, "error"))
+    # a typed option's field repeated in extraConfig wins (documented precedence), but not with a value the
+    # typed option refuses: that would route around its check
+    kubelet_config, proxy_config = components.kubelet.extra_config, components.proxy.extra_config
+    for field, low, option in (("podPidsLimit", -1, "-1 (no limit) or more"), ("maxPods", 1, "1 or more")):
+        value = kubelet_config.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value < low:
+            findings.append((("spec", "components", "kubelet", "extraConfig", field), f"{value} is refused by the "
+                             f"typed option spec.components.kubelet.{field}, which takes {option}", "error"))
+    mode = proxy_config.get("mode")
+    if isinstance(mode, str) and mode not in ("", "iptables", "ipvs", "nftables"):
+        findings.append((("spec", "components", "proxy", "extraConfig", "mode"), f"kube-proxy has no mode {mode!r} "
+                         "(iptables, ipvs or nftables): it refuses to start", "error"))
+    domain = components.kubelet.cluster_domain
+    if domain is not None and domain != cluster.spec.network.dns_domain:
+        findings.append((("spec", "components", "kubelet", "clusterDomain"), f"{domain!r} is not "
+                         f"spec.network.dnsDomain ({cluster.spec.network.dns_domain}), the zone CoreDNS serves: pods "
+                         "would search a domain nothing answers; set spec.network.dnsDomain instead", "error"))
+    return findings
+
+
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
     """Gates against what the release's binaries know: the cluster's against every component that takes
     gates, a component's own against its binary."""
@@ -266,7 +318,8 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
     findings: list[Finding] = []
     components = cluster.spec.components
     if cluster.minor not in registry.gate_minors and (cluster.spec.feature_gates or any(
-            getattr(components, key).feature_gates for key in takers)):
+            getattr(components, key).feature_gates for key in takers) or any(
+            config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
                          f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
                          f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
@@ -278,6 +331,13 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
         for name, value in own.items():
             if problem := registry.check_gate((binary,), name, value, cluster.minor):
                 findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
+    # the gates of a configuration document (extraConfig featureGates) are the binary's own gates too
+    for key, binary in (("kubelet", "kubelet"), ("proxy", "kube-proxy")):
+        present, gates = config_value(getattr(components, key), ("featureGates",))
+        for name, value in (gates.items() if present and isinstance(gates, dict) else ()):
+            if isinstance(value, bool) and (problem := registry.check_gate((binary,), str(name), value, cluster.minor)):
+                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), problem,
+                                 "error"))
     return findings
 
 
@@ -318,7 +378,7 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
     if not isinstance(spec, dict):
         return []
     components = spec.get("components")
-    findings: list[Finding] = list(managed_config_findings(components))
+    findings: list[Finding] = list(managed_config_findings(components, spec))
     if not isinstance(spec.get("kubernetesVersion"), str):
         return findings
     minor = ".".join(spec["kubernetesVersion"].removeprefix("v").split(".")[:2])
@@ -332,7 +392,8 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
-                (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value)
+                (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
+                                    minor)
                  if isinstance(value, (str, int)) else None)  # other types: the type check names them
             if message:
                 findings.append((("spec", "components", _alias(module.key), "extraArgs", str(flag)), message, "error"))

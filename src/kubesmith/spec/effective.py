@@ -12,6 +12,7 @@ is merged over the typed options.)
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterator
@@ -69,6 +70,23 @@ GO_INSECURE_CIPHERS = frozenset({
     "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "TLS_ECDHE_RSA_WITH_RC4_128_SHA", "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
     "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
 })
+# Every name Go's crypto/tls knows (tls.CipherSuites() and tls.InsecureCipherSuites()), with the two
+# CHACHA20 aliases without _SHA256 that component-base's --tls-cipher-suites also takes: a binary refuses
+# to start with any other name ("Cipher suite TLS_FOO not supported or doesn't exist").
+GO_SECURE_CIPHERS = frozenset({
+    "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_RSA_WITH_AES_128_CBC_SHA", "TLS_RSA_WITH_AES_256_CBC_SHA", "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+})
+# TLS versions as Kubernetes binaries (--tls-min-version, tlsMinVersion) and etcd (--tls-min-version) name
+# them: kubesmith serves TLS 1.2 or newer, so the older two weaken it; any other name stops the binary
+TLS_VERSIONS = {"kubernetes": (("VersionTLS12", "VersionTLS13"), ("VersionTLS10", "VersionTLS11")),
+                "etcd": (("TLS1.2", "TLS1.3"), ("TLS1.0", "TLS1.1"))}
 # what a component's --authorization-always-allow-paths may hold: its health endpoints (the default)
 HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
 
@@ -78,6 +96,21 @@ def cipher_problem(name: Any) -> str | None:
     if name in GO_INSECURE_CIPHERS:
         return (f"{name} is one of Go's insecure cipher suites (tls.InsecureCipherSuites: RC4, 3DES, CBC with "
                 "SHA-256); name only suites Go counts as secure (CIS 1.2.29, 4.2.12)")
+    if name not in GO_SECURE_CIPHERS:
+        close = difflib.get_close_matches(str(name), sorted(GO_SECURE_CIPHERS), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]!r}?" if close else "name one of Go's secure suites (tls.CipherSuites())"
+        return f"Go knows no cipher suite {name!r}: the component refuses to start; {hint}"
+    return None
+
+
+def tls_version_problem(value: Any, family: str = "kubernetes") -> str | None:
+    """Why the minimum TLS version `value` is refused (below TLS 1.2, or unknown), or None."""
+    good, weak = TLS_VERSIONS[family]
+    if value in weak:
+        return (f"{value} is below TLS 1.2, which kubesmith requires of every endpoint (older versions have "
+                f"known attacks); use {good[0]} or {good[1]}")
+    if value not in good:
+        return f"the component reads the minimum TLS version as {' or '.join(good)}, not {yaml_text(value)}"
     return None
 
 
@@ -85,7 +118,7 @@ def list_flag_problem(flag: str, items: list[str]) -> str | None:
     """Why a list flag's items weaken what the flag guards, or None: insecure ciphers, paths that skip
     authorization beyond the health endpoints."""
     for item in items:
-        if flag == "tls-cipher-suites" and (problem := cipher_problem(item)):
+        if flag in ("tls-cipher-suites", "cipher-suites") and (problem := cipher_problem(item)):
             return problem
         if flag == "authorization-always-allow-paths" and item not in HEALTH_PATHS:
             # no opt-in: spec.security.allowInsecure takes CIS ids, and no CIS check names this flag
@@ -97,7 +130,7 @@ def list_flag_problem(flag: str, items: list[str]) -> str | None:
     return None
 
 
-def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> str | None:
+def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, minor: str | None = None) -> str | None:
     """Why `binary` cannot parse `value` for `flag` of type `kind`, or None (unknown kinds are not checked)."""
     text = _text(value)
     if problem := list_flag_problem(flag, go_strings(value)):
@@ -115,6 +148,64 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any) -> 
     if kind == "strings" and (found := _LIST_SEPARATORS.search(text)):
         return (f"{binary} reads --{flag} as a comma-separated list; an item may not hold quotes or whitespace "
                 f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
+    if flag == "tls-min-version":
+        return tls_version_problem(text, "etcd" if binary == "etcd" else "kubernetes")
+    return flag_setting_problem(binary, flag, text, minor)
+
+
+def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = None) -> str | None:
+    """Why `binary` refuses, at its start, a well-typed value of `flag` (or the value weakens it), or None."""
+    if binary == "kube-apiserver" and flag == "etcd-servers-overrides":
+        # "/group/resource#server;server,..." (a comma between overrides, a semicolon between servers)
+        servers = [url for item in text.split(",") for url in item.partition("#")[2].split(";") if url]
+        if plain := next((url for url in servers if not url.startswith("https://")), None):
+            return (f"{plain} is no https:// URL: the API server would store those resources in an etcd it reaches "
+                    "without TLS and without kubesmith's client certificate")
+    if binary == "kube-apiserver" and flag == "storage-backend" and text not in ("", "etcd3"):
+        return f"kube-apiserver knows the storage backend etcd3 only, not {text!r}"
+    if binary == "kube-apiserver" and flag in ("max-requests-inflight", "max-mutating-requests-inflight"):
+        number = go_int(text)
+        if number is not None and number < 0:
+            return f"kube-apiserver refuses a negative --{flag} ({number}); 0 means no limit"
+    # 1.28's kubelet still has in-tree providers (DisableCloudProviders turned on by default in 1.29)
+    if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external") and minor != "1.28":
+        return (f"the kubelet takes --cloud-provider only as external or empty: the in-tree cloud providers such "
+                f"as {text!r} were removed (an external cloud-controller-manager replaces them)")
+    if binary == "kube-apiserver" and flag in ("enable-admission-plugins", "disable-admission-plugins"):
+        for plugin in go_strings(text):
+            if problem := admission_plugin_problem(plugin):
+                return problem
+    return None
+
+
+# The admission plugins kube-apiserver registers in the supported releases (its --help lists them under
+# --enable-admission-plugins; checked against v1.35.6's and v1.36.2's, older names kept for older
+# releases): it refuses to start with any other name
+ADMISSION_PLUGINS = frozenset({
+    "AlwaysAdmit", "AlwaysDeny", "AlwaysPullImages", "CertificateApproval", "CertificateSigning",
+    "CertificateSubjectRestriction", "ClusterTrustBundleAttest", "DefaultIngressClass", "DefaultStorageClass",
+    "DefaultTolerationSeconds", "DenyServiceExternalIPs", "EventRateLimit", "ExtendedResourceToleration",
+    "ImagePolicyWebhook", "JobValidation", "LimitPodHardAntiAffinityTopology", "LimitRanger", "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook", "NamespaceAutoProvision", "NamespaceExists", "NamespaceLifecycle",
+    "NodeDeclaredFeatureValidator", "NodeRestriction", "OwnerReferencesPermissionEnforcement",
+    "PersistentVolumeClaimResize", "PersistentVolumeLabel", "PodGroupProtection", "PodGroupWorkloadExists",
+    "PodNodeSelector", "PodResizeValidator", "PodSecurity", "PodTolerationRestriction",
+    "PodTopologyLabels", "Priority", "ResourceQuota", "RuntimeClass", "SecurityContextDeny", "ServiceAccount",
+    "StorageObjectInUseProtection", "TaintNodesByCondition", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+})
+# removed plugins, with the release that removed them (removed_flags.json's removed_values)
+REMOVED_ADMISSION_PLUGINS = {"Initializers": "1.14", "PodSecurityPolicy": "1.25", "PodPreset": "1.20"}
+
+
+def admission_plugin_problem(plugin: str) -> str | None:
+    """Why kube-apiserver refuses the admission plugin `plugin`, or None."""
+    if plugin in REMOVED_ADMISSION_PLUGINS:
+        return (f"the admission plugin {plugin} was removed in Kubernetes {REMOVED_ADMISSION_PLUGINS[plugin]}: "
+                "kube-apiserver refuses to start with it")
+    if plugin not in ADMISSION_PLUGINS:
+        close = difflib.get_close_matches(plugin, sorted(ADMISSION_PLUGINS), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"kube-apiserver has no admission plugin {plugin!r}: it refuses to start with it{hint}"
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesmith.images import PAUSE_IMAGE
 from kubesmith.spec.effective import value_at
 
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
@@ -69,6 +70,8 @@ MANAGED: dict[str, dict[str, str]] = {
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
         "authentication-token-webhook": _TOKEN_WEBHOOK, "cluster-dns": "clusterDns",
         "port": "port", "healthz-port": "healthzPort", "healthz-bind-address": _PROBED,  # see MANAGED_CONFIG
+        "cluster-domain": "spec.network.dnsDomain", "container-runtime-endpoint": "containerRuntimeEndpoint",
+        "cgroup-driver": "cgroupDriver", "manifest-url": "nothing: _STATIC_URL",
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
                              "healthz-bind-address": "healthzPort"},
@@ -107,11 +110,25 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         ("authentication", "webhook", "enabled"): _TOKEN_WEBHOOK,
         ("authentication", "x509", "clientCAFile"): PKI, ("tlsCertFile",): PKI, ("tlsPrivateKeyFile",): PKI,
         ("clusterDNS",): "clusterDns", ("port",): "port", ("healthzPort",): "healthzPort",
-        ("healthzBindAddress",): _PROBED,
+        ("healthzBindAddress",): _PROBED, ("staticPodURL",): "nothing: _STATIC_URL",
+        ("clusterDomain",): "spec.network.dnsDomain", ("containerRuntimeEndpoint",): "containerRuntimeEndpoint",
+        ("cgroupDriver",): "cgroupDriver",
     },
     "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
-    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort"},
+    "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort",
+                          ("clusterCIDR",): "clusterCidr"},
+    # containerd's config.toml: kubesmith writes version 2 tables (a `version: 3` file ignores them, and with
+    # them SystemdCgroup and the sandbox image), the runc runtime, and the socket the kubelet dials
+    "containerRuntime": {
+        ("version",): "kubesmith (version 2: the format of the plugin tables it writes)",
+        ("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name"):
+            "kubesmith (runc, the runtime it configures)",
+        ("grpc", "address"): "socket", ("plugins", "io.containerd.grpc.v1.cri", "sandbox_image"): "sandboxImage",
+    },
 }
+# a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
+_STATIC_URL = ("kubesmith runs no static pods from a URL: the kubelet would run whatever that server hands it, "
+               "past authorization and admission; deploy workloads through the API (spec.addons)")
 
 
 def managed_flag_problem(binary: str, component: str, flag: str) -> str | None:
@@ -134,16 +151,48 @@ SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
                 ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1"},
     "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
     "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
+    "containerRuntime": {("version",): 2,
+                         ("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name"): "runc"},
 }
 
 
-def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str, str]]:
-    """Every managed field set in an extraConfig (raw data: spec.components), located."""
+def _raw(data: Any, *path: str, default: Any = None) -> Any:
+    present, value = value_at(data, path)
+    return value if present and value is not None else default
+
+
+def typed_values(spec: Any) -> dict[str, dict[tuple[str, ...], Any]]:
+    """What kubesmith writes for the managed fields a typed option (or spec.network) sets, from raw data
+    (defaults: the models'); a field it derives from the host (cgroupDriver, unset) is absent."""
+    components = _raw(spec, "components", default={})
+    kubelet, proxy = _raw(components, "kubelet", default={}), _raw(components, "proxy", default={})
+    runtime = _raw(components, "containerRuntime", default={})
+    socket = _raw(runtime, "socket", default="/run/containerd/containerd.sock")
+    values: dict[str, dict[tuple[str, ...], Any]] = {
+        "kubelet": {("port",): _raw(kubelet, "port", default=10250),
+                    ("healthzPort",): _raw(kubelet, "healthzPort", default=10248),
+                    ("clusterDomain",): _raw(spec, "network", "dnsDomain", default="cluster.local"),
+                    ("containerRuntimeEndpoint",): _raw(kubelet, "containerRuntimeEndpoint", default=f"unix://{socket}")},
+        "proxy": {("clusterCIDR",): _raw(proxy, "clusterCidr",
+                                          default=_raw(spec, "network", "clusterCidr", default="10.200.0.0/16"))},
+        "containerRuntime": {("grpc", "address"): socket},
+    }
+    if "cgroupDriver" in kubelet:
+        values["kubelet"][("cgroupDriver",)] = kubelet["cgroupDriver"]
+    values["containerRuntime"][("plugins", "io.containerd.grpc.v1.cri", "sandbox_image")] = \
+        _raw(runtime, "sandboxImage", default=PAUSE_IMAGE)
+    return values
+
+
+def managed_config_findings(components: Any, spec: Any = None) -> list[tuple[tuple[str, ...], str, str]]:
+    """Every managed field set in an extraConfig (raw data: spec.components), located; a value equal to what
+    kubesmith writes there replaces nothing and passes."""
     findings: list[tuple[tuple[str, ...], str, str]] = []
+    typed = typed_values(spec if isinstance(spec, dict) else {"components": components})
     for section, fields in MANAGED_CONFIG.items():
         config = components.get(section) if isinstance(components, dict) else None
         config = config.get("extraConfig") if isinstance(config, dict) else None
-        same = SAME_AS_KUBESMITH.get(section, {})
+        same = SAME_AS_KUBESMITH.get(section, {}) | typed.get(section, {})
         for path in fields:
             present, value = value_at(config, path)
             if not present or (path in same and value == same[path] and type(value) is type(same[path])):
@@ -154,6 +203,8 @@ def managed_config_findings(components: Any) -> list[tuple[tuple[str, ...], str,
 
 
 def _managed(what: str, component: str, instead: str, route: str) -> str:
+    if instead == "nothing: _STATIC_URL":
+        return f"{what}: {_STATIC_URL}"
     if instead.replace(".", "").isalnum() and instead[:1].islower() and " " not in instead:
         option = instead if "." in instead and instead.split(".")[0] in ("spec", "metadata") else \
             f"spec.components.{component}.{instead}"

@@ -1,0 +1,140 @@
+"""extraConfig values a component's own validation refuses at its start (the kubelet's
+pkg/kubelet/apis/config/validation, kube-proxy's and kube-scheduler's config validation): enumerations,
+ranges, resource quantities, eviction thresholds, and the few rules across fields that kubesmith's
+defaults make reachable. Only what the binary refuses is refused; a field not named here is left to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from kubesmith.spec.effective import Finding, value_at
+from kubesmith.spec.errors import yaml_text
+
+ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
+    "kubelet": {
+        ("hairpinMode",): ("promiscuous-bridge", "hairpin-veth", "none"),
+        ("topologyManagerPolicy",): ("none", "best-effort", "restricted", "single-numa-node"),
+        ("topologyManagerScope",): ("container", "pod"),
+        ("cpuManagerPolicy",): ("none", "static"),
+        ("memoryManagerPolicy",): ("None", "Static"),
+        ("configMapAndSecretChangeDetectionStrategy",): ("Get", "Cache", "Watch"),
+    },
+}
+# (lowest, highest) an integer field takes; None: no bound
+RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
+    "kubelet": {
+        ("nodeStatusMaxImages",): (-1, None), ("containerLogMaxFiles",): (2, None), ("oomScoreAdj",): (-1000, 1000),
+        ("maxParallelImagePulls",): (1, None), ("imageGCHighThresholdPercent",): (0, 100),
+        ("imageGCLowThresholdPercent",): (0, 100), ("podsPerCore",): (0, None), ("eventRecordQPS",): (0, None),
+        ("eventBurst",): (0, None), ("registryPullQPS",): (0, None), ("registryBurst",): (0, None),
+        ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None),
+    },
+    "proxy": {("conntrack", "maxPerCore"): (0, None), ("conntrack", "min"): (0, None),
+              ("oomScoreAdj",): (-1000, 1000)},
+    "scheduler": {("percentageOfNodesToScore",): (0, 100), ("parallelism",): (1, None),
+                  ("podInitialBackoffSeconds",): (1, None)},
+}
+# resource.Quantity's text: a signed decimal, then a binary (Ki...), decimal (n, u, m, k, M...) or exponent suffix
+_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler"}
+_RESERVED = ("systemReserved", "kubeReserved")
+_EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
+
+
+def quantity_problem(value: Any) -> str | None:
+    """Why the text `value` is no resource.Quantity, or None (other types: the number and type checks)."""
+    if not isinstance(value, str) or _QUANTITY.fullmatch(value):
+        return None
+    return f"{yaml_text(value)} is no resource quantity (such as 500m, 1Gi or 2)"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def config_value_findings(components: Any) -> Iterator[Finding]:
+    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start, located."""
+    configs = {"kubelet": components.kubelet.extra_config, "proxy": components.proxy.extra_config,
+               "scheduler": components.scheduler.extra_config}
+    for section, fields in ENUMS.items():
+        for path, allowed in fields.items():
+            present, value = value_at(configs[section], path)
+            if present and isinstance(value, str) and value not in allowed:
+                yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {', '.join(allowed)}, "
+                       f"not {value!r}: it refuses to start", "error")
+    for section, bounds in RANGES.items():
+        for path, (low, high) in bounds.items():
+            present, value = value_at(configs[section], path)
+            number = _int(value) if present else None
+            if number is not None and ((low is not None and number < low) or (high is not None and number > high)):
+                span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
+                yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
+    yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
+    yield from _scheduler(configs["scheduler"])
+
+
+def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
+    if "containerLogMaxSize" in config and isinstance(config["containerLogMaxSize"], str) and \
+            (problem := quantity_problem(config["containerLogMaxSize"])):
+        yield _loc("kubelet", "containerLogMaxSize"), f"the kubelet refuses containerLogMaxSize: {problem}", "error"
+    for field in _RESERVED:
+        reserved = config.get(field)
+        for name, value in (reserved.items() if isinstance(reserved, dict) else ()):
+            if problem := quantity_problem(value):
+                yield _loc("kubelet", field, name), f"the kubelet refuses {field}.{name}: {problem}", "error"
+    for field in _EVICTION:
+        thresholds = config.get(field)
+        for signal, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
+            if isinstance(value, str) and value.endswith("%"):
+                try:
+                    percent: float | None = float(value[:-1])
+                except ValueError:
+                    percent = None
+                if percent is None or not 0 <= percent <= 100:
+                    yield (_loc("kubelet", field, signal), f"the kubelet takes a percentage threshold in [0%, 100%], "
+                           f"not {value!r}", "error")
+            elif problem := quantity_problem(value):
+                yield _loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal}: {problem}", "error"
+    # "enforceNodeAllocatable (--enforce-node-allocatable) is not supported unless cgroupsPerQOS ... is turned
+    # on": its default is [pods]
+    if config.get("cgroupsPerQOS") is False and config.get("enforceNodeAllocatable", ["pods"]) not in ([], None):
+        yield (_loc("kubelet", "cgroupsPerQOS"), "without cgroupsPerQOS the kubelet refuses to enforce node "
+               "allocatable, which it does by default (enforceNodeAllocatable: [pods]); set enforceNodeAllocatable: "
+               "[] as well", "error")
+    if config.get("cpuManagerPolicy") == "static" and not _reserves_cpu(config, flags):
+        yield (_loc("kubelet", "cpuManagerPolicy"), "the static CPU manager policy needs CPUs reserved for the "
+               "system (reservedSystemCPUs, or a cpu in kubeReserved or systemReserved): the kubelet refuses to "
+               "start without", "error")
+
+
+def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
+    if config.get("reservedSystemCPUs") or any(flag in flags for flag in
+                                               ("reserved-cpus", "kube-reserved", "system-reserved")):
+        return True
+    for field in _RESERVED:
+        reserved = config.get(field)
+        cpu = reserved.get("cpu") if isinstance(reserved, dict) else None
+        match = _QUANTITY.fullmatch(str(cpu)) if cpu is not None and not isinstance(cpu, bool) else None
+        if match and not str(cpu).startswith("-") and re.search(r"[1-9]", match.group(1)):
+            return True
+    return False
+
+
+def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
+    profiles = config.get("profiles")
+    seen: dict[str, int] = {}
+    for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
+        name = profile.get("schedulerName", "default-scheduler") if isinstance(profile, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
+                   f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
+        seen.setdefault(name, index)
+
+
+def _loc(section: str, *path: Any) -> tuple[Any, ...]:
+    return ("spec", "components", section, "extraConfig", *path)
