@@ -6,6 +6,7 @@ import ipaddress
 import posixpath
 import re
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -202,6 +203,23 @@ def _image_reference(value: str) -> str:
     return value
 
 
+def _https_url(value: str) -> str:
+    """An https URL a client dials: a host (an address, IPv6 in brackets, or a DNS name), an optional port,
+    no whitespace, query or fragment."""
+    _text(value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a URL ({exc})") from None
+    host = parts.netloc.rpartition("@")[2].rpartition(":")[0] if port is not None else parts.netloc
+    if parts.scheme != "https" or not host or "@" in parts.netloc or not _is_host(host) or port == 0 \
+            or parts.query or parts.fragment or "#" in value or re.search(r"\s", value):
+        raise ValueError(f"{value!r} must be an https URL such as https://10.0.0.11:8443 (a host, an optional "
+                         "port; no user, query, fragment or whitespace)")
+    return value
+
+
 def _text(value: str) -> str:
     """A free string: not blank, and without the leading or trailing whitespace no consumer would read
     (a user name, a URL, a path, a domain)."""
@@ -312,6 +330,7 @@ LabelValue = Annotated[str, AfterValidator(_label_value)]
 Taint = Annotated[str, AfterValidator(_taint)]
 ImageReference = Annotated[str, AfterValidator(_image_reference)]
 Text = Annotated[str, AfterValidator(_text)]
+HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
