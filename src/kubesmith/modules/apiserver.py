@@ -16,7 +16,7 @@ from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
 from kubesmith.spec.types import (AbsolutePath, GoPeriod, IPAddress, ListItem, Port, PortRange, StrictModel,
-                                  SubjectName)
+                                  SubjectName, Text)
 
 STRONG_CIPHERS = (
     "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -66,7 +66,7 @@ class ApiserverOptions(ComponentOptions):
     event_ttl: GoPeriod = Field(default="1h", description="How long events are kept (a Go duration).")
     kubelet_preferred_address_types: list[ListItem] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
                                                        description="Order of node addresses used to reach kubelets.")
-    service_account_issuer: str | None = Field(
+    service_account_issuer: Text | None = Field(
         default=None, description="Service-account token issuer; default: https://kubernetes.default.svc.<dnsDomain>.",
         json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
     extra_sans: list[SubjectName] = Field(default=[], description="Extra names or addresses in the serving certificate.")

@@ -27,7 +27,7 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service, Source
-from kubesmith.spec.types import AbsolutePath, ExtraConfig, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, ExtraConfig, ImageReference, Port, StrictModel
 
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
@@ -46,7 +46,7 @@ class ContainerRuntimeOptions(StrictModel):
                           "(images, snapshots).")
     state_dir: AbsolutePath = Field(default="/run/containerd", description="containerd's runtime state.")
     metrics_port: Port = Field(default=1338, description="Plain-HTTP metrics port on 127.0.0.1 (readiness).")
-    sandbox_image: str = Field(default=PAUSE_IMAGE, description="Pod sandbox image; kubesmith builds its own "
+    sandbox_image: ImageReference = Field(default=PAUSE_IMAGE, description="Pod sandbox image; kubesmith builds its own "
                                "(from source) and imports it on every node, no registry needed. Another image "
                                "must be on the nodes already (see images).")
     images: list[AbsolutePath] = Field(

@@ -27,7 +27,7 @@ from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, DnsName, StrictModel, canonical_ip, resolver_unusable
+from kubesmith.spec.types import AbsolutePath, DnsName, ImageReference, StrictModel, canonical_ip, resolver_unusable
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -62,7 +62,7 @@ class CoreDnsOptions(StrictModel):
         default=None, description="The static coredns binary (on the machine running kubesmith) the image is "
         "built from; default: `coredns` in --binaries DIR, else on PATH.",
         json_schema_extra={"x-derived-from": "--binaries DIR, then PATH"})
-    image: str = Field(default=COREDNS_IMAGE, description="The image the pods run; kubesmith builds and imports "
+    image: ImageReference = Field(default=COREDNS_IMAGE, description="The image the pods run; kubesmith builds and imports "
                        "its own. Another image must be on the nodes already.")
 
 

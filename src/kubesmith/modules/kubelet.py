@@ -27,7 +27,8 @@ from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
 from kubesmith.spec.effective import go_int
-from kubesmith.spec.types import AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port
+from kubesmith.spec.types import (AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port, Taint, Text, split_taint,
+                                  taint_problem)
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
 
@@ -38,7 +39,7 @@ class KubeletOptions(ComponentOptions):
     root_dir: AbsolutePath = Field(default=f"{layout.LIB}/kubelet", description="Kubelet state directory.")
     max_pods: int = Field(default=110, ge=1, description="Maximum pods per node.")
     pod_pids_limit: int = Field(default=4096, ge=-1, description="Maximum processes per pod (CIS 4.2.13).")
-    container_runtime_endpoint: str | None = Field(
+    container_runtime_endpoint: Text | None = Field(
         default=None, description="CRI socket of the container runtime; default: spec.components.containerRuntime.socket.",
         json_schema_extra={"x-derived-from": "spec.components.containerRuntime.socket"})
     cgroup_driver: str | None = Field(default=None, pattern="^(systemd|cgroupfs)$", description="Cgroup driver, "
@@ -47,10 +48,10 @@ class KubeletOptions(ComponentOptions):
     cluster_dns: list[IPAddress] | None = Field(default=None, description="DNS servers for pods; default: "
                                           "spec.network.dnsServiceIp.",
                                           json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
-    cluster_domain: str | None = Field(default=None, description="DNS domain for pods; default: "
+    cluster_domain: Text | None = Field(default=None, description="DNS domain for pods; default: "
                                        "spec.network.dnsDomain.",
                                        json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
-    register_with_taints: list[str] = Field(default=[], description="Taints (key=value:Effect) set at registration.")
+    register_with_taints: list[Taint] = Field(default=[], description="Taints (key=value:Effect) set at registration.")
     seccomp_default: bool = Field(default=True, description="Run pods with the RuntimeDefault seccomp profile.")
     protect_kernel_defaults: bool = Field(default=False,
                                           description="Fail when kernel tunables differ from the kubelet's needs.")
@@ -90,7 +91,7 @@ class KubeletModule(Module):
             return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}{' (its default)' if default else ''}"
                                   f" is longer than shutdownGracePeriod ({grace}), which it is a part of: the kubelet "
                                   "refuses it; set it no longer than shutdownGracePeriod")]
-        return _image_gc_problems(options)
+        return _image_gc_problems(options) + _taint_problems(options)
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
         host = ctx.host
@@ -246,7 +247,37 @@ def kubelet_configuration(ctx: HostContext, options: KubeletOptions) -> dict[str
 
 
 def _taint(text: str) -> dict[str, str]:
-    key_value, _, effect = text.partition(":")
-    key, _, value = key_value.partition("=")
-    return {"key": key, "value": value, "effect": effect or "NoSchedule"} if value else \
-        {"key": key, "effect": effect or "NoSchedule"}
+    key, value, effect = split_taint(text)
+    return {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
+
+
+def _taint_problems(options: KubeletOptions) -> list[OptionProblem]:
+    """registerWithTaints, typed or through extraConfig: the API server refuses a Node whose taints it
+    does not validate (a bad key, value or effect, a key and effect twice), so the kubelet never registers."""
+    problems: list[OptionProblem] = []
+    seen: dict[tuple[str, str], str] = {}
+    typed = [(("registerWithTaints", index), split_taint(text))
+             for index, text in enumerate(options.register_with_taints)]
+    flag = options.extra_args.get("register-with-taints")
+    for text in flag.split(",") if isinstance(flag, str) else []:
+        if problem := taint_problem(*split_taint(text)):
+            return [OptionProblem(("extraArgs", "register-with-taints"), f"{text!r}: {problem}")]
+        typed.append((("extraArgs", "register-with-taints"), split_taint(text)))
+    configured = options.extra_config.get("registerWithTaints")
+    items = [(("extraConfig", "registerWithTaints", index), item)
+             for index, item in enumerate(configured if isinstance(configured, list) else [])]
+    for loc, item in items:
+        if not isinstance(item, dict):
+            problems.append(OptionProblem(loc, "a taint is a mapping {key, value, effect}"))
+            continue
+        if problem := taint_problem(item.get("key"), item.get("value", ""), item.get("effect")):
+            problems.append(OptionProblem(loc, problem))
+            continue
+        typed.append((loc, (item["key"], item.get("value", ""), item["effect"])))
+    for loc, (key, _, effect) in typed:
+        where = ".".join(str(part) if isinstance(part, str) else f"[{part}]" for part in loc).replace(".[", "[")
+        if (key, effect) in seen:
+            problems.append(OptionProblem(loc, f"the taint {key}:{effect} repeats {seen[key, effect]}: the API "
+                                          "server refuses a key and effect twice, so the kubelet never registers"))
+        seen.setdefault((key, effect), where)
+    return problems

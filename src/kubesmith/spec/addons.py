@@ -22,6 +22,7 @@ from kubesmith.spec.yamlsource import Loader, YamlDocument, nesting_problem, str
 
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 ADDON_LABEL = "kubesmith.io/addon"
+OWN_GROUP = "kubesmith.io"  # the cluster file's API group, which no API server serves
 MODES = ("Reconcile", "EnsureExists")
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_BYTES = 4 << 20
@@ -31,14 +32,19 @@ NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 Addon = tuple[str, list[dict[str, Any]]]
 
 
-def read_addons(entries: list[str], base: Path) -> tuple[tuple[Addon, ...], list[Finding]]:
-    """The add-ons named by `entries` (paths relative to `base`), and every problem found in them."""
+def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
+                ) -> tuple[tuple[Addon, ...], list[Finding]]:
+    """The add-ons named by `entries` (paths relative to `base`), and every problem found in them;
+    `cluster_file`, the spec's own file, is no add-on, and neither is the directory holding it."""
     addons: list[Addon] = []
     findings: list[Finding] = []
     seen: dict[tuple[str, str, str], str] = {}
     names: set[str] = set()
     for index, entry in enumerate(entries):
         loc = ("spec", "addons", index)
+        if (refused := _entry_problem(entry, base, cluster_file)) is not None:
+            findings.append((loc, refused, "error"))
+            continue
         objects, problems = _read_entry(base / entry)
         findings += [(loc, message, "error") for message in problems]
         name = _addon_name(Path(entry), names)
@@ -52,6 +58,22 @@ def read_addons(entries: list[str], base: Path) -> tuple[tuple[Addon, ...], list
             labels.setdefault(MODE_LABEL, "Reconcile")
         addons.append((name, [document for _, document in objects]))
     return tuple(addons), findings
+
+
+def _entry_problem(entry: str, base: Path, cluster_file: Path | None) -> str | None:
+    """Why `entry` names no add-on: an empty path (the cluster file's directory), the cluster file itself,
+    or a directory holding it (its `kind: Cluster` would be sent to the API server)."""
+    if not entry.strip():
+        return f"{entry!r} is an empty path: name a manifest file, or a directory of manifests"
+    if cluster_file is None:
+        return None
+    path, own = (base / entry).resolve(), cluster_file.resolve()
+    if path == own:
+        return f"{entry!r} is the cluster file itself, not an add-on manifest"
+    if path == own.parent:
+        return (f"{entry!r} is the directory of the cluster file, which holds the cluster file itself: keep "
+                "add-on manifests in a directory of their own")
+    return None
 
 
 def _addon_name(entry: Path, taken: set[str]) -> str:
@@ -177,6 +199,9 @@ def object_problem(document: Any) -> str | None:
     for field in ("apiVersion", "kind"):
         if not isinstance(document.get(field), str) or not document[field]:
             return f"{field} is missing (every object names its apiVersion and kind)"
+    if document["apiVersion"].partition("/")[0] == OWN_GROUP:
+        return (f"{document['kind']} of {document['apiVersion']} is a kubesmith document, not a Kubernetes "
+                "object: the API server has no such kind (is this a cluster file?)")
     metadata = document.get("metadata")
     if not isinstance(metadata, dict):
         return f"{_describe(document)}: metadata is missing"

@@ -125,8 +125,17 @@ KUBELET_LABELS = frozenset({
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
 
+# The labels the kubelet sets on its Node itself (from the host name and the binary's GOOS and GOARCH);
+# --node-labels overrides them, so `kubernetes.io/os: windows` keeps every Linux pod (CoreDNS) off the node
+KUBELET_OWN_LABELS = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+                      "beta.kubernetes.io/arch")
+
+
 def label_problem(key: str) -> str | None:
-    """Why the kubelet refuses to register with the label `key`, or None."""
+    """Why the kubelet refuses to register with the label `key`, or why it must not, or None."""
+    if key in KUBELET_OWN_LABELS:
+        return (f"the kubelet sets {key} itself (from the host name and its binary's platform), and a label here "
+                "would override it: node selectors and topology rules would read a false value")
     namespace = key.rpartition("/")[0]
     reserved = any(namespace == root or namespace.endswith("." + root) for root in ("kubernetes.io", "k8s.io"))
     allowed = key in KUBELET_LABELS or any(namespace == allowed or namespace.endswith("." + allowed)

@@ -293,6 +293,8 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("protect-kernel-defaults", ("protectKernelDefaults",), "protect_kernel_defaults", "bool"),
         Setting("streaming-connection-idle-timeout", ("streamingConnectionIdleTimeout",),
                 "streaming_connection_idle_timeout", "duration"),
+        # not a security setting, but one list in two places: the file's list replaces the option's
+        Setting("register-with-taints", ("registerWithTaints",), "register_with_taints", "list"),
     ),
     "proxy": (
         Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str"),
@@ -395,7 +397,7 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
                          "kubeletCgroups", "systemCgroups", "kubeReservedCgroup", "systemReservedCgroup",
                          "podCIDR"), "str"),
         **dict.fromkeys(("tlsCipherSuites", "enforceNodeAllocatable", "allowedUnsafeSysctls"), "strings"),
-        **dict.fromkeys(("registerWithTaints", "shutdownGracePeriodByPodPriority", "reservedMemory"), "list"),
+        **dict.fromkeys(("shutdownGracePeriodByPodPriority", "reservedMemory"), "list"),
         **dict.fromkeys(("authentication", "authorization", "evictionHard", "evictionSoft",
                          "evictionSoftGracePeriod", "evictionMinimumReclaim", "systemReserved", "kubeReserved",
                          "featureGates", "cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "logging",

@@ -6,6 +6,7 @@ import ipaddress
 import posixpath
 import re
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -119,18 +120,113 @@ def _is_host(text: str) -> bool:
     return (address.version == 6) == text.startswith("[")
 
 
-def _label_key(value: str) -> str:
+def label_key_problem(value: str) -> str | None:
+    """Why `value` is no Kubernetes label (or taint) key, a qualified name: an optional DNS-subdomain prefix
+    (at most 253) and '/', then a name of at most 63; None when it is one."""
     prefix, slash, name = value.rpartition("/")
     valid_prefix = not slash or bool(_DNS_SUBDOMAIN.match(prefix))
     if not _LABEL_NAME.match(name) or not valid_prefix:
-        raise ValueError(f"{value!r} is not a valid label key: [prefix/]name, name at most 63 of "
-                         "letters, digits, '-', '_', '.'")
+        return (f"{value!r} is not a valid label key: [prefix/]name, name at most 63 of "
+                "letters, digits, '-', '_', '.'")
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why `value` is no Kubernetes label (or taint) value: empty, or at most 63 of letters, digits, '-', '_',
+    '.' beginning and ending with a letter or digit; None when it is one."""
+    if value and not _LABEL_NAME.match(value):
+        return f"{value!r} is not a valid label value: at most 63 of letters, digits, '-', '_', '.'"
+    return None
+
+
+def _label_key(value: str) -> str:
+    if problem := label_key_problem(value):
+        raise ValueError(problem)
     return value
 
 
 def _label_value(value: str) -> str:
-    if value and not _LABEL_NAME.match(value):
-        raise ValueError(f"{value!r} is not a valid label value: at most 63 of letters, digits, '-', '_', '.'")
+    if problem := label_value_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def taint_problem(key: Any, value: Any, effect: Any) -> str | None:
+    """Why the API server refuses a Node with this taint (so the kubelet never registers), or None: the key
+    is a qualified name, the value a label value, the effect one of TAINT_EFFECTS (case matters)."""
+    if not isinstance(key, str) or (problem := label_key_problem(key)):
+        return f"taint key: {problem}" if isinstance(key, str) else f"taint key {yaml_text(key)} is no string"
+    if not isinstance(value, str) or (problem := label_value_problem(value)):
+        return f"taint value: {problem}" if isinstance(value, str) else f"taint value {yaml_text(value)} is no string"
+    if effect not in TAINT_EFFECTS:
+        return (f"taint effect {yaml_text(effect)} is none of {', '.join(TAINT_EFFECTS)} (case matters): the API "
+                "server refuses the Node, so the kubelet never registers")
+    return None
+
+
+def split_taint(text: str) -> tuple[str, str, str]:
+    """(key, value, effect) of `key[=value][:Effect]`; the effect is NoSchedule when none is written."""
+    key_value, colon, effect = text.partition(":")
+    key, _, value = key_value.partition("=")
+    return key, value, effect if colon else "NoSchedule"
+
+
+def _taint(value: str) -> str:
+    if problem := taint_problem(*split_taint(value)):
+        raise ValueError(f"{value!r} is no taint key[=value][:Effect]: {problem}")
+    return value
+
+
+# The distribution reference grammar (github.com/distribution/reference): [host[:port]/]path[:tag][@digest],
+# path components lower-case; the name part at most 255 characters, as docker and containerd check
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_IMAGE_DOMAIN}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128}))?",
+    re.ASCII)
+MAX_IMAGE_NAME = 255
+
+
+def _image_reference(value: str) -> str:
+    """An image reference the container runtime resolves: a bad one means no pod (no sandbox) starts."""
+    match = _IMAGE_REFERENCE.fullmatch(value) if len(value) <= MAX_IMAGE_NAME + 300 else None
+    if match is None:
+        shown = value if len(value) <= 80 else f"{value[:40]}...({len(value)} characters)"
+        raise ValueError(f"{shown!r} is not an image reference [registry[:port]/]path[:tag][@sha256:<64 hex>] "
+                         "(path components lower-case letters and digits, '.', '_', '-' inside; no whitespace)")
+    if len(match["name"]) > MAX_IMAGE_NAME:
+        raise ValueError(f"the image name is {len(match['name'])} characters long: at most {MAX_IMAGE_NAME}")
+    return value
+
+
+def _https_url(value: str) -> str:
+    """An https URL a client dials: a host (an address, IPv6 in brackets, or a DNS name), an optional port,
+    no whitespace, query or fragment."""
+    _text(value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a URL ({exc})") from None
+    host = parts.netloc.rpartition("@")[2].rpartition(":")[0] if port is not None else parts.netloc
+    if parts.scheme != "https" or not host or "@" in parts.netloc or not _is_host(host) or port == 0 \
+            or parts.query or parts.fragment or "#" in value or re.search(r"\s", value):
+        raise ValueError(f"{value!r} must be an https URL such as https://10.0.0.11:8443 (a host, an optional "
+                         "port; no user, query, fragment or whitespace)")
+    return value
+
+
+def _text(value: str) -> str:
+    """A free string: not blank, and without the leading or trailing whitespace no consumer would read
+    (a user name, a URL, a path, a domain)."""
+    if not value.strip():
+        raise ValueError(f"{value!r} is blank: write a value, or leave the option out for its default")
+    if value != value.strip():
+        raise ValueError(f"{value!r} begins or ends with whitespace: write {value.strip()!r}")
     return value
 
 
@@ -231,6 +327,10 @@ DnsName = Annotated[str, AfterValidator(_dns_subdomain)]
 HostPort = Annotated[str, AfterValidator(_host_port)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
+Taint = Annotated[str, AfterValidator(_taint)]
+ImageReference = Annotated[str, AfterValidator(_image_reference)]
+Text = Annotated[str, AfterValidator(_text)]
+HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
