@@ -77,7 +77,7 @@ def test_malformed_manifests_are_located_errors_each(tmp_path: Path) -> None:
         f"error: spec.addons[0]: {tmp_path}/bad.yaml:5: apiVersion is missing (every object names its apiVersion "
         f"and kind) ({spec}:9:7)",
         f"error: spec.addons[0]: {tmp_path}/bad.yaml:8: a manifest document must be a mapping (a Kubernetes "
-        f"object), got list ({spec}:9:7)",
+        f"object), got a list ({spec}:9:7)",
         f"error: spec.addons[0]: {tmp_path}/bad.yaml:10: ConfigMap 'm': label addonmanager.kubernetes.io/mode="
         f"'Sometimes': expected Reconcile or EnsureExists ({spec}:9:7)",
         f"error: spec.addons[1]: {tmp_path}/missing.yaml: no such file or directory ({spec}:10:7)",
