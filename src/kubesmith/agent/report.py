@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from kubesmith import fsutil
-from kubesmith.pki.store import utc_now
+from kubesmith.clock import utc_now
 
 LOG = logging.getLogger("kubesmith.agent")
 LOCK_POLL_SECONDS = 0.2  # how often a pass checks whether the other agent's pass has ended
