@@ -15,11 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-
-import aiohttp
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from typing import TYPE_CHECKING
 
 from kubesmith.fsutil import atomic_write
+
+if TYPE_CHECKING:  # the fetcher's, imported when it runs: `run`, preflight and status only read binaries
+    import aiohttp
 
 DEFAULT_BASE_URL = "https://dl.k8s.io/release"
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
@@ -47,6 +48,8 @@ async def fetch_release(version: str, dest: Path, base_url: str = DEFAULT_BASE_U
                         names: tuple[str, ...] = KUBERNETES_BINARIES, attempts: int = 3,
                         progress: Callable[[str], None] = lambda _: None) -> list[Fetched]:
     """Fetch and verify every binary; nothing is written for a binary that fails verification."""
+    import aiohttp
+
     dest.mkdir(parents=True, exist_ok=True)
     timeout = aiohttp.ClientTimeout(total=600, sock_connect=15)
     async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -70,6 +73,9 @@ async def _fetch_one(session: aiohttp.ClientSession, url: str, name: str, dest: 
 
 
 async def _get(session: aiohttp.ClientSession, url: str, attempts: int) -> bytes:
+    import aiohttp
+    from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
     retrying = AsyncRetrying(stop=stop_after_attempt(attempts), wait=wait_exponential_jitter(multiplier=0.5, max=8),
                              retry=retry_if_exception_type((aiohttp.ClientConnectionError, asyncio.TimeoutError,
                                                             _ServerError)), reraise=True)

@@ -2,26 +2,34 @@
 
 render, join and the agent write documents through these, so a file's bytes (and its hash, which
 apply compares) never depend on which of them wrote it.
+
+PyYAML and tomli_w are imported by the writers that use them: the hosts' short commands (`config
+status`, `config wait`) hash JSON and strings only, and start without them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import tomli_w
-import yaml
 
-try:
-    _Dumper: type = yaml.CSafeDumper
-except AttributeError:  # PyYAML without libyaml
-    _Dumper = yaml.SafeDumper
+@functools.cache
+def _yaml_dumper() -> Any:
+    import yaml
+
+    try:
+        return yaml.CSafeDumper
+    except AttributeError:  # PyYAML without libyaml
+        return yaml.SafeDumper
 
 
 def yaml_bytes(data: Any) -> bytes:
     """Deterministic YAML: sorted keys, block style, plain Python types only."""
-    return yaml.dump(_plain(data), Dumper=_Dumper, sort_keys=True, default_flow_style=False,
+    import yaml
+
+    return yaml.dump(_plain(data), Dumper=_yaml_dumper(), sort_keys=True, default_flow_style=False,
                      allow_unicode=True).encode()
 
 
@@ -32,6 +40,8 @@ def json_bytes(data: Any) -> bytes:
 
 def toml_bytes(data: Any) -> bytes:
     """TOML (containerd's configuration), keys in the plan's order."""
+    import tomli_w
+
     return tomli_w.dumps(_plain(data)).encode()
 
 

@@ -34,13 +34,15 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubesmith import fsutil, layout
 from kubesmith.agent.trial import Active, Record, Records
 from kubesmith.documents import MAX_STATE_BYTES, read_json_file, reason
 from kubesmith.formats import json_bytes, strings_in
-from kubesmith.plan.model import HostPlan, Service
+
+if TYPE_CHECKING:
+    from kubesmith.plan.model import HostPlan, Service
 
 MANIFEST = "manifest.json"
 RECORDS = {"assigned": "assigned.json", "active": "active.json", "last_known_good": "last-known-good.json"}

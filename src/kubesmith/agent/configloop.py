@@ -23,22 +23,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubesmith.agent import hostrelease, trial
 from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
-from kubesmith.agent.nodeconditions import NodeConditions
 from kubesmith.agent.report import Stopping, iso, locked_report
-from kubesmith.agent.renewal import AgentConfig
-from kubesmith.agent.validate import Verdict, validate
+from kubesmith.clock import utc_now
 from kubesmith.documents import damaged, read_json_file, reason
 from kubesmith.health.probespec import parse_probe
-from kubesmith.health.wait import LocalProbeRunner, ProbeRunner
-from kubesmith.pki.store import utc_now
-from kubesmith.versions.registry import load_registry
+
+if TYPE_CHECKING:  # the running keeper's (keeper_for): `config wait` and `config status` start without them
+    from kubesmith.agent.nodeconditions import NodeConditions
+    from kubesmith.agent.renewal import AgentConfig
+    from kubesmith.agent.validate import Verdict
+    from kubesmith.health.wait import ProbeRunner
 
 LOG = logging.getLogger("kubesmith.agent")
 MAX_SAMPLES = 2000
@@ -95,7 +94,7 @@ class Systemd:
             subprocess.run(command, capture_output=True, timeout=60, check=False)
 
 
-Validator = Callable[[Component], Verdict]
+Validator = Callable[[Component], "Verdict"]
 
 
 @dataclass(slots=True)
@@ -242,6 +241,11 @@ def keeper_for(config: AgentConfig) -> Keeper | None:
     except OSError as exc:
         LOG.error("configuration keeper: %s: %s; configurations are not kept", config.components_file, reason(exc))
         return None
+    from kubesmith.agent.nodeconditions import NodeConditions
+    from kubesmith.agent.validate import validate
+    from kubesmith.health.wait import LocalProbeRunner
+    from kubesmith.versions.registry import load_registry
+
     registry = load_registry()
 
     def validator(component: Component) -> Verdict:
@@ -269,6 +273,8 @@ async def wait_for_verdicts(names: Sequence[str], components: Sequence[Component
     unknown = sorted(set(names) - {c.config.name for c in components})
     if unknown:
         raise KeyError(", ".join(unknown))
+    from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+
     found: dict[str, trial.TrialVerdict | None] = {}
     async for attempt in AsyncRetrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
                                        retry=retry_if_result(lambda undecided: undecided),

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from kubesmith import fsutil
+from kubesmith.clock import utc_now
 from kubesmith.documents import read_json_file
-from kubesmith.pki.store import utc_now
 
 LOG = logging.getLogger("kubesmith.agent")
 LOCK_POLL_SECONDS = 0.2  # how often a pass checks whether the other agent's pass has ended

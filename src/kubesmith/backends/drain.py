@@ -13,8 +13,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
-
 from kubesmith.apiclient import Credentials, api_request
 
 MIRROR = "kubernetes.io/config.mirror"
@@ -44,6 +42,8 @@ def _pod_path(pod: dict[str, Any], tail: str = "") -> str:
 
 async def drain(credentials: Credentials, node: str, timeout: float, progress: Progress) -> int:
     """Cordon `node` and evict its pods; returns how many were evicted. A node that is gone is drained."""
+    from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed  # not for `delete`
+
     node_path = f"/api/v1/nodes/{quote(node)}"
     status, _ = await api_request(credentials, "PATCH", node_path, {"spec": {"unschedulable": True}}, 30,
                                   accept=(404,), content_type="application/merge-patch+json")

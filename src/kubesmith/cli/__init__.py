@@ -17,7 +17,9 @@ from kubesmith.cli.verbosity import with_verbose
 @dataclass(frozen=True)
 class Entry:
     """Where a command lives, and the line `kubesmith --help` shows for it: listing the commands
-    then imports none of them (all of them import asyncssh, pydantic and the planner: seconds)."""
+    then imports none of them. Each command module imports what its commands use when they run, so that
+    the host-side ones (probe, wait, network, node, config) never load asyncssh, pydantic or the planner
+    (tests/test_light_commands.py holds them to it)."""
 
     module: str
     attribute: str

@@ -8,14 +8,17 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import aiohttp
 import click
 
 from kubesmith import layout
-from kubesmith.agent import configloop, renewal, report, snapshots
+from kubesmith.agent import report
 from kubesmith.cli.common import DURATION, config_option, emit_json, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from kubesmith.agent import renewal
 
 
 @click.command("agent")
@@ -72,6 +75,8 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
         return
     if not merged.get("host"):
         merged["host"] = socket.gethostname().split(".")[0]
+    from kubesmith.agent import renewal  # the renewals' (aiohttp, cryptography): not for --help, --show-state
+
     try:
         paths = {name: Path(merged.pop(name)) for name in ("components_file", "checkpoints_dir") if name in merged}
         config = renewal.AgentConfig(host=str(merged.pop("host")), pki_dir=Path(merged.pop("pki_dir")),
@@ -106,12 +111,18 @@ def _once_summary(config: renewal.AgentConfig, outcome: renewal.CycleOutcome) ->
 
 
 async def _agent_once(config: renewal.AgentConfig) -> renewal.CycleOutcome:
+    import aiohttp
+
+    from kubesmith.agent import renewal
+
     async with aiohttp.ClientSession(trust_env=False) as session:
         async with report.locked_report(config.state_file, config.host) as state:
             return await renewal.run_cycle(config, session, state)
 
 
 async def _agent_forever(config: renewal.AgentConfig) -> None:
+    from kubesmith.agent import configloop, renewal, snapshots
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -8,14 +8,16 @@ from __future__ import annotations
 import logging
 import ssl
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kubesmith import layout
-from kubesmith.ca import server as ca_service
 from kubesmith.cli.common import DURATION_OR_ZERO, SERVICE_VALIDITY, config_option, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from kubesmith.ca import server as ca_service
 
 CA_DEFAULTS: dict[str, Any] = {
     "ca_cert": layout.pki_path("ca.crt"), "ca_key": layout.pki_path("ca.key"),
@@ -25,6 +27,8 @@ CA_DEFAULTS: dict[str, Any] = {
 
 
 def ca_config(config_file: str | None, **overrides: Any) -> ca_service.CaServiceConfig:
+    from kubesmith.ca import server as ca_service  # the service's (aiohttp, cryptography): not for `ca --help`
+
     document = {**CA_DEFAULTS, **read_json_config(config_file or layout.CA_SERVICE_CONFIG, config_file is not None)}
     try:
         return ca_service.config_from_document(document, **overrides)
@@ -93,6 +97,8 @@ def ca_serve(config_file: str | None, listen: str | None, port: int | None, ca_c
                        reserved_nodes=reserved or None, nodes_kubeconfig=nodes_kubeconfig,
                        removed_keys=_removed_keys(removed_keys),
                        service_sans=service_sans or None)
+    from kubesmith.ca import server as ca_service
+
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith ca[%(process)d]: %(message)s")
     with user_errors():
         try:

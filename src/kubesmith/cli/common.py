@@ -301,18 +301,35 @@ def check_node_name(node: str, what: str = "--node") -> None:
         fail(f"{what}: {exc}", ExitCode.USAGE)
 
 
+class _PreflightOption(click.Option):
+    """--ignore-preflight, whose help names the checks: read from the preflight module when the help is
+    read, not when the command is defined (it imports the planner and the PKI: `status`, which shares a
+    module with `run`, and `apply --help` would pay for it)."""
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        from kubesmith.backends.preflight import NAMES
+
+        return f"Skip these preflight checks (comma-separated, or all): {', '.join(NAMES)}."
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass  # always the text above
+
+
 def ignore_preflight_flag() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--ignore-preflight NAME,...: preflight checks to skip (kubeadm's flag); an unknown name is a usage error."""
-    from kubesmith.backends.preflight import NAMES, parse_ignored
 
     def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[str]:
+        from kubesmith.backends.preflight import parse_ignored  # the command runs preflight: it loads it anyway
+
         try:
             return parse_ignored(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
 
-    return click.option("--ignore-preflight", "ignore_preflight", default=None, metavar="NAME,...", callback=convert,
-                        help=f"Skip these preflight checks (comma-separated, or all): {', '.join(NAMES)}.")
+    return click.option("--ignore-preflight", "ignore_preflight", cls=_PreflightOption, default=None,
+                        metavar="NAME,...", callback=convert)
 
 
 def preflight_failed(failures: Iterable[Any]) -> NoReturn:

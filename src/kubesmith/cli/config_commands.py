@@ -21,9 +21,9 @@ from kubesmith.agent.keeper import condition_document
 from kubesmith.agent.report import iso
 from kubesmith.agent.trial import TrialVerdict, short
 from kubesmith.cli.common import DURATION_OR_ZERO, emit_json, fail, output_option
+from kubesmith.clock import utc_now
 from kubesmith.documents import reason
 from kubesmith.exitcodes import ExitCode
-from kubesmith.pki.store import utc_now
 
 
 @click.group("config")

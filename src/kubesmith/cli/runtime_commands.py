@@ -5,25 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from kubesmith.backends.render import RenderError, render as render_plan
-from kubesmith.binaries import binary_paths
-from kubesmith.backends.preflight import PreflightError
-from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
-from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.cli.common import (DURATION_OR_ZERO, Duration, check_host_names, emit_json, fail, hosts_option,
                                   ignore_preflight_flag, load_plan_or_fail, output_option, preflight_failed,
                                   require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.health.remote import ssh_view
-from kubesmith.health.status import (ClusterStatus, HostView, cluster_status, local_view, status_lines,
-                                     ran_here)
-from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
-from kubesmith.plan.environment import observe_local
-from kubesmith.plan.model import HostPlan
-from kubesmith.transport.ssh import SshTransport
+
+if TYPE_CHECKING:  # each command imports what it uses: `status` none of run's backends, `--help` neither
+    from kubesmith.health.status import ClusterStatus, HostView
+    from kubesmith.plan.model import HostPlan
 
 
 @click.command("run")
@@ -49,6 +42,13 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
     become ready before its deadline. Before anything is rendered or started, preflight checks
     this machine as the host (as `apply --help` lists; exit 6 names each failure).
     """
+    from kubesmith.backends.preflight import PreflightError
+    from kubesmith.backends.render import RenderError, render as render_plan
+    from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
+    from kubesmith.binaries import binary_paths
+    from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
+    from kubesmith.plan.environment import observe_local
+
     _, plan = load_plan_or_fail(spec_file, {host_name: observe_local()})
     check_host_names(plan, [host_name], spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
@@ -88,6 +88,12 @@ def status_command(spec_file: str, output: str, hosts: tuple[str, ...], state_di
     component is healthy and every node Ready, 4 otherwise (the agent's report informs; it does
     not change the exit code).
     """
+    from kubesmith.backends.ssh_settings import ssh_options
+    from kubesmith.health.remote import ssh_view
+    from kubesmith.health.status import cluster_status, local_view, ran_here, status_lines
+    from kubesmith.pki.store import default_state_dir
+    from kubesmith.transport.ssh import SshTransport
+
     loaded, plan = load_plan_or_fail(spec_file)
     check_host_names(plan, hosts, spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)

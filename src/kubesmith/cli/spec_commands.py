@@ -8,19 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from kubesmith import __version__
 from kubesmith.cli.common import (check_host_names, emit_json, fail, hosts_option, load_plan_or_fail,
                                   load_spec_or_fail, output_option, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.plan.environment import local_host_name, primary_address
-from kubesmith.plan.text import plan_text
-from kubesmith.spec.docs import option_docs, options_markdown
 from kubesmith.spec.errors import SpecError
-from kubesmith.spec.load import load_spec_text
-from kubesmith.spec.model import API_VERSION, Cluster
-from kubesmith.versions.registry import load_registry
+
+# Each command imports what it uses: the spec's model (pydantic), the planner, PyYAML and the registry cost
+# more than `--help` does; `validate` needs the loader alone.
 
 
 @click.command()
@@ -85,6 +81,8 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
 
         write_plan_json(result, sys.stdout)
     else:
+        from kubesmith.plan.text import plan_text
+
         sys.stdout.write(plan_text(result, list(result.hosts)))
 
 
@@ -92,6 +90,8 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
 @output_option("md", "json")
 def options(output: str) -> None:
     """Document every option of the cluster file: path, type, default and description."""
+    from kubesmith.spec.docs import option_docs, options_markdown
+
     docs = option_docs()
     if output == "json":
         emit_json([{"path": d.path, "type": d.type, "default": d.default, "description": d.description}
@@ -104,6 +104,10 @@ def options(output: str) -> None:
 @output_option("json", "yaml")
 def schema(output: str) -> None:
     """Print the JSON Schema of the cluster file, for editors and CI linters."""
+    import yaml
+
+    from kubesmith.spec.model import Cluster
+
     document = Cluster.model_json_schema(by_alias=True)
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "kubesmith Cluster"
@@ -133,6 +137,12 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
       kubesmith init --name demo > cluster.yaml      # this machine, for `kubesmith run`
       kubesmith init --name demo --host h1=10.0.0.11 --host h2=10.0.0.12:node > cluster.yaml
     """
+    import yaml
+
+    from kubesmith.spec.load import load_spec_text
+    from kubesmith.spec.model import API_VERSION
+    from kubesmith.versions.registry import load_registry
+
     hosts = [_parse_host(arg) for arg in host_args] or [_this_machine()]
     _default_roles(hosts)
     version = kubernetes_version or load_registry().tested_release
@@ -155,6 +165,8 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
 
 
 def _this_machine() -> dict[str, Any]:
+    from kubesmith.plan.environment import local_host_name, primary_address
+
     address = primary_address()
     if address is None:
         fail("this machine has no default route, so its address is unknown; give --host NAME=ADDRESS",
@@ -201,6 +213,8 @@ def _default_roles(hosts: list[dict[str, Any]]) -> None:
 @output_option()
 def version(output: str) -> None:
     """Show kubesmith's version and the Kubernetes releases it supports."""
+    from kubesmith.versions.registry import load_registry
+
     registry = load_registry()
     info = {"kubesmith": __version__, "kubernetes": list(registry.minors)}
     if output == "json":

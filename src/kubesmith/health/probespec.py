@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qs, quote, urlsplit
 
 from kubesmith import layout
-from kubesmith.pki.certlist import authority
-from kubesmith.plan.model import HostPlan, Probe
 from kubesmith.urls import url_host
+
+if TYPE_CHECKING:
+    from kubesmith.plan.model import HostPlan, Probe
 
 Scheme = Literal["https", "http", "tcp", "etcd", "dns"]
 SCHEMES: tuple[str, ...] = ("https", "http", "tcp", "etcd", "dns")
@@ -130,6 +131,8 @@ def spec_for(probe: Probe, host: HostPlan, pki_dir: str = layout.PKI) -> ProbeSp
     The client certificate is the one `host` holds under that name: a gate on host A that
     probes host B presents A's certificate.
     """
+    from kubesmith.pki.certlist import authority  # the plan's side: `wait` and `probe` parse, never resolve
+
     ca_file = authority(probe.ca).cert_file if probe.ca else None
     cert_file = key_file = None
     if probe.client_certificate:

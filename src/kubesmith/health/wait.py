@@ -28,12 +28,12 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from cryptography import x509
-from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubesmith.health.probespec import ProbeSpec, format_probe, parse_probe
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 Log = Callable[[str], None]
 
@@ -164,6 +164,8 @@ class LocalProbeRunner:
             der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
         finally:
             writer.close()
+        from cryptography import x509  # here only: `probe` and `wait` start without it (0.1 s)
+
         return x509.load_der_x509_certificate(der).not_valid_after_utc.timestamp() if der else None
 
     async def _connect(self, spec: ProbeSpec, timeout: float) -> None:
@@ -344,6 +346,8 @@ async def check_all(runner: ProbeRunner, specs: Sequence[ProbeSpec], timeout: fl
 async def wait_ready(specs: Sequence[ProbeSpec], runner: ProbeRunner, policy: WaitPolicy, *,
                      any_of: bool = False, log: Log = lambda line: None) -> WaitOutcome:
     """Probe until all (or, with `any_of`, one) of `specs` are ready or the deadline passes."""
+    from tenacity import AsyncRetrying, retry_if_result, stop_after_delay  # only `wait` loops: `probe` asks once
+
     started = time.monotonic()
     attempts = 0
     last: tuple[ProbeResult, ...] = ()

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from kubesmith import fsutil
 
 CHAIN = "KUBESMITH-POSTROUTING"
@@ -144,6 +142,8 @@ def within(destination: str, cluster: ipaddress.IPv4Network | ipaddress.IPv6Netw
 
 def add_route(route: Route, patience: float) -> None:
     """`ip route replace`, asked again for a while: at boot the link to the gateway may not be up yet."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential  # only to add one
+
     retrying = Retrying(retry=retry_if_exception_type(NetworkError), stop=stop_after_delay(patience),
                         wait=wait_exponential(multiplier=0.2, max=5), reraise=True)
     retrying(_run, ["ip", "route", "replace", route.to, "via", route.via])

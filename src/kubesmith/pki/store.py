@@ -40,6 +40,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith import fsutil
+from kubesmith.clock import utc_now
 from kubesmith.documents import load_json
 from kubesmith.pki import issue, keys
 from kubesmith.pki.keys import PrivateKey
@@ -149,10 +150,6 @@ class _Work:
     cert: x509.Certificate | None
     cert_pem: bytes | None
     reason: str | None  # None: reuse as is
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 class PkiStore:
