@@ -26,9 +26,8 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.effective import go_int
-from kubesmith.spec.types import (AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port, Taint, Text, split_taint,
-                                  taint_problem)
+from kubesmith.spec.types import (AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port, Taint, Text, go_int,
+                                  split_taint, taint_problem)
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
 

@@ -21,14 +21,12 @@ from typing import Any
 
 from kubesmith.durations import go_duration_problem
 from kubesmith.spec.errors import LocPart, yaml_text
+from kubesmith.spec.types import GO_INT_RANGES, go_int
 
 Loc = tuple[LocPart, ...]
 Finding = tuple[Loc, str, str]
 GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_GO_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|0[0-7_]*|[1-9][0-9_]*)")
-_INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1), "uint": (0, (1 << 64) - 1),
-               "uint32": (0, (1 << 32) - 1)}
 _LIST_SEPARATORS = re.compile(r"[\"'\s]")
 
 
@@ -38,23 +36,6 @@ def go_bool(value: Any) -> bool | None:
         return value
     text = str(value)
     return True if text in GO_TRUE else False if text in GO_FALSE else None
-
-
-def go_int(value: Any, kind: str = "int") -> int | None:
-    """strconv.ParseInt(text, 0, bits) as pflag calls it (0x, 0o, 0b, a leading 0 for octal, `_`); None: refused."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        number = value
-    else:
-        text = str(value)
-        if len(text) > 80 or not _GO_INT.fullmatch(text) or "__" in text or text.endswith("_"):
-            return None  # 80 characters hold any 64-bit integer, even in binary with separators
-        digits = text.lstrip("+-")
-        octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
-        number = int(text.replace("_", ""), 8) if octal else int(text, 0)
-    low, high = _INT_RANGES.get(kind, _INT_RANGES["int"])
-    return number if low <= number <= high else None
 
 
 def go_strings(value: Any) -> list[str]:
@@ -140,8 +121,8 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
                 f"not {text!r}")
     if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
         return f"{binary} reads --{flag} as a Go duration: {problem}"
-    if kind in _INT_RANGES and go_int(value, kind) is None:
-        low, high = _INT_RANGES[kind]
+    if kind in GO_INT_RANGES and go_int(value, kind) is None:
+        low, high = GO_INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
     if kind in ("float", "float32") and not _finite(text):
         return f"{binary} reads --{flag} as a finite number, not {text!r}"

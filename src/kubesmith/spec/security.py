@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import effective, go_bool, go_int
+from kubesmith.spec.effective import effective, go_bool
+from kubesmith.spec.types import go_int
 from kubesmith.spec.errors import LocPart
 
 Loc = tuple[LocPart, ...]

@@ -420,3 +420,26 @@ def resolver_unusable(address: Address) -> str | None:
                 "reach; name the resolvers it forwards to (resolvectl status)")
     reason = unusable(address, link_local=True, translated=True)
     return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
+
+
+# Go's integer flags: strconv.ParseInt's spellings, and the range of each kind
+_GO_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|0[0-7_]*|[1-9][0-9_]*)")
+GO_INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1), "uint": (0, (1 << 64) - 1),
+               "uint32": (0, (1 << 32) - 1)}
+
+
+def go_int(value: Any, kind: str = "int") -> int | None:
+    """strconv.ParseInt(text, 0, bits) as pflag calls it (0x, 0o, 0b, a leading 0 for octal, `_`); None: refused."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    else:
+        text = str(value)
+        if len(text) > 80 or not _GO_INT.fullmatch(text) or "__" in text or text.endswith("_"):
+            return None  # 80 characters hold any 64-bit integer, even in binary with separators
+        digits = text.lstrip("+-")
+        octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+        number = int(text.replace("_", ""), 8) if octal else int(text, 0)
+    low, high = GO_INT_RANGES.get(kind, GO_INT_RANGES["int"])
+    return number if low <= number <= high else None
