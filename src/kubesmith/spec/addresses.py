@@ -45,6 +45,32 @@ def host_problem(host: str) -> str | None:
     return unusable(address, translated=True)  # a destination: NAT64 may carry it to an IPv4 endpoint
 
 
+def ca_url_problem(url: str) -> str | None:
+    """Why `url` is not https://HOST[:PORT][/PATH] of a CA service the agent renews through, or None:
+    renewal is mutual TLS (http:// would be a downgrade, and no client certificate goes with it),
+    credentials in the URL would sit in every node's agent configuration, and the agent appends its
+    API's path to the URL (a query or fragment would swallow it)."""
+    shown = repr(url) if len(url) <= 80 else f"{url[:80]!r}…({len(url)} characters)"
+    if not url.strip():
+        return f"{shown} is empty: write https://HOST[:PORT] of a CA service"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{shown} is not a URL: {exc}"
+    if parts.scheme.lower() != "https":
+        return f"{shown} must start with https:// (renewal is mutual TLS; http:// would be a downgrade)"
+    if not parts.hostname:
+        return f"{shown} names no host (https://HOST[:PORT])"
+    if "@" in parts.netloc:
+        return f"{shown} carries user information (USER:PASSWORD@): the agent authenticates with its certificate"
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        return f"{shown} has a query or fragment: the agent appends the CA service's path to the URL"
+    if port == 0 or any(c.isspace() for c in url):
+        return f"{shown} is not https://HOST[:PORT] (no spaces, a port 1-65535)"
+    return None
+
+
 def _host_addresses(cluster: Cluster) -> Iterator[Finding]:
     for index, host in enumerate(cluster.spec.hosts):
         if "control-plane" in host.roles:
@@ -106,6 +132,9 @@ def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
     if endpoint and (reason := host_problem(endpoint.rpartition(":")[0])):
         yield ("spec", "controlPlaneEndpoint"), f"{endpoint}: the host is {reason}: every client dials it", "error"
     for index, url in enumerate(components.agent.ca_urls or ()):
+        if problem := ca_url_problem(url):
+            yield (*where, "agent", "caUrls", index), problem, "error"
+            continue
         host = urlsplit(url).hostname or ""
         if reason := host_problem(host):
             yield (*where, "agent", "caUrls", index), f"{url}: the host is {reason}: the agent dials it", "error"
