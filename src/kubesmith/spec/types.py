@@ -11,7 +11,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic.alias_generators import to_camel
 
 from kubesmith.spec.errors import yaml_text
-from kubesmith.durations import check_go_length, check_go_period, format_duration, parse_duration
+from kubesmith.durations import (check_go_at_least, check_go_length, check_go_period, format_duration,
+                                 parse_duration)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -218,6 +219,21 @@ def _duration(value: str) -> str:
     return value
 
 
+def go_at_least(minimum: str, why: str, zero_ok: bool = False) -> Any:
+    """A Go duration of at least `minimum`: the "never zero" rule alone lets `1ns` through, which is as
+    broken as zero for a lifetime or a timeout (`why` says what goes wrong below `minimum`)."""
+    return Annotated[str, AfterValidator(lambda text: check_go_at_least(text, minimum, why, zero_ok))]
+
+
+def own_at_least(minimum: str, why: str) -> Any:
+    """A kubesmith duration (Duration) of at least `minimum`, for the same reason as go_at_least."""
+    def check(value: str) -> str:
+        if parse_duration(value) < parse_duration(minimum):
+            raise ValueError(f"{value!r} is shorter than {minimum}, the shortest kubesmith takes here: {why}")
+        return value
+    return Annotated[str, AfterValidator(_duration), AfterValidator(check)]
+
+
 def _cis_id(value: str) -> str:
     if not re.fullmatch(r"[1-5](\.[0-9]{1,2}){1,2}", value):
         raise ValueError(f"{value!r} is not a CIS Kubernetes Benchmark check id (such as \"1.2.15\")")
@@ -320,3 +336,23 @@ def resolver_unusable(address: Address) -> str | None:
                 "reach; name the resolvers it forwards to (resolvectl status)")
     reason = unusable(address, link_local=True, translated=True)
     return None if reason is None else f"{reason}, which a pod cannot use as its resolver"
+
+# Shortest settings of durations for which 1ns passes "never zero" but breaks as much as zero would:
+# an event must outlive the minute it takes someone to look (and each is an etcd lease: seconds churn them)
+EventTtl = go_at_least("1m", "events would be gone before anyone reads them, and etcd would churn their "
+                             "leases")
+# a certificate signed from a CSR must outlive its rotation: kubelets renew at 70-90% of its life, and a
+# 1ns one is born expired (the API's own CSR minimum, expirationSeconds, is 10 minutes; an hour leaves room)
+SigningDuration = go_at_least("1h", "every certificate signed from a CSR would expire at once or be renewed "
+                                    "without end")
+# 0 is "no timeout" (CIS 4.2.5 judges it); a user of kubectl exec sits idle for seconds while reading, so a
+# timeout under a minute drops every interactive exec, attach and port-forward
+StreamingIdleTimeout = go_at_least("1m", "an exec, attach or port-forward would drop while its user reads",
+                                   zero_ok=True)
+# a snapshot of a large keyspace takes minutes of etcd's disk, and the member keeps only `keep` of them
+SnapshotInterval = own_at_least("5m", "snapshots would overlap, load etcd's disk without pause and push "
+                                      "each useful one out at once")
+# the agent renews at a fraction of a certificate's life: under an hour it renews without end
+CertificateLifetime = own_at_least("1h", "a certificate would expire before its renewal came round")
+# a token must live long enough to be copied to the joining host and used
+TokenTtl = own_at_least("1m", "a join token would expire before it could be used")
