@@ -172,7 +172,10 @@ def hosts_option(dest: str = "hosts", help_text: str = "Only these hosts") -> Ca
     the value is a tuple of names in order, without repeats."""
 
     def split(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
+        names = [name.strip() for value in values for name in value.split(",")]
+        if any(not name for name in names):  # `--host ''` or `a,,b` must not widen the selection to all hosts
+            raise click.BadParameter(f"{printable(repr(','.join(values)))} holds an empty host name", ctx, param)
+        return tuple(dict.fromkeys(names))
 
     return click.option("--host", "--hosts", dest, cls=_HostOption, multiple=True, metavar="NAME", callback=split,
                         help=f"{help_text} (repeatable, or a comma list H1,H2; default: all).")
@@ -323,6 +326,76 @@ def printable(text: str, keep: str = "") -> str:
 
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+# What a path or a name on the command line may not be: the empty string (`--out-dir ''` wrote into the
+# current directory, `--state-dir ''` fell back to the default, `--host ''` selected every host), nor
+# spaces alone, nor a path component longer than the kernel takes.
+NAME_PARAMETERS = ("dir", "file", "path", "host", "node", "name", "config", "identity", "known_hosts", "binaries",
+                   "out", "kubeconfig", "state")
+NAME_COMPONENT_MAX = 255  # NAME_MAX: one component of a path
+PATH_MAX = 4096
+
+
+class NonEmpty(click.ParamType):
+    """A path or name parameter's own type (`inner`), refusing an empty or blank value, a path longer
+    than PATH_MAX or with a component longer than NAME_MAX: each names its flag (a usage error, exit 2)."""
+
+    def __init__(self, inner: click.ParamType) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str | None:
+        return self.inner.get_metavar(param, ctx)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        return self.inner.shell_complete(ctx, param, incomplete)
+
+    def to_info_dict(self) -> dict[str, Any]:
+        return self.inner.to_info_dict()
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                name = (param.name or "") if param else ""
+                hint = ("a path (for the current directory, write .)" if isinstance(self.inner, click.Path) or any(
+                    word in name for word in ("dir", "file", "path", "config", "identity", "known", "binaries", "out"))
+                    else "a name")
+                self.fail(f"{printable(repr(value))} is empty: give {hint}", param, ctx)
+            if problem := path_length_problem(value):
+                self.fail(problem, param, ctx)
+        return self.inner.convert(value, param, ctx)
+
+
+def path_length_problem(value: str) -> str | None:
+    """Why `value` is longer than any path the kernel opens (ENAMETOOLONG), or None."""
+    shown = short(value)
+    if len(value.encode(errors="surrogateescape")) >= PATH_MAX:
+        return f"{shown} is longer than {PATH_MAX - 1} bytes, the longest path the system takes"
+    if any(len(part.encode(errors="surrogateescape")) > NAME_COMPONENT_MAX for part in value.split("/")):
+        return f"{shown} has a component longer than {NAME_COMPONENT_MAX} bytes, the longest file name the system takes"
+    return None
+
+
+def short(value: str, keep: int = 80) -> str:
+    """`value` quoted and escaped for a message, cut to its first `keep` characters when longer."""
+    if len(value) <= keep:
+        return printable(repr(value))
+    return printable(repr(value[:keep])) + f"…({len(value)} characters)"
+
+
+def refuse_empty_names(command: click.Command) -> click.Command:
+    """Give every path or name parameter of `command` (and of the commands under it) the NonEmpty check;
+    idempotent. One place, so that no command forgets it."""
+    for param in command.params:
+        names = (param.name or "").lower()
+        if (param.type is click.STRING or isinstance(param.type, click.Path)) and any(
+                word in names for word in NAME_PARAMETERS):
+            param.type = NonEmpty(param.type)
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            refuse_empty_names(sub)
+    return command
 
 
 def spec_argument(required: bool = True, former: tuple[str, ...] = ()) -> Any:
