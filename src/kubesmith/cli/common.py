@@ -143,6 +143,13 @@ def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
         click.echo(f"{errors} error{'s' if errors != 1 else ''} found", err=True)
 
 
+def shown_path(path: Any) -> str:
+    """A path from the command line or a file, for a one-line message: a newline or escape in it is shown
+    escaped (a crafted name must not forge a second message line), a very long one cut (`short`)."""
+    text = str(path)
+    return printable(text) if len(text) <= 160 else short(text)
+
+
 def load_spec_or_fail(path: str) -> LoadedSpec:
     """Load a spec; a missing or unreadable file is an I/O error (exit 3), a bad spec exit 1."""
     from kubesmith.spec.load import load_spec_file  # heavy (pydantic models): only commands that need it
@@ -150,13 +157,13 @@ def load_spec_or_fail(path: str) -> LoadedSpec:
     try:
         return load_spec_file(Path(path))
     except FileNotFoundError:
-        fail(f"{path}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: no such file", ExitCode.IO_ERROR)
     except IsADirectoryError:
-        fail(f"{path}: is a directory, expected a cluster file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: is a directory, expected a cluster file", ExitCode.IO_ERROR)
     except UnicodeDecodeError as exc:
-        fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
     except OSError as exc:
-        fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: {exc.strerror}", ExitCode.IO_ERROR)
 
 
 class _HostOption(click.Option):
@@ -226,13 +233,13 @@ def read_json_config(path: str, required: bool) -> dict[str, Any]:
         document = json.loads(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
-            fail(f"{path}: no such file", ExitCode.IO_ERROR)
+            fail(f"{shown_path(path)}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        fail(f"{path}: unreadable settings ({reason})", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: unreadable settings ({reason})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
-        fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
 
 
@@ -251,15 +258,15 @@ def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        fail(f"{exc.filename}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename)}: no such file", ExitCode.IO_ERROR)
     except PermissionError as exc:
-        fail(f"{exc.filename}: permission denied", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename)}: permission denied", ExitCode.IO_ERROR)
     except (TokenError, BadKeyFile) as exc:
         fail(str(exc), ExitCode.IO_ERROR)
     except CaClientError as exc:
         fail(str(exc), code)
     except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename or '')}: {exc.strerror or exc}", ExitCode.IO_ERROR)
 
 
 def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tuple[str, ...]:
@@ -337,34 +344,30 @@ NAME_COMPONENT_MAX = 255  # NAME_MAX: one component of a path
 PATH_MAX = 4096
 
 
-class NonEmpty(click.ParamType):
-    """A path or name parameter's own type (`inner`), refusing an empty or blank value, a path longer
-    than PATH_MAX or with a component longer than NAME_MAX: each names its flag (a usage error, exit 2)."""
-
-    def __init__(self, inner: click.ParamType) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str | None:
-        return self.inner.get_metavar(param, ctx)
-
-    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
-        return self.inner.shell_complete(ctx, param, incomplete)
-
-    def to_info_dict(self) -> dict[str, Any]:
-        return self.inner.to_info_dict()
+class _NonEmpty:
+    """A path or name parameter's check before its own type's (a mixin on that type: click.Path stays a
+    click.Path): no empty or blank value, no path longer than PATH_MAX or with a component longer than
+    NAME_MAX; each names its flag (a usage error, exit 2)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str):
             if not value.strip():
                 name = (param.name or "") if param else ""
-                hint = ("a path (for the current directory, write .)" if isinstance(self.inner, click.Path) or any(
+                hint = ("a path (for the current directory, write .)" if isinstance(self, click.Path) or any(
                     word in name for word in ("dir", "file", "path", "config", "identity", "known", "binaries", "out"))
                     else "a name")
-                self.fail(f"{printable(repr(value))} is empty: give {hint}", param, ctx)
+                self.fail(f"{printable(repr(value))} is empty: give {hint}", param, ctx)  # type: ignore[attr-defined]
             if problem := path_length_problem(value):
-                self.fail(problem, param, ctx)
-        return self.inner.convert(value, param, ctx)
+                self.fail(problem, param, ctx)  # type: ignore[attr-defined]
+        return super().convert(value, param, ctx)  # type: ignore[misc]
+
+
+class NonEmptyPath(_NonEmpty, click.Path):
+    pass
+
+
+class NonEmptyString(_NonEmpty, click.types.StringParamType):
+    pass
 
 
 def path_length_problem(value: str) -> str | None:
@@ -389,9 +392,14 @@ def refuse_empty_names(command: click.Command) -> click.Command:
     idempotent. One place, so that no command forgets it."""
     for param in command.params:
         names = (param.name or "").lower()
-        if (param.type is click.STRING or isinstance(param.type, click.Path)) and any(
-                word in names for word in NAME_PARAMETERS):
-            param.type = NonEmpty(param.type)
+        if isinstance(param.type, _NonEmpty) or not any(word in names for word in NAME_PARAMETERS):
+            continue
+        if param.type is click.STRING:
+            param.type = NonEmptyString()
+        elif type(param.type) is click.Path:
+            checked = object.__new__(NonEmptyPath)
+            checked.__dict__.update(param.type.__dict__)
+            param.type = checked
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             refuse_empty_names(sub)
