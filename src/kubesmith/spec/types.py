@@ -146,9 +146,25 @@ def _semver(value: str) -> str:
 _PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._@+,:=~/-]+")
 
 
+PATH_MAX = 4096  # bytes of a path the kernel opens, its final NUL included (ENAMETOOLONG beyond)
+NAME_MAX = 255  # bytes of one component of a path
+
+
+def _path_length(value: str) -> str:
+    """A path the kernel can open: shorter than PATH_MAX, no component longer than NAME_MAX (else the
+    error would be "File name too long", blaming no option)."""
+    if len(value.encode(errors="surrogatepass")) >= PATH_MAX:
+        raise ValueError(f"{value!r} is longer than {PATH_MAX - 1} bytes, the longest path the system opens")
+    if any(len(part.encode(errors="surrogatepass")) > NAME_MAX for part in value.split("/")):
+        raise ValueError(f"{value!r} has a component longer than {NAME_MAX} bytes, the longest file name the "
+                         "system takes")
+    return value
+
+
 def _absolute_path(value: str) -> str:
     """Absolute, normalised and plain: paths end up in flags, unit settings (StateDirectory=, ReadWritePaths=,
     space-separated) and tmpfiles.d lines, where whitespace, `%` or quotes would mean something else."""
+    _path_length(value)
     if not value.startswith("/"):
         raise ValueError(f"{value!r} must be an absolute path (starting with /)")
     normal = posixpath.normpath(value)
@@ -251,6 +267,7 @@ ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+LocalPath = Annotated[str, AfterValidator(_path_length)]  # a file on the machine running kubesmith
 GoDuration = Annotated[str, AfterValidator(check_go_length)]  # 0 or more
 GoPeriod = Annotated[str, AfterValidator(check_go_period)]  # more than 0
 Duration = Annotated[str, AfterValidator(_duration)]
