@@ -163,7 +163,8 @@ def _reverse_network(zone: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network
                 return None
             value = (value << bits) | digit
         prefix = len(labels) * bits
-        return ipaddress.ip_network((value << (width - prefix), prefix))
+        network = ipaddress.IPv4Network if version == 4 else ipaddress.IPv6Network
+        return network((value << (width - prefix), prefix))
     return None
 
 
