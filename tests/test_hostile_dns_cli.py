@@ -208,3 +208,12 @@ def test_a_newline_in_a_missing_file_name_is_escaped(tmp_path: Path) -> None:
     result = kubesmith("validate", "a\nb.yaml", cwd=tmp_path)
     assert result.returncode == 3
     assert result.stderr.splitlines() == ["error: a\\x0ab.yaml: no such file"], result.stderr
+
+
+@pytest.mark.parametrize("url,fragment", [("http://10.0.0.11:8443", "must start with https://"),
+                                          ("https://u:p@10.0.0.11:8443", "carries user information"),
+                                          ("", "is empty")])
+def test_the_agents_ca_url_flag_follows_the_cluster_files_rule(url: str, fragment: str, tmp_path: Path) -> None:
+    result = kubesmith("agent", "--once", "--state-file", str(tmp_path / "s.json"), "--ca-url", url, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--ca-url'" in result.stderr and fragment in result.stderr, result.stderr
