@@ -105,9 +105,9 @@ class CoreDnsModule(Module):
             problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
                          enumerate(servers) if (message := resolver_problem(server))]
         for zone, lines in options.extra_server_blocks.items():
-            if not zone or any(c in zone for c in " {}") or not lines:
-                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (no spaces or "
-                                              "braces) with at least one directive"))
+            if not zone or any(c in zone for c in " {},") or not lines:  # one zone a block: each is checked
+                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (one zone: no "
+                                              "spaces, commas or braces) with at least one directive"))
             elif sum(line.count("{") - line.count("}") for line in lines) != 0:
                 problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
             else:
