@@ -98,3 +98,14 @@ def check_go_period(text: str) -> str:
 def go_seconds(text: str) -> float:
     """Seconds in a Go duration already checked by `check_go_length` ("15s", "1m30s", "0")."""
     return go_duration_ns(text) / 1e9
+
+
+def check_go_at_least(text: str, minimum: str, why: str, zero_ok: bool = False) -> str:
+    """`text` when it is a Go duration of at least `minimum` (or 0, when `zero_ok`: 0 then means "off" and
+    other checks judge it); raises ValueError naming the minimum and `why` a shorter one is no setting."""
+    if problem := go_duration_problem(text, positive=not zero_ok):
+        raise ValueError(problem)
+    nanoseconds = go_duration_ns(text)
+    if not (zero_ok and nanoseconds == 0) and nanoseconds < go_duration_ns(minimum):
+        raise ValueError(f"{text!r} is shorter than {minimum}, the shortest kubesmith takes here: {why}")
+    return text

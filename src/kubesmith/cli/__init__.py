@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import click
 
 from kubesmith import __version__
-from kubesmith.cli.common import run_guarded
+from kubesmith.cli.common import refuse_empty_names, run_guarded
 from kubesmith.cli.verbosity import with_verbose
 
 
@@ -85,7 +85,7 @@ class LazyGroup(click.Group):
             return None
         command: click.Command = getattr(importlib.import_module(entry.module), entry.attribute)
         command.short_help = entry.summary  # one text for the list and the command's own line
-        return with_verbose(command)
+        return refuse_empty_names(with_verbose(command))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Operators' commands first; those kubesmith's units run on hosts apart, still listed."""

@@ -21,13 +21,24 @@ if TYPE_CHECKING:
     from kubesmith.agent import renewal
 
 
+def _ca_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
+    """The spec's rule for agent.caUrls (https://HOST[:PORT], no userinfo, query or fragment)."""
+    from kubesmith.urls import ca_url_problem
+
+    for url in urls:
+        if problem := ca_url_problem(url):
+            raise click.BadParameter(problem, param_hint="'--ca-url'")
+    return urls
+
+
 @click.command("agent")
 @config_option(layout.AGENT_CONFIG)
 @click.option("--host", default=None, metavar="NAME", help="This host's name.")
 @click.option("--pki-dir", default=None, metavar="DIR", help=f"Certificates to renew (default {layout.PKI}).")
 @click.option("--kubeconfig-dir", default=None, metavar="DIR", help=f"Kubeconfigs to renew (default {layout.ETC}).")
 @click.option("--state-file", default=None, metavar="FILE", help=f"Report file (default {layout.AGENT_STATE_FILE}).")
-@click.option("--ca-url", "ca_urls", multiple=True, metavar="URL", help="CA service URL (repeatable, tried in order).")
+@click.option("--ca-url", "ca_urls", multiple=True, metavar="URL", callback=lambda ctx, param, urls: _ca_urls(urls),
+              help="CA service URL (repeatable, tried in order).")
 @click.option("--renew-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Renew once this fraction of a certificate's life is used (default 2/3).")
 @click.option("--check-interval", type=DURATION, default=None, help="Time between checks (default 5m).")

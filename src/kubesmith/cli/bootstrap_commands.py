@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import Duration, fail
+from kubesmith.cli.common import Duration, fail, shown_path
 from kubesmith.exitcodes import ExitCode
 
 
@@ -25,7 +25,7 @@ def bootstrap_admins(kubeconfig: Path, timeout: float) -> None:
     from kubesmith.backends.access import bind_cluster_admins
 
     if not kubeconfig.is_file():
-        fail(f"{kubeconfig}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(kubeconfig)}: no such file", ExitCode.IO_ERROR)
     try:
         created = bind_cluster_admins(kubeconfig, timeout)
     except ApiError as exc:
@@ -66,7 +66,7 @@ def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline
     from kubesmith.backends.addons import apply_addons
 
     if not kubeconfig.is_file():
-        fail(f"{kubeconfig}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(kubeconfig)}: no such file", ExitCode.IO_ERROR)
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         asyncio.run(apply_addons(Credentials.of_kubeconfig(kubeconfig), directory,

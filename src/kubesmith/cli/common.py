@@ -156,6 +156,13 @@ def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
         click.echo(f"{errors} error{'s' if errors != 1 else ''} found", err=True)
 
 
+def shown_path(path: Any) -> str:
+    """A path from the command line or a file, for a one-line message: a newline or escape in it is shown
+    escaped (a crafted name must not forge a second message line), a very long one cut (`short`)."""
+    text = str(path)
+    return printable(text) if len(text) <= 160 else short(text)
+
+
 def load_spec_or_fail(path: str) -> LoadedSpec:
     """Load a spec; a missing or unreadable file is an I/O error (exit 3), a bad spec exit 1."""
     from kubesmith.spec.load import load_spec_file  # heavy (pydantic models): only commands that need it
@@ -163,13 +170,13 @@ def load_spec_or_fail(path: str) -> LoadedSpec:
     try:
         return load_spec_file(Path(path))
     except FileNotFoundError:
-        fail(f"{path}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: no such file", ExitCode.IO_ERROR)
     except IsADirectoryError:
-        fail(f"{path}: is a directory, expected a cluster file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: is a directory, expected a cluster file", ExitCode.IO_ERROR)
     except UnicodeDecodeError as exc:
-        fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.IO_ERROR)
     except OSError as exc:
-        fail(f"{path}: {exc.strerror}", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: {exc.strerror}", ExitCode.IO_ERROR)
 
 
 class _HostOption(click.Option):
@@ -185,7 +192,10 @@ def hosts_option(dest: str = "hosts", help_text: str = "Only these hosts") -> Ca
     the value is a tuple of names in order, without repeats."""
 
     def split(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
+        names = [name.strip() for value in values for name in value.split(",")]
+        if any(not name for name in names):  # `--host ''` or `a,,b` must not widen the selection to all hosts
+            raise click.BadParameter(f"{printable(repr(','.join(values)))} holds an empty host name", ctx, param)
+        return tuple(dict.fromkeys(names))
 
     return click.option("--host", "--hosts", dest, cls=_HostOption, multiple=True, metavar="NAME", callback=split,
                         help=f"{help_text} (repeatable, or a comma list H1,H2; default: all).")
@@ -237,12 +247,12 @@ def read_json_config(path: str, required: bool) -> dict[str, Any]:
         document = load_json(read_regular(Path(path), SMALL_FILE_BYTES, "a JSON settings file"))
     except FileNotFoundError:
         if required:
-            fail(f"{path}: no such file", ExitCode.IO_ERROR)
+            fail(f"{shown_path(path)}: no such file", ExitCode.IO_ERROR)
         return {}
     except (OSError, ValueError) as exc:
-        fail(f"{path}: unreadable settings ({reason(exc)})", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: unreadable settings ({reason(exc)})", ExitCode.IO_ERROR)
     if not isinstance(document, dict):
-        fail(f"{path}: settings must be a JSON object", ExitCode.IO_ERROR)
+        fail(f"{shown_path(path)}: settings must be a JSON object", ExitCode.IO_ERROR)
     return document
 
 
@@ -261,15 +271,15 @@ def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        fail(f"{exc.filename}: no such file", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename)}: no such file", ExitCode.IO_ERROR)
     except PermissionError as exc:
-        fail(f"{exc.filename}: permission denied", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename)}: permission denied", ExitCode.IO_ERROR)
     except (TokenError, BadKeyFile) as exc:
         fail(str(exc), ExitCode.IO_ERROR)
     except CaClientError as exc:
         fail(str(exc), code)
     except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.IO_ERROR)
+        fail(f"{shown_path(exc.filename or '')}: {exc.strerror or exc}", ExitCode.IO_ERROR)
 
 
 def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tuple[str, ...]:
@@ -357,6 +367,77 @@ _UNPRINTABLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+# What a path or a name on the command line may not be: the empty string (`--out-dir ''` wrote into the
+# current directory, `--state-dir ''` fell back to the default, `--host ''` selected every host), nor
+# spaces alone, nor a path component longer than the kernel takes.
+NAME_PARAMETERS = ("dir", "file", "path", "host", "node", "name", "config", "identity", "known_hosts", "binaries",
+                   "out", "kubeconfig", "state")
+NAME_COMPONENT_MAX = 255  # NAME_MAX: one component of a path
+PATH_MAX = 4096
+
+
+class _NonEmpty:
+    """A path or name parameter's check before its own type's (a mixin on that type: click.Path stays a
+    click.Path): no empty or blank value, no path longer than PATH_MAX or with a component longer than
+    NAME_MAX; each names its flag (a usage error, exit 2)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                name = (param.name or "") if param else ""
+                hint = ("a path (for the current directory, write .)" if isinstance(self, click.Path) or any(
+                    word in name for word in ("dir", "file", "path", "config", "identity", "known", "binaries", "out"))
+                    else "a name")
+                self.fail(f"{printable(repr(value))} is empty: give {hint}", param, ctx)  # type: ignore[attr-defined]
+            if problem := path_length_problem(value):
+                self.fail(problem, param, ctx)  # type: ignore[attr-defined]
+        return super().convert(value, param, ctx)  # type: ignore[misc]
+
+
+class NonEmptyPath(_NonEmpty, click.Path):
+    pass
+
+
+class NonEmptyString(_NonEmpty, click.types.StringParamType):
+    pass
+
+
+def path_length_problem(value: str) -> str | None:
+    """Why `value` is longer than any path the kernel opens (ENAMETOOLONG), or None."""
+    shown = short(value)
+    if len(value.encode(errors="surrogateescape")) >= PATH_MAX:
+        return f"{shown} is longer than {PATH_MAX - 1} bytes, the longest path the system takes"
+    if any(len(part.encode(errors="surrogateescape")) > NAME_COMPONENT_MAX for part in value.split("/")):
+        return f"{shown} has a component longer than {NAME_COMPONENT_MAX} bytes, the longest file name the system takes"
+    return None
+
+
+def short(value: str, keep: int = 80) -> str:
+    """`value` quoted and escaped for a message, cut to its first `keep` characters when longer."""
+    if len(value) <= keep:
+        return printable(repr(value))
+    return printable(repr(value[:keep])) + f"…({len(value)} characters)"
+
+
+def refuse_empty_names(command: click.Command) -> click.Command:
+    """Give every path or name parameter of `command` (and of the commands under it) the NonEmpty check;
+    idempotent. One place, so that no command forgets it."""
+    for param in command.params:
+        names = (param.name or "").lower()
+        if isinstance(param.type, _NonEmpty) or not any(word in names for word in NAME_PARAMETERS):
+            continue
+        if param.type is click.STRING:
+            param.type = NonEmptyString()
+        elif type(param.type) is click.Path:
+            checked = object.__new__(NonEmptyPath)
+            checked.__dict__.update(param.type.__dict__)
+            param.type = checked
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            refuse_empty_names(sub)
+    return command
 
 
 def spec_argument(required: bool = True, former: tuple[str, ...] = ()) -> Any:

@@ -15,7 +15,7 @@ from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, f
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import (AbsolutePath, GoPeriod, IPAddress, ListItem, Port, PortRange, StrictModel,
+from kubesmith.spec.types import (AbsolutePath, EventTtl, IPAddress, ListItem, Port, PortRange, StrictModel,
                                   SubjectName, Text)
 
 STRONG_CIPHERS = (
@@ -63,7 +63,7 @@ class ApiserverOptions(ComponentOptions):
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")
     encrypt_secrets: bool = Field(default=True, description="Encrypt Secrets at rest with a random AES-CBC key.")
     service_node_port_range: PortRange = Field(default="30000-32767", description="Port range for NodePort services.")
-    event_ttl: GoPeriod = Field(default="1h", description="How long events are kept (a Go duration).")
+    event_ttl: EventTtl = Field(default="1h", description="How long events are kept (a Go duration, at least 1m).")
     kubelet_preferred_address_types: list[ListItem] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
                                                        description="Order of node addresses used to reach kubelets.")
     service_account_issuer: Text | None = Field(

@@ -19,7 +19,7 @@ from kubesmith.modules.base import Module, OptionProblem, https_probe
 from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
-from kubesmith.spec.types import Duration, Port, StrictModel
+from kubesmith.spec.types import CertificateLifetime, Port, StrictModel, TokenTtl
 
 # The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA
 # service reads that one copy rather than adding a second one.
@@ -28,9 +28,9 @@ CA_KEY_PATH = layout.pki_path("controller-manager/ca.key")
 
 class CaServiceOptions(StrictModel):
     port: Port = Field(default=8443, description="HTTPS port of the CA service (authsign, info, renewal, healthz).")
-    token_ttl: Duration = Field(default="1h",
+    token_ttl: TokenTtl = Field(default="1h",
                            description="Default lifetime of `kubesmith token create` tokens (e.g. 30m, 1h, 2d).")
-    validity: Duration | None = Field(default=None,
+    validity: CertificateLifetime | None = Field(default=None,
                                  description="Lifetime of certificates it issues; default: "
                                              "spec.pki.certificateValidityDays.",
                                  json_schema_extra={"x-derived-from": "spec.pki.certificateValidityDays"})

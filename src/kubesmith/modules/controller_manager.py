@@ -15,7 +15,7 @@ from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Service
-from kubesmith.spec.types import Cidr, GoPeriod, IPAddress, Port
+from kubesmith.spec.types import Cidr, IPAddress, Port, SigningDuration
 
 
 class ControllerManagerOptions(ComponentOptions):
@@ -37,7 +37,8 @@ class ControllerManagerOptions(ComponentOptions):
     terminated_pod_gc_threshold: int = Field(default=12500, ge=1,
                                              description="Terminated pods kept before garbage collection.")
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")
-    signing_duration: GoPeriod = Field(default="8760h", description="Lifetime of certificates signed for CSRs.")
+    signing_duration: SigningDuration = Field(default="8760h", description="Lifetime of certificates signed for "
+                                               "CSRs (at least 1h).")
 
 
 class ControllerManagerModule(Module):

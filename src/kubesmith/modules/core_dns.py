@@ -16,6 +16,7 @@ NET_BIND_SERVICE. The Corefile's hash is on the pod template, so an option chang
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ IMAGE_LABEL = "images.kubesmith.io/coredns"  # on the nodes kubesmith imported i
 # Service first. The kubelet's shutdownGracePeriodCriticalPods must be longer (a reboot).
 LAME_DUCK_SECONDS = 10
 RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
+# The plugins compiled into CoreDNS 1.13.1, the binary kubesmith's image is built from (`coredns -plugins`;
+# the list is fixed at build time by plugin.cfg). A directive outside it stops CoreDNS at start.
+PLUGINS = frozenset((
+    "acl any auto autopath azure bind bufsize cache cancel chaos clouddns debug dns64 dnssec dnstap erratic "
+    "errors etcd file forward geoip grpc header health hosts k8s_external kubernetes loadbalance local log loop "
+    "metadata minimal multisocket nomad nsid ocp_dnsnameresolver on pprof prometheus quic ready reload rewrite "
+    "root route53 secondary sign template timeouts tls trace transfer tsig view whoami").split())
 
 
 class CoreDnsOptions(StrictModel):
@@ -97,14 +105,101 @@ class CoreDnsModule(Module):
             problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
                          enumerate(servers) if (message := resolver_problem(server))]
         for zone, lines in options.extra_server_blocks.items():
-            if not zone or any(c in zone for c in " {}") or not lines:
-                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (no spaces or "
-                                              "braces) with at least one directive"))
+            if not zone or any(c in zone for c in " {},") or not lines:  # one zone a block: each is checked
+                problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (one zone: no "
+                                              "spaces, commas or braces) with at least one directive"))
             elif sum(line.count("{") - line.count("}") for line in lines) != 0:
                 problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
+            else:
+                problems += _directive_problems(zone, lines, own_image=options.image == COREDNS_IMAGE)
+        problems += _zone_problems(spec, options)
         if options.enabled and options.binary:
             problems += _binary_problems(options.binary)
         return problems
+
+
+def _directive_problems(zone: str, lines: list[str], own_image: bool) -> list[OptionProblem]:
+    """A directive (the first word of a line outside any nested block) CoreDNS 1.13.1 has no plugin for
+    stops it at start. Another image may hold other plugins: a warning then."""
+    problems, depth = [], 0
+    for index, line in enumerate(lines):
+        word = line.split()[0] if line.split() else ""
+        if depth == 0 and word not in ("}", "") and not word.startswith("#") and word not in PLUGINS:
+            problems.append(OptionProblem(
+                ("extraServerBlocks", zone, index), f"{word[:80]!r} is not a plugin of CoreDNS 1.13.1 (`coredns -plugins` lists "
+                "them: forward, cache, rewrite, template, hosts, file, log, ...): CoreDNS would not start",
+                "error" if own_image else "warning"))
+        depth += line.count("{") - line.count("}")
+    return problems
+
+
+def _split_zone(key: str) -> tuple[str, int]:
+    """(zone, port) of a server block's key `[dns://]ZONE[:PORT]`: the zone lower-case, fully qualified
+    without its final dot ('.' for the root), the port 53 when none is given."""
+    text = key.lower().removeprefix("dns://")
+    port = 53
+    head, sep, tail = text.rpartition(":")
+    if sep and tail.isascii() and tail.isdigit():
+        text, port = head, int(tail)
+    return (text.rstrip(".") or "."), port
+
+
+def _reverse_network(zone: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The addresses a reverse zone (`10.in-addr.arpa`, `d.f.ip6.arpa`, `in-addr.arpa`) covers, or None."""
+    for suffix, bits, base, version in (("in-addr.arpa", 8, 10, 4), ("ip6.arpa", 4, 16, 6)):
+        if zone != suffix and not zone.endswith("." + suffix):
+            continue
+        labels = zone.removesuffix(suffix).rstrip(".").split(".") if zone != suffix else []
+        width = 32 if version == 4 else 128
+        if len(labels) * bits > width:
+            return None
+        value = 0
+        for label in reversed(labels):
+            try:
+                digit = int(label, base)
+            except ValueError:
+                return None
+            if digit >= 2 ** bits or label != (str(digit) if base == 10 else label.lower()[:1]):
+                return None
+            value = (value << bits) | digit
+        prefix = len(labels) * bits
+        network = ipaddress.IPv4Network if version == 4 else ipaddress.IPv6Network
+        return network((value << (width - prefix), prefix))
+    return None
+
+
+def _zone_problems(spec: Any, options: CoreDnsOptions) -> list[OptionProblem]:
+    """A zone that is, holds or lies inside the cluster's domain, or a reverse zone that overlaps the pod
+    or service range, takes those lookups from the `kubernetes` plugin (CoreDNS sends a query to the
+    block with the longest matching zone): every Service name would be answered elsewhere. A zone (and
+    port) written twice, or the root zone the built-in block serves, stops CoreDNS at start."""
+    network = spec.spec.network
+    domain = network.dns_domain.lower().rstrip(".")
+    ranges = [ipaddress.ip_network(cidr, strict=False) for cidr in (network.cluster_cidr, network.service_cidr)]
+    seen: dict[tuple[str, int], str] = {(".", 53): "the built-in block ('.:53', the cluster's zones)"}
+    problems = []
+    keys = [(("stubDomains", domain_), domain_) for domain_ in sorted(options.stub_domains)]
+    keys += [(("extraServerBlocks", key), key) for key in options.extra_server_blocks]
+    for where, key in keys:
+        zone, port = _split_zone(key)
+        where_text = "spec.components.coreDns." + ".".join(where)
+        if (zone, port) in seen:
+            problems.append(OptionProblem(where, f"zone {zone!r} (port {port}) is already served by {seen[zone, port]}"
+                                          ": CoreDNS would not start"))
+            continue
+        seen[zone, port] = where_text
+        if port != 53 or zone == ".":
+            continue
+        if zone == domain or zone.endswith("." + domain) or domain.endswith("." + zone):
+            problems.append(OptionProblem(where, f"zone {zone!r} overlaps the cluster domain {domain!r} "
+                                          "(spec.network.dnsDomain): it would take the cluster's own lookups "
+                                          "from CoreDNS's kubernetes plugin"))
+        elif (reverse := _reverse_network(zone)) is not None and any(
+                reverse.version == cidr.version and reverse.overlaps(cidr) for cidr in ranges):
+            problems.append(OptionProblem(where, f"reverse zone {zone!r} overlaps the pod or service range "
+                                          f"({', '.join(map(str, ranges))}): it would take the cluster's reverse "
+                                          "lookups from CoreDNS's kubernetes plugin"))
+    return problems
 
 
 def _binary_problems(binary: str) -> list[OptionProblem]:
@@ -120,8 +215,6 @@ def _binary_problems(binary: str) -> list[OptionProblem]:
 
 def resolver_problem(server: str) -> str | None:
     """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT of a resolver a pod can reach, or None."""
-    import ipaddress
-
     host, port = server, None
     if server.startswith("["):
         host, _, rest = server[1:].partition("]")

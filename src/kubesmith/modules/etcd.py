@@ -16,7 +16,7 @@ from kubesmith.modules.base import Module, OptionProblem, render_flags, system_u
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
-from kubesmith.spec.types import AbsolutePath, Duration, ExtraArgs, Port, StrictModel
+from kubesmith.spec.types import AbsolutePath, ExtraArgs, Port, SnapshotInterval, StrictModel
 from kubesmith.urls import url_host
 
 
@@ -42,7 +42,7 @@ Retention = Annotated[str, AfterValidator(_retention)]
 
 
 class EtcdSnapshotOptions(StrictModel):
-    interval: Duration | None = Field(default=None,
+    interval: SnapshotInterval | None = Field(default=None,
                                  description="Take a snapshot on every member this often (e.g. 12h; the first at "
                                              "once); off when unset. The kubesmith agent takes them.")
     keep: int = Field(default=5, ge=1, le=1000, description="Snapshots each member keeps; older ones are deleted.")

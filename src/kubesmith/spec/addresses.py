@@ -105,7 +105,7 @@ def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
     endpoint = cluster.spec.control_plane_endpoint
     if endpoint and (reason := host_problem(endpoint.rpartition(":")[0])):
         yield ("spec", "controlPlaneEndpoint"), f"{endpoint}: the host is {reason}: every client dials it", "error"
-    for index, url in enumerate(components.agent.ca_urls or ()):
+    for index, url in enumerate(components.agent.ca_urls or ()):  # its form: spec.types.HttpsUrl
         host = urlsplit(url).hostname or ""
         if reason := host_problem(host):
             yield (*where, "agent", "caUrls", index), f"{url}: the host is {reason}: the agent dials it", "error"

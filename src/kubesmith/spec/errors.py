@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,12 +60,37 @@ def yaml_key(key: Any) -> str:
     return key if isinstance(key, str) else yaml_text(key)
 
 
+ECHO_LIMIT = 80  # characters of a value a message repeats: a 100 KB value would bury its own location
+_QUOTED = re.compile(r"'((?:[^'\\\n]|\\.){%d,})'|\"((?:[^\"\\\n]|\\.){%d,})\"" % (ECHO_LIMIT + 1, ECHO_LIMIT + 1))
+_LONG_WORD = re.compile(r"[^\s'\"]{%d,}" % (2 * ECHO_LIMIT + 1))
+
+
+def shorten(text: str) -> str:
+    """`text` with every quoted value (and any other run without spaces) longer than ECHO_LIMIT cut to its
+    first ECHO_LIMIT characters and its length: `'aaaa…'(100000 characters)`."""
+    def quoted(match: re.Match[str]) -> str:
+        quote = "'" if match[1] is not None else '"'
+        inner = match[1] if match[1] is not None else match[2]
+        if any(c.isspace() for c in inner) and len(inner) < 5 * ECHO_LIMIT:
+            return match[0]  # perhaps prose between two apostrophes (the cluster's ... kubesmith's)
+        return f"{quote}{inner[:ECHO_LIMIT]}…{quote}({len(inner)} characters)"
+
+    if len(text) <= 2 * ECHO_LIMIT:
+        return text
+    text = _QUOTED.sub(quoted, text)
+    return _LONG_WORD.sub(lambda m: f"{m[0][:ECHO_LIMIT]}…({len(m[0])} characters)", text)
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     path: str
     message: str
     location: Location | None = None
     severity: Severity = "error"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", shorten(self.path))
+        object.__setattr__(self, "message", shorten(self.message))
 
     def __str__(self) -> str:
         where = f" ({self.location})" if self.location else ""

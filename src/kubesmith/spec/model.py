@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr, create_model, field_validator
 
 from kubesmith.modules import MODULES
 from kubesmith.spec.types import (Cidr, CisId, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey,
-                                  LabelValue, ReleaseVersion, StrictModel, Text, derived)
+                                  LabelValue, LocalPath, ReleaseVersion, StrictModel, Text, derived)
 
 API_VERSION = "kubesmith.io/v1alpha1"
 Role = Literal["control-plane", "etcd", "node"]
@@ -70,11 +70,11 @@ class Ssh(StrictModel):
     user: Text = Field(default="root", description="User kubesmith logs in as: root (it writes /etc and starts "
                                                   "units over SFTP and SSH; it does not use sudo).")
     port: int = Field(default=22, ge=1, le=65535, description="SSH port of every host.")
-    config_file: Text | None = Field(default=None, description="OpenSSH client config to use (ProxyCommand, ...); "
+    config_file: LocalPath | None = Field(default=None, description="OpenSSH client config to use (ProxyCommand, ...); "
                                     "default: none, or the lab's when every host is a lab host.")
-    known_hosts_file: Text | None = Field(default=None, description="known_hosts with every host's key; "
+    known_hosts_file: LocalPath | None = Field(default=None, description="known_hosts with every host's key; "
                                          "default: ~/.ssh/known_hosts. Unknown keys are always refused.")
-    identity_file: Text | None = Field(default=None, description="Private key to log in with; default: ssh's usual.")
+    identity_file: LocalPath | None = Field(default=None, description="Private key to log in with; default: ssh's usual.")
     connect_retry_seconds: float = Field(
         default=30, ge=0, le=3600, description="How long a host that refuses or does not answer is tried again "
         "(a rebooting host refuses for a while) before it is named unreachable; 0 tries once.")

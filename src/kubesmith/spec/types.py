@@ -12,7 +12,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic.alias_generators import to_camel
 
 from kubesmith.spec.errors import yaml_text
-from kubesmith.durations import check_go_length, check_go_period, format_duration, parse_duration
+from kubesmith.urls import ca_url_problem
+from kubesmith.durations import (check_go_at_least, check_go_length, check_go_period, format_duration,
+                                 parse_duration)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -204,19 +206,14 @@ def _image_reference(value: str) -> str:
 
 
 def _https_url(value: str) -> str:
-    """An https URL a client dials: a host (an address, IPv6 in brackets, or a DNS name), an optional port,
-    no whitespace, query or fragment."""
-    _text(value)
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a URL ({exc})") from None
-    host = parts.netloc.rpartition("@")[2].rpartition(":")[0] if port is not None else parts.netloc
-    if parts.scheme != "https" or not host or "@" in parts.netloc or not _is_host(host) or port == 0 \
-            or parts.query or parts.fragment or "#" in value or re.search(r"\s", value):
-        raise ValueError(f"{value!r} must be an https URL such as https://10.0.0.11:8443 (a host, an optional "
-                         "port; no user, query, fragment or whitespace)")
+    """An https URL a client dials (kubesmith.urls says why each part is refused), whose host is an
+    address (IPv6 in brackets) or a DNS name."""
+    if problem := ca_url_problem(value):
+        raise ValueError(problem)
+    netloc = urlsplit(value).netloc
+    host = netloc.rpartition(":")[0] if netloc.rpartition(":")[2].isdigit() else netloc
+    if not _is_host(host):
+        raise ValueError(f"{value!r} names no usable host: an address (IPv6 in brackets) or a DNS name")
     return value
 
 
@@ -241,9 +238,25 @@ def _semver(value: str) -> str:
 _PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._@+,:=~/-]+")
 
 
+PATH_MAX = 4096  # bytes of a path the kernel opens, its final NUL included (ENAMETOOLONG beyond)
+NAME_MAX = 255  # bytes of one component of a path
+
+
+def _path_length(value: str) -> str:
+    """A path the kernel can open: shorter than PATH_MAX, no component longer than NAME_MAX (else the
+    error would be "File name too long", blaming no option)."""
+    if len(value.encode(errors="surrogatepass")) >= PATH_MAX:
+        raise ValueError(f"{value!r} is longer than {PATH_MAX - 1} bytes, the longest path the system opens")
+    if any(len(part.encode(errors="surrogatepass")) > NAME_MAX for part in value.split("/")):
+        raise ValueError(f"{value!r} has a component longer than {NAME_MAX} bytes, the longest file name the "
+                         "system takes")
+    return value
+
+
 def _absolute_path(value: str) -> str:
     """Absolute, normalised and plain: paths end up in flags, unit settings (StateDirectory=, ReadWritePaths=,
     space-separated) and tmpfiles.d lines, where whitespace, `%` or quotes would mean something else."""
+    _path_length(value)
     if not value.startswith("/"):
         raise ValueError(f"{value!r} must be an absolute path (starting with /)")
     normal = posixpath.normpath(value)
@@ -314,6 +327,21 @@ def _duration(value: str) -> str:
     return value
 
 
+def go_at_least(minimum: str, why: str, zero_ok: bool = False) -> Any:
+    """A Go duration of at least `minimum`: the "never zero" rule alone lets `1ns` through, which is as
+    broken as zero for a lifetime or a timeout (`why` says what goes wrong below `minimum`)."""
+    return Annotated[str, AfterValidator(lambda text: check_go_at_least(text, minimum, why, zero_ok))]
+
+
+def own_at_least(minimum: str, why: str) -> Any:
+    """A kubesmith duration (Duration) of at least `minimum`, for the same reason as go_at_least."""
+    def check(value: str) -> str:
+        if parse_duration(value) < parse_duration(minimum):
+            raise ValueError(f"{value!r} is shorter than {minimum}, the shortest kubesmith takes here: {why}")
+        return value
+    return Annotated[str, AfterValidator(_duration), AfterValidator(check)]
+
+
 def _cis_id(value: str) -> str:
     if not re.fullmatch(r"[1-5](\.[0-9]{1,2}){1,2}", value):
         raise ValueError(f"{value!r} is not a CIS Kubernetes Benchmark check id (such as \"1.2.15\")")
@@ -335,6 +363,7 @@ ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PortRange = Annotated[str, AfterValidator(_port_range)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+LocalPath = Annotated[str, AfterValidator(_text), AfterValidator(_path_length)]  # a file on the machine running kubesmith
 GoDuration = Annotated[str, AfterValidator(check_go_length)]  # 0 or more
 GoPeriod = Annotated[str, AfterValidator(check_go_period)]  # more than 0
 Duration = Annotated[str, AfterValidator(_duration)]
@@ -443,3 +472,24 @@ def go_int(value: Any, kind: str = "int") -> int | None:
         number = int(text.replace("_", ""), 8) if octal else int(text, 0)
     low, high = GO_INT_RANGES.get(kind, GO_INT_RANGES["int"])
     return number if low <= number <= high else None
+
+
+# Shortest settings of durations for which 1ns passes "never zero" but breaks as much as zero would:
+# an event must outlive the minute it takes someone to look (and each is an etcd lease: seconds churn them)
+EventTtl = go_at_least("1m", "events would be gone before anyone reads them, and etcd would churn their "
+                             "leases")
+# a certificate signed from a CSR must outlive its rotation: kubelets renew at 70-90% of its life, and a
+# 1ns one is born expired (the API's own CSR minimum, expirationSeconds, is 10 minutes; an hour leaves room)
+SigningDuration = go_at_least("1h", "every certificate signed from a CSR would expire at once or be renewed "
+                                    "without end")
+# 0 is "no timeout" (CIS 4.2.5 judges it); a user of kubectl exec sits idle for seconds while reading, so a
+# timeout under a minute drops every interactive exec, attach and port-forward
+StreamingIdleTimeout = go_at_least("1m", "an exec, attach or port-forward would drop while its user reads",
+                                   zero_ok=True)
+# a snapshot of a large keyspace takes minutes of etcd's disk, and the member keeps only `keep` of them
+SnapshotInterval = own_at_least("5m", "snapshots would overlap, load etcd's disk without pause and push "
+                                      "each useful one out at once")
+# the agent renews at a fraction of a certificate's life: under an hour it renews without end
+CertificateLifetime = own_at_least("1h", "a certificate would expire before its renewal came round")
+# a token must live long enough to be copied to the joining host and used
+TokenTtl = own_at_least("1m", "a join token would expire before it could be used")

@@ -72,6 +72,8 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     loader = Loader(text)
     root: yaml.Node | None = None
     try:
+        if breaker := _unicode_line_break(text, filename):
+            return None, [breaker]
         if too_deep := nesting_problem(text, filename):
             return None, [too_deep]
         root = loader.get_single_node()
@@ -93,6 +95,24 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     finally:
         loader.dispose()
     return YamlDocument(filename, data, root), problems
+
+
+_UNICODE_BREAKS = {"\x85": "next line (U+0085, NEL)", "\u2028": "line separator (U+2028)",
+                   "\u2029": "paragraph separator (U+2029)"}
+
+
+def _unicode_line_break(text: str, filename: str) -> Problem | None:
+    """YAML 1.2 reads NEL, U+2028 and U+2029 as ordinary characters, YAML 1.1 (PyYAML, libyaml) as line
+    breaks: in a comment one would end it and make its rest YAML, with every later line number off by one.
+    Refused wherever it is written raw, located as an editor counts lines; an escape stays possible."""
+    found = re.search("[\x85\u2028\u2029]", text)
+    if found is None:
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    return Problem("(document)", f"a raw {_UNICODE_BREAKS[found[0]]}: YAML 1.1 readers take it for a line break "
+                   "(in a comment too); remove it, or write it escaped in a double-quoted string "
+                   f"(\"\\u{ord(found[0]):04x}\")", Location(filename, line, column))
 
 
 _ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
