@@ -90,7 +90,7 @@ class KubeletModule(Module):
             return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}{' (its default)' if default else ''}"
                                   f" is longer than shutdownGracePeriod ({grace}), which it is a part of: the kubelet "
                                   "refuses it; set it no longer than shutdownGracePeriod")]
-        return _idle_timeout_problems(options) + _image_gc_problems(options) + _taint_problems(options)
+        return _image_gc_problems(options) + _taint_problems(options)
 
     def contribute(self, ctx: HostContext, options: KubeletOptions) -> Contribution:
         host = ctx.host
@@ -156,23 +156,6 @@ def shutdown_seconds(ctx: HostContext, options: KubeletOptions) -> float:
 # (lower's field, its flag, its default, upper's field, its flag, its default); a flag wins over the field
 _IMAGE_GC_THRESHOLDS = ("imageGCLowThresholdPercent", "image-gc-low-threshold", 80,
                         "imageGCHighThresholdPercent", "image-gc-high-threshold", 85)
-
-
-def _idle_timeout_problems(options: KubeletOptions) -> list[OptionProblem]:
-    """The typed option's minimum (StreamingIdleTimeout) holds for the flag and the configuration field too."""
-    from kubesmith.spec.effective import effective
-
-    found = effective(options, "kubelet", "streaming-connection-idle-timeout")
-    if found is None or found[0] == ("streamingConnectionIdleTimeout",):
-        return []
-    try:
-        nanoseconds = go_duration_ns(str(found[1]))
-    except ValueError:
-        return []  # the flag and field type checks name it
-    if 0 < nanoseconds < go_duration_ns("1m"):
-        return [OptionProblem(found[0], f"{found[1]!r} is shorter than 1m, the shortest kubesmith takes here: an "
-                              "exec, attach or port-forward would drop while its user reads")]
-    return []
 
 
 def _image_gc_problems(options: KubeletOptions) -> list[OptionProblem]:

@@ -6,13 +6,14 @@ import ipaddress
 import unicodedata
 from typing import Any
 
+from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
-                                      config_type_findings, config_value, flag_value_problem, go_strings,
-                                      setting_findings, tls_version_problem)
-from kubesmith.spec.errors import LocPart, yaml_key
+                                      config_type_findings, config_value, effective, flag_value_problem,
+                                      go_strings, setting_findings, tls_version_problem)
+from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components
@@ -38,6 +39,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
     findings += config_value_findings(cluster.spec.components)
+    findings += _idle_timeout(cluster)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
     findings += _apiserver_values(cluster)
@@ -446,3 +448,20 @@ def _refused_character(text: str, format_ok: bool = False) -> str | None:
             return (f"contains {kind} (U+{ord(character):04X}) at position {text.index(character) + 1}; "
                     "no option accepts control characters or invisible format characters")
     return None
+
+
+def _idle_timeout(cluster: Cluster) -> list[Finding]:
+    """The typed option's minimum (types.StreamingIdleTimeout) holds for the flag and the configuration
+    field too."""
+    found = effective(cluster.spec.components.kubelet, "kubelet", "streaming-connection-idle-timeout")
+    if found is None or found[0] == ("streamingConnectionIdleTimeout",):
+        return []
+    try:
+        nanoseconds = go_duration_ns(str(found[1]))
+    except ValueError:
+        return []  # the flag and field type checks name it
+    if 0 < nanoseconds < go_duration_ns("1m"):
+        return [(("spec", "components", "kubelet", *found[0]), f"{yaml_text(found[1])} is shorter than 1m, the "
+                 "shortest kubesmith takes here: an exec, attach or port-forward would drop while its user reads",
+                 "error")]
+    return []
