@@ -211,8 +211,13 @@ def load_plan_or_fail(path: str, environments: Mapping[str, HostEnvironment] | N
 
 def check_host_names(plan: Plan, names: Iterable[str], path: str) -> None:
     """Refuse (exit 2) a host name the cluster file does not have, listing the ones it has."""
-    known = [host.name for host in plan.hosts]
-    unknown = [name for name in names if name not in known]
+    refuse_unknown_hosts([host.name for host in plan.hosts], names, path)
+
+
+def refuse_unknown_hosts(known: list[str], names: Iterable[str], path: str) -> None:
+    """check_host_names, before the hosts are planned: `known` are the cluster file's host names."""
+    have = set(known)
+    unknown = [name for name in names if name not in have]
     if unknown:
         fail(f"no host named {unknown[0]!r} in {path}; hosts: {', '.join(known)}", ExitCode.USAGE)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,11 +10,12 @@ import click
 import yaml
 
 from kubesmith import __version__
-from kubesmith.cli.common import (check_host_names, emit_json, fail, hosts_option, load_plan_or_fail,
-                                  load_spec_or_fail, output_option, report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (emit_json, fail, hosts_option, load_spec_or_fail, output_option,
+                                  refuse_unknown_hosts, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.gcpause import gc_frozen
 from kubesmith.plan.environment import local_host_name, primary_address
-from kubesmith.plan.text import plan_text
+from kubesmith.plan.text import plan_text_chunks
 from kubesmith.spec.docs import option_docs, options_markdown
 from kubesmith.spec.errors import SpecError
 from kubesmith.spec.load import load_spec_text
@@ -75,17 +75,20 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
         show_live_diff(spec_file, state_dir, ",".join(hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, output)
         return
-    loaded, result = load_plan_or_fail(spec_file)
-    report_problems(loaded.warnings)
-    check_host_names(result, hosts, spec_file)
-    if hosts:
-        result = dataclasses.replace(result, hosts=tuple(h for h in result.hosts if h.name in hosts))
-    if output == "json":
-        from kubesmith.plan.jsonout import write_plan_json
+    from kubesmith.plan.evaluate import evaluate_lazily
 
-        write_plan_json(result, sys.stdout)
-    else:
-        sys.stdout.write(plan_text(result, list(result.hosts)))
+    loaded = load_spec_or_fail(spec_file)
+    report_problems(loaded.warnings)
+    refuse_unknown_hosts([host.name for host in loaded.cluster.spec.hosts], hosts, spec_file)
+    # each host is planned as it is written, then let go: memory stays flat however many hosts
+    result, planned = evaluate_lazily(loaded.cluster, load_registry(), only=frozenset(hosts) if hosts else None)
+    with gc_frozen():
+        if output == "json":
+            from kubesmith.plan.jsonout import write_plan_json
+
+            write_plan_json(result, sys.stdout, planned)
+        else:
+            sys.stdout.writelines(plan_text_chunks(result, planned))
 
 
 @click.command()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from functools import cache, lru_cache
 from operator import attrgetter
 from typing import Any, TextIO
 
-from kubesmith.plan.model import Plan
+from kubesmith.plan.model import HostPlan, Plan
 
 INDENT = "  "
 _SCALAR = json.JSONEncoder(sort_keys=True)
@@ -29,27 +29,28 @@ def plan_json(plan: Plan) -> str:
     return "".join(plan_json_chunks(plan))
 
 
-def write_plan_json(plan: Plan, out: TextIO) -> None:
-    """Write `plan` to `out` as JSON, host by host."""
-    for chunk in plan_json_chunks(plan):
+def write_plan_json(plan: Plan, out: TextIO, hosts: Iterable[HostPlan] | None = None) -> None:
+    """Write `plan` to `out` as JSON, host by host; `hosts`: its hosts, when they are planned as they are
+    written (plan.evaluate_lazily)."""
+    for chunk in plan_json_chunks(plan, hosts):
         out.write(chunk)
 
 
-def plan_json_chunks(plan: Plan) -> Iterator[str]:
+def plan_json_chunks(plan: Plan, hosts: Iterable[HostPlan] | None = None) -> Iterator[str]:
     encoder = _Encoder()
     top = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan",
            **{name: getattr(plan, name) for name in _field_names(type(plan))}}
     yield "{"
     for position, key in enumerate(sorted(top)):
         yield ("," if position else "") + "\n" + INDENT + _key(key)
-        value = top[key]
-        if key == "hosts" and value:
-            yield "["
-            for index, host in enumerate(value):
-                yield ("," if index else "") + "\n" + INDENT * 2 + encoder.fields(host, 2)
-            yield "\n" + INDENT + "]"
+        if key == "hosts":
+            text = "["
+            for host in plan.hosts if hosts is None else hosts:
+                yield text + "\n" + INDENT * 2 + encoder.fields(host, 2)
+                text = ","
+            yield "[]" if text == "[" else "\n" + INDENT + "]"
         else:
-            yield encoder.encode(value, 1)
+            yield encoder.encode(top[key], 1)
     yield "\n}\n"
 
 
