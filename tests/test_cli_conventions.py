@@ -5,6 +5,8 @@ from every command (README "Exit codes")."""
 from __future__ import annotations
 
 import shutil
+import sys
+import unicodedata
 from collections.abc import Iterator
 
 import click
@@ -12,6 +14,7 @@ import pytest
 
 from conftest import kubesmith
 from kubesmith.cli import cli
+from kubesmith.cli.common import printable
 from kubesmith.exitcodes import ExitCode
 from pki_support import REPO
 
@@ -128,3 +131,22 @@ def test_a_missing_input_of_the_hosts_files_during_apply_is_one_line_and_exit_2(
     with pytest.raises(CommandFailed) as failed:
         _on_hosts(work)
     assert failed.value.exit_code == 2 and "no coredns binary" in failed.value.message
+
+
+def _printable_one_by_one(text: str, keep: str) -> str:
+    """`printable` as it was first written: every character tested in turn (the reference)."""
+    return "".join(c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
+                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   for c in text)
+
+
+@pytest.mark.parametrize("keep", ["", "\n", "\n\t", "\u202e", "ab"])
+def test_printable_escapes_every_character_as_one_by_one_did(keep: str) -> None:
+    """Every code point, in one text and alone amid printable ASCII: the fast paths (printable ASCII
+    passed whole, a regular expression finding the rest) escape exactly what the plain loop did."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert printable(every, keep) == _printable_one_by_one(every, keep)
+    for code in [*range(0x200), 0x2028, 0x2029, 0x202E, 0xFEFF, 0xD800, 0xE0001, sys.maxunicode]:
+        text = f"ab{chr(code)}\ncd\t"
+        assert printable(text, keep) == _printable_one_by_one(text, keep)
+    assert printable("x\x1b[31m\n", "\n") == "x\\x1b[31m\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,8 @@ from typing import Any
 import click
 
 from kubesmith import __version__
-from kubesmith.cli.common import (check_host_names, emit_json, fail, hosts_option, load_plan_or_fail,
-                                  load_spec_or_fail, output_option, report_problems, spec_argument, ssh_flags)
+from kubesmith.cli.common import (emit_json, fail, hosts_option, load_spec_or_fail, output_option,
+                                  refuse_unknown_hosts, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import SpecError
 
@@ -71,19 +70,25 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
         show_live_diff(spec_file, state_dir, ",".join(hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, output)
         return
-    loaded, result = load_plan_or_fail(spec_file)
+    from kubesmith.plan.evaluate import evaluate_lazily
+
+    from kubesmith.gcpause import gc_frozen
+    from kubesmith.versions.registry import load_registry
+
+    loaded = load_spec_or_fail(spec_file)
     report_problems(loaded.warnings)
-    check_host_names(result, hosts, spec_file)
-    if hosts:
-        result = dataclasses.replace(result, hosts=tuple(h for h in result.hosts if h.name in hosts))
-    if output == "json":
-        from kubesmith.plan.jsonout import write_plan_json
+    refuse_unknown_hosts([host.name for host in loaded.cluster.spec.hosts], hosts, spec_file)
+    # each host is planned as it is written, then let go: memory stays flat however many hosts
+    result, planned = evaluate_lazily(loaded.cluster, load_registry(), only=frozenset(hosts) if hosts else None)
+    with gc_frozen():
+        if output == "json":
+            from kubesmith.plan.jsonout import write_plan_json
 
-        write_plan_json(result, sys.stdout)
-    else:
-        from kubesmith.plan.text import plan_text
+            write_plan_json(result, sys.stdout, planned)
+        else:
+            from kubesmith.plan.text import plan_text_chunks
 
-        sys.stdout.write(plan_text(result, list(result.hosts)))
+            sys.stdout.writelines(plan_text_chunks(result, planned))
 
 
 @click.command()

@@ -93,7 +93,14 @@ class AgentModule(Module):
             "etcd_snapshots": etcd_snapshots(ctx),
             "node_kubeconfig": layout.kubeconfig_path("kubelet") if "node" in ctx.host.roles else None,
         }
-        service = Service(
+        return Contribution(
+            services=[ctx.shared("agent-service", lambda: self._service())],
+            files=[File(path=layout.AGENT_CONFIG, mode=0o644, data=settings, format="json")],
+            certificates=["agent-client"],
+        )
+
+    def _service(self) -> Service:
+        return Service(
             name="kubesmith-agent",
             component=self.key,
             description="kubesmith agent: certificate renewal",
@@ -108,9 +115,4 @@ class AgentModule(Module):
             watch_files=(layout.COMPONENTS_FILE,),  # its keeper learns a component's new argv and files
             state_directory=layout.AGENT_STATE,
             hardening=False,  # rewrites certificates and kubeconfigs under /etc/kubernetes
-        )
-        return Contribution(
-            services=[service],
-            files=[File(path=layout.AGENT_CONFIG, mode=0o644, data=settings, format="json")],
-            certificates=["agent-client"],
         )

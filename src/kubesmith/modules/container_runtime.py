@@ -95,9 +95,8 @@ class ContainerRuntimeModule(Module):
             # them nor kill the shims when containerd restarts (as containerd's own unit has it)
             unit_settings=(("Delegate", "yes"), ("KillMode", "process"), ("OOMScoreAdjust", "-999")),
         )
-        images = image_files(options)
-        return Contribution(services=[service, images_service(options)] if images else [service],
-                            files=[config, *images])
+        images, loader = ctx.shared("container-images", lambda: (image_files(options), images_service(options)))
+        return Contribution(services=[service, loader] if images else [service], files=[config, *images])
 
 
 def image_files(options: ContainerRuntimeOptions) -> list[File]:

@@ -112,7 +112,8 @@ class KubeletModule(Module):
         }
         watched = (serving.cert_path, serving.key_path, kubeconfig.path)
         grace = shutdown_seconds(ctx, options)
-        logind = [File(LOGIND_DROP_IN, 0o644, content=f"[Login]\nInhibitDelayMaxSec={grace:g}\n")] if grace else []
+        logind = [ctx.shared(("kubelet-logind", grace), lambda: File(
+            LOGIND_DROP_IN, 0o644, content=f"[Login]\nInhibitDelayMaxSec={grace:g}\n"))] if grace else []
         # logind must allow the delay before the kubelet asks for it (node/logind.py says why)
         pre = (("ExecStartPre", f"-{layout.BIN}/kubesmith node shutdown-delay --seconds {grace:g}"),) if grace else ()
         service = Service(

@@ -71,6 +71,16 @@ class PodNetworkModule(Module):
             return Contribution()
         host = ctx.host
         on_hosts = host.environment.init_system == "systemd"  # `kubesmith run` checks sysctls, hosts set them
+        services = ctx.shared(("pod-network-services", on_hosts), lambda: self._services(on_hosts))
+        files = [
+            File(CNI_CONFIG, 0o644, data=cni_configuration(options, host.pod_cidr), format="json"),
+            File(NETWORK_CONFIG, 0o644, data=network_settings(ctx, options), format="json"),
+            *ctx.shared("pod-network-kernel-files", _kernel_files),
+        ]
+        return Contribution(services=list(services), files=files)
+
+    def _services(self, on_hosts: bool) -> tuple[Service, Service]:
+        """The same on every node of one init system (only the pod range differs, in the files)."""
         down = ("network", "down", "--config", NETWORK_CONFIG)
         service = Service(
             name="kubesmith-network",
@@ -105,13 +115,7 @@ class PodNetworkModule(Module):
             state_directory=ROUTES_STATE,
             hardening=False,  # changes the host's routing table
         )
-        files = [
-            File(CNI_CONFIG, 0o644, data=cni_configuration(options, host.pod_cidr), format="json"),
-            File(NETWORK_CONFIG, 0o644, data=network_settings(ctx, options), format="json"),
-            File(SYSCTL_FILE, 0o644, content="".join(f"{name} = {value}\n" for name, value in SYSCTLS.items())),
-            File(MODULES_FILE, 0o644, content="".join(f"{name}\n" for name in KERNEL_MODULES)),
-        ]
-        return Contribution(services=[service, follower], files=files)
+        return service, follower
 
     def check(self, spec: Cluster, options: PodNetworkOptions, registry: VersionRegistry) -> list[OptionProblem]:
         if not options.enabled:
@@ -121,6 +125,11 @@ class PodNetworkModule(Module):
         except ValueError as exc:
             return [OptionProblem(("nodeCidrMaskSize",), str(exc))]
         return []
+
+
+def _kernel_files() -> tuple[File, File]:
+    return (File(SYSCTL_FILE, 0o644, content="".join(f"{name} = {value}\n" for name, value in SYSCTLS.items())),
+            File(MODULES_FILE, 0o644, content="".join(f"{name}\n" for name in KERNEL_MODULES)))
 
 
 def cni_configuration(options: PodNetworkOptions, pod_cidr: str) -> dict[str, Any]:

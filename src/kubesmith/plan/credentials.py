@@ -68,12 +68,17 @@ def hand_over(services: Iterable[Service], files: Iterable[File],
     return services_out, files_out
 
 
+STRINGS_KEPT = 1024  # documents whose strings are kept; those hosts share recur on every host
+
+
 def _strings_of(document: Any, memo: dict[Any, Any]) -> frozenset[str]:
-    key = ("strings-in", id(document))
-    cached = memo.get(key)
+    kept: dict[int, tuple[Any, frozenset[str]]] = memo.setdefault("strings-in", {})
+    cached = kept.get(id(document))
     if cached is None or cached[0] is not document:  # the document itself is kept: its id stays its own
-        cached = memo[key] = (document, frozenset(strings_in(document)))
-    return cached[1]  # type: ignore[no-any-return]
+        if len(kept) >= STRINGS_KEPT:  # most are one host's own (its agent settings): planned hosts let go
+            kept.clear()
+        cached = kept[id(document)] = (document, frozenset(strings_in(document)))
+    return cached[1]
 
 
 def _moved(own: Mapping[str, str], text: str) -> str:

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from functools import cache, lru_cache
+from operator import attrgetter
 from typing import Any, TextIO
 
-from kubesmith.plan.model import Plan
+from kubesmith.plan.model import HostPlan, Plan
 
 INDENT = "  "
 _SCALAR = json.JSONEncoder(sort_keys=True)
-SHARED_FRAGMENTS = 4096  # fragments kept for reuse; the shared ones recur on every host and stay
+SHARED_FRAGMENTS = 4096  # fragments kept for reuse; the shared ones recur on every host
 
 
 def plan_json(plan: Plan) -> str:
@@ -29,76 +29,97 @@ def plan_json(plan: Plan) -> str:
     return "".join(plan_json_chunks(plan))
 
 
-def write_plan_json(plan: Plan, out: TextIO) -> None:
-    """Write `plan` to `out` as JSON, host by host."""
-    for chunk in plan_json_chunks(plan):
+def write_plan_json(plan: Plan, out: TextIO, hosts: Iterable[HostPlan] | None = None) -> None:
+    """Write `plan` to `out` as JSON, host by host; `hosts`: its hosts, when they are planned as they are
+    written (plan.evaluate_lazily)."""
+    for chunk in plan_json_chunks(plan, hosts):
         out.write(chunk)
 
 
-def plan_json_chunks(plan: Plan) -> Iterator[str]:
+def plan_json_chunks(plan: Plan, hosts: Iterable[HostPlan] | None = None) -> Iterator[str]:
     encoder = _Encoder()
     top = {"apiVersion": "kubesmith.io/v1alpha1", "kind": "Plan",
            **{name: getattr(plan, name) for name in _field_names(type(plan))}}
     yield "{"
     for position, key in enumerate(sorted(top)):
         yield ("," if position else "") + "\n" + INDENT + _key(key)
-        value = top[key]
-        if key == "hosts" and value:
-            yield "["
-            for index, host in enumerate(value):
-                yield ("," if index else "") + "\n" + INDENT * 2 + encoder.encode(host, 2)
-            yield "\n" + INDENT + "]"
+        if key == "hosts":
+            text = "["
+            for host in plan.hosts if hosts is None else hosts:
+                yield text + "\n" + INDENT * 2 + encoder.fields(host, 2)
+                text = ","
+            yield "[]" if text == "[" else "\n" + INDENT + "]"
         else:
-            yield encoder.encode(value, 1)
+            yield encoder.encode(top[key], 1)
     yield "\n}\n"
 
 
 class _Encoder:
     """json.dumps(indent=2, sort_keys=True) of plan values, with shared dataclasses encoded once. Scalars are
     encoded inline as the json module does (its C string encoder, int and float repr): a call per value
-    was most of the time."""
+    was most of the time. A dataclass's fields are read at once (operator.attrgetter) and its text kept
+    by identity: what the hosts share (a restart policy, a kubeconfig file) is written from that text."""
 
     def __init__(self) -> None:
-        self._fragments: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self._fragments: dict[tuple[int, int], tuple[Any, str]] = {}
 
     def encode(self, value: Any, level: int) -> str:
         kind = type(value)
-        scalar = _SCALARS.get(kind)
-        if scalar is not None:
-            return scalar(value)
+        if kind is str:
+            return _string(value)
+        if kind is tuple or kind is list:
+            return self._array(value, level) if value else "[]"
+        if (layout := _LAYOUTS.get(kind)) is not None:
+            return self._dataclass(value, level, layout)
+        if (scalar := _SCALARS.get(kind)) is not None:
+            return scalar(value)  # type: ignore[no-any-return]
         if kind is dict:
             return self._items([(_key(key), value[key]) for key in sorted(value)], level)
-        if kind is list or kind is tuple:
-            if not value:
-                return "[]"
-            inner = _NEWLINE[level + 1]
-            if all(type(item) is str for item in value):  # argv and other lists of text: no call per item
-                words = ("," + inner).join(map(_string, value))
-            else:
-                words = ("," + inner).join(self.encode(item, level + 1) for item in value)
-            return "[" + inner + words + _NEWLINE[level] + "]"
         if hasattr(kind, "__dataclass_fields__"):
-            return self._dataclass(value, level)
+            return self._dataclass(value, level, _layout(kind))
         return _SCALAR.encode(value)
 
-    def _dataclass(self, value: Any, level: int) -> str:
-        key = (id(value), level)  # the plan holds every value while it is written: ids stay unique
-        if (text := self._fragments.get(key)) is not None:
-            self._fragments.move_to_end(key)
-            return text
-        text = self._items([(_key(name), getattr(value, name)) for name in _sorted_fields(type(value))], level)
-        self._fragments[key] = text
-        if len(self._fragments) > SHARED_FRAGMENTS:
-            self._fragments.popitem(last=False)
+    def _array(self, value: tuple[Any, ...] | list[Any], level: int) -> str:
+        inner = _NEWLINE[level + 1]
+        if type(value[0]) is str:  # argv and other lists of text: no call per item
+            try:
+                return "[" + inner + ("," + inner).join(map(_string, value)) + _NEWLINE[level] + "]"
+            except TypeError:  # not text all along
+                pass
+        encode = self.encode
+        return "[" + inner + ("," + inner).join([encode(item, level + 1) for item in value]) + _NEWLINE[level] + "]"
+
+    def _dataclass(self, value: Any, level: int, layout: tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
+                   ) -> str:
+        key = (id(value), level)
+        if (kept := self._fragments.get(key)) is not None and kept[0] is value:
+            return kept[1]  # type: ignore[no-any-return]
+        text = self.fields(value, level, layout)
+        if len(self._fragments) >= SHARED_FRAGMENTS:  # most are one host's own: start again, the shared come back
+            self._fragments.clear()
+        self._fragments[key] = (value, text)  # the value is kept with its text: its id stays its own
         return text
+
+    def fields(self, value: Any, level: int,
+               layout: tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None = None) -> str:
+        """A dataclass's text, not kept (a host's: it is written once)."""
+        keys, values = layout or _LAYOUTS.get(type(value)) or _layout(type(value))
+        if not keys:
+            return "{}"
+        encode, sub = self.encode, level + 1
+        inner = _NEWLINE[sub]
+        return "{" + inner + ("," + inner).join([
+            name + (_string(item) if type(item) is str else encode(item, sub)) for name, item in zip(keys, values(value))
+        ]) + _NEWLINE[level] + "}"
 
     def _items(self, items: list[tuple[str, Any]], level: int) -> str:
         if not items:
             return "{}"
-        inner = _NEWLINE[level + 1]
-        return "{" + inner + ("," + inner).join(
-            key + (_string(item) if type(item) is str else self.encode(item, level + 1)) for key, item in items) + \
-            _NEWLINE[level] + "}"
+        encode, sub = self.encode, level + 1
+        inner = _NEWLINE[sub]
+        return "{" + inner + ("," + inner).join([
+            key + (_string(item) if type(item) is str else encode(item, sub)) for key, item in items
+        ]) + _NEWLINE[level] + "}"
 
 
 def _float(value: float) -> str:
@@ -118,9 +139,16 @@ def _key(key: Any) -> str:
     return _string(key if isinstance(key, str) else _SCALAR.encode(key)) + ": "
 
 
-@cache
-def _sorted_fields(kind: type) -> tuple[str, ...]:
-    return tuple(sorted(_field_names(kind)))
+_LAYOUTS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _layout(kind: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """A plan dataclass's keys as written (sorted, with their separator) and a reader of its fields' values
+    in that order."""
+    names = tuple(sorted(_field_names(kind)))
+    values = attrgetter(*names) if len(names) > 1 else lambda value: tuple(getattr(value, name) for name in names)
+    _LAYOUTS[kind] = (tuple(map(_key, names)), values)
+    return _LAYOUTS[kind]
 
 
 @cache

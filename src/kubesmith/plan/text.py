@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from kubesmith.plan.model import HostPlan, Plan, Probe
 
 
@@ -42,9 +44,12 @@ def host_text(host: HostPlan) -> list[str]:
     return lines
 
 
-def plan_text(plan: Plan, hosts: list[HostPlan]) -> str:
-    lines = [f"cluster {plan.cluster}: Kubernetes {plan.kubernetes_version}, API at https://{plan.api_endpoint}"]
+def plan_text(plan: Plan, hosts: Iterable[HostPlan]) -> str:
+    return "".join(plan_text_chunks(plan, hosts))
+
+
+def plan_text_chunks(plan: Plan, hosts: Iterable[HostPlan]) -> Iterator[str]:
+    """The text a host at a time: `plan --offline` writes each as it is planned."""
+    yield f"cluster {plan.cluster}: Kubernetes {plan.kubernetes_version}, API at https://{plan.api_endpoint}\n"
     for host in hosts:
-        lines.append("")
-        lines += host_text(host)
-    return "\n".join(lines) + "\n"
+        yield "\n" + "\n".join(host_text(host)) + "\n"

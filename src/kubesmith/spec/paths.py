@@ -317,14 +317,19 @@ def _binary_of(component: str) -> str:
 def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
     """Components on one host keep their directories apart (etcd in the kubelet's directory would have
     each delete and chown the other's files), and apart from kubesmith's own. Compared in canonical
-    form: /var/run/containerd is containerd's /run/containerd."""
+    form: /var/run/containerd is containerd's /run/containerd. What a host runs depends on its roles alone,
+    so each set of roles is checked once, on its first host: 10,000 hosts have at most seven."""
     owned = sorted(owned, key=lambda item: item.written)  # the error stands where the user wrote the clash
     fixed = [(frozenset({"control-plane"}), "kubesmith's CA service", layout.CA_SERVICE_STATE),
              (frozenset({"control-plane", "etcd", "node"}), "kubesmith's agent", layout.AGENT_STATE)]
     findings: list[Finding] = []
     reported: set[tuple[LocPart, ...]] = set()
+    checked: set[frozenset[str]] = set()
     for host in cluster.spec.hosts:
-        roles = set(host.roles)
+        roles = frozenset(host.roles)
+        if roles in checked:
+            continue
+        checked.add(roles)
         present = [item for item in owned if item.roles & roles]
         for index, item in enumerate(present):
             others = [(f"the {'state ' if other.owned else ''}directory of {format_path(other.loc)}", other.path)
