@@ -136,7 +136,7 @@ def test_a_missing_input_of_the_hosts_files_during_apply_is_one_line_and_exit_2(
 def _printable_one_by_one(text: str, keep: str) -> str:
     """`printable` as it was first written: every character tested in turn (the reference)."""
     return "".join(c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 and unicodedata.category(c) == "Cc"
-                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   else f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") else c
                    for c in text)
 
 
