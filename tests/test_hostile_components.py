@@ -20,6 +20,11 @@ PROXY = "spec.components.proxy"
 RUNTIME = "spec.components.containerRuntime"
 
 
+def kubelet_on_own_runtime(body: str) -> str:
+    """The kubelet's `body` on hosts that bring their own container runtime."""
+    return f"  components:\n    containerRuntime: {{enabled: false}}\n    kubelet: {body}\n"
+
+
 def apiserver(body: str) -> str:
     return component("apiserver", body)
 
@@ -145,6 +150,25 @@ CASES: dict[str, tuple[str, str, str]] = {
     "scheduler-config-duplicate-profile": (
         HOSTS + component("scheduler", "{extraConfig: {profiles: [{schedulerName: a}, {schedulerName: a}]}}"),
         "spec.components.scheduler.extraConfig.profiles[1].schedulerName", "duplicate scheduler names"),
+    # kube-scheduler decodes strictly: an unknown field stops it
+    "scheduler-config-unknown-field": (HOSTS + component("scheduler", "{extraConfig: {a: [b]}}"),
+                                       "spec.components.scheduler.extraConfig.a", "no field 'a'"),
+    "scheduler-config-typo": (HOSTS + component("scheduler", "{extraConfig: {paralelism: 8}}"),
+                              "spec.components.scheduler.extraConfig.paralelism", "did you mean parallelism?"),
+    # the kubelet's CRI socket: containerd's own while kubesmith runs it, else a unix socket path
+    "kubelet-endpoint-other-socket": (HOSTS + component("kubelet", "{containerRuntimeEndpoint: "
+                                                                   "'unix:///run/other.sock'}"),
+                                      f"{KUBELET}.containerRuntimeEndpoint", "where the containerd kubesmith runs"),
+    "kubelet-endpoint-tcp": (HOSTS + kubelet_on_own_runtime("{containerRuntimeEndpoint: 'tcp://10.0.0.9:5'}"),
+                             f"{KUBELET}.containerRuntimeEndpoint", "unix:///PATH of a CRI socket"),
+    "kubelet-endpoint-long": (HOSTS + kubelet_on_own_runtime("{containerRuntimeEndpoint: "
+                                                                 f"'unix:///{'s' * 120}.sock'}}"),
+                              f"{KUBELET}.containerRuntimeEndpoint", "at most 107 bytes"),
+    # more pods than a node's pod range has addresses
+    "kubelet-max-pods-config": (HOSTS + kubelet_config("{maxPods: 100000}"), f"{KUBELET}.extraConfig.maxPods",
+                                "holds 253 pod addresses"),
+    "kubelet-max-pods-option": (HOSTS + component("kubelet", "{maxPods: 254}"), f"{KUBELET}.maxPods",
+                                "holds 253 pod addresses"),
 }
 
 # legitimate neighbours: valid as written
@@ -188,6 +212,10 @@ LEGITIMATE: dict[str, str] = {
     "containerd-same-sandbox-image": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                    "{sandbox_image: 'kubesmith.local/pause:1'}}}}"),
     "containerd-version-2": component("containerRuntime", "{extraConfig: {version: 2}}"),
+    "kubelet-endpoint-own-runtime": kubelet_on_own_runtime("{containerRuntimeEndpoint: 'unix:///run/crio/crio.sock'}"),
+    "kubelet-max-pods-fill-the-range": component("kubelet", "{maxPods: 253}"),
+    "kubelet-max-pods-larger-ranges": ("  components:\n    podNetwork: {nodeCidrMaskSize: 22}\n"
+                                       "    kubelet: {maxPods: 500}\n"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                  "{max_container_log_line_size: 32768}}}}"),
 }

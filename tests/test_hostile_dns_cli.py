@@ -127,6 +127,20 @@ def test_a_raw_unicode_line_break_is_named_where_the_editor_shows_it(character: 
     assert "(c.yaml:7:6)" in result.stderr and "syntax error" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("directive,refused", [("%YAML 1.2", True), ("%YAML 1.1", False)])
+def test_a_yaml_1_2_directive_is_refused_as_no_reader_here_keeps_it(directive: str, refused: bool,
+                                                                     tmp_path: Path) -> None:
+    """Under %YAML 1.2 `on` would be a string; PyYAML (as kubectl) still reads true: refused, not misread."""
+    (tmp_path / "c.yaml").write_text(f"{directive}\n---\n" + HEAD + HOSTS +
+                                     component("apiserver", "{allowPrivileged: on}"))
+    result = kubesmith("validate", "c.yaml", cwd=tmp_path)
+    if refused:
+        assert_one_located_error(result, "c.yaml", "(document)", "%YAML 1.2: kubesmith reads YAML 1.1")
+        assert "(c.yaml:1:1)" in result.stderr, result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+
+
 # name -> what follows `spec.kubernetesVersion`: each stays valid
 ACCEPTED: dict[str, str] = {
     "dns-stub-corp": HOSTS + component("coreDns", "{stubDomains: {corp.example: [10.0.0.53]}}"),

@@ -318,7 +318,49 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
         findings.append((("spec", "components", "kubelet", "clusterDomain"), f"{domain!r} is not "
                          f"spec.network.dnsDomain ({cluster.spec.network.dns_domain}), the zone CoreDNS serves: pods "
                          "would search a domain nothing answers; set spec.network.dnsDomain instead", "error"))
+    findings += _runtime_endpoint(cluster)
+    findings += _max_pods(cluster)
     return findings
+
+
+def _runtime_endpoint(cluster: Cluster) -> list[Finding]:
+    """The kubelet's CRI socket: where the containerd kubesmith runs listens, or (a runtime of the hosts'
+    own) a unix socket path the kernel can bind (sun_path holds 107 bytes and a NUL)."""
+    runtime = cluster.spec.components.container_runtime
+    endpoint = cluster.spec.components.kubelet.container_runtime_endpoint
+    where = ("spec", "components", "kubelet", "containerRuntimeEndpoint")
+    if endpoint is None:
+        return []
+    if runtime.enabled and endpoint != f"unix://{runtime.socket}":
+        return [(where, f"{yaml_text(endpoint)} is not unix://{runtime.socket}, where the containerd kubesmith runs "
+                 "listens: the kubelet would start pods elsewhere; set spec.components.containerRuntime.socket "
+                 "instead, or turn containerRuntime off when the hosts bring their own runtime", "error")]
+    path = endpoint.removeprefix("unix://")
+    if not endpoint.startswith("unix:///") or len(path.encode()) > 107 or any(c.isspace() for c in path):
+        return [(where, f"{yaml_text(endpoint)} is not unix:///PATH of a CRI socket (an absolute path of at most "
+                 "107 bytes)", "error")]
+    return []
+
+
+def _max_pods(cluster: Cluster) -> list[Finding]:
+    """More pods per node than its IPv4 pod range holds addresses (less the network, broadcast and gateway
+    addresses): the pods past it never start, waiting for an address."""
+    kubelet = cluster.spec.components.kubelet
+    present, configured = config_value(kubelet, ("maxPods",))
+    value, where = (configured, ("extraConfig", "maxPods")) if present else (kubelet.max_pods, ("maxPods",))
+    mask = cluster.spec.components.pod_network.node_cidr_mask_size
+    if cluster.spec.components.controller_manager.node_cidr_mask_size is not None:
+        mask = cluster.spec.components.controller_manager.node_cidr_mask_size
+    try:
+        ipv4 = ipaddress.ip_network(cluster.spec.network.cluster_cidr).version == 4
+    except ValueError:
+        return []  # the range's own check names it
+    room = (1 << (32 - mask)) - 3
+    if ipv4 and isinstance(value, int) and not isinstance(value, bool) and value > room:
+        return [(("spec", "components", "kubelet", *where), f"{value} pods per node, but each node's pod range "
+                 f"(/{mask}) holds {room} pod addresses: the rest would never start; set it to {room} or less, "
+                 "or give nodes larger ranges (spec.components.podNetwork.nodeCidrMaskSize)", "error")]
+    return []
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:

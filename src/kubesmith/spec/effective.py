@@ -412,6 +412,16 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
         for field, kind in fields.items():
             if field in config and (problem := _json_type_problem(field, kind, config[field])):
                 yield ("spec", "components", section, "extraConfig", field), problem, "error"
+    # kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and
+    # exits; the kubelet and kube-proxy fall back to lenient decoding. CONFIG_TYPES holds every field of
+    # KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes.
+    for field in getattr(getattr(components, aliases["scheduler"]), "extra_config", {}):
+        if field not in CONFIG_TYPES["scheduler"] and field not in ("apiVersion", "kind"):
+            close = difflib.get_close_matches(str(field), sorted(CONFIG_TYPES["scheduler"]), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(CONFIG_TYPES['scheduler']))}"
+            yield (("spec", "components", "scheduler", "extraConfig", field),
+                   f"KubeSchedulerConfiguration has no field {yaml_text(field)}, and kube-scheduler refuses to start "
+                   f"on an unknown field: {hint}", "error")
     # the scheduler's own validation: "podMaxBackoffSeconds ... must be greater than or equal to
     # PodInitialBackoffSeconds" (defaults 1 and 10)
     config = getattr(getattr(components, aliases["scheduler"]), "extra_config", {})

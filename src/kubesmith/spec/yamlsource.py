@@ -72,7 +72,7 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     loader = Loader(text)
     root: yaml.Node | None = None
     try:
-        if breaker := _unicode_line_break(text, filename):
+        if breaker := _unicode_line_break(text, filename) or _version_directive(text, filename):
             return None, [breaker]
         if too_deep := nesting_problem(text, filename):
             return None, [too_deep]
@@ -113,6 +113,21 @@ def _unicode_line_break(text: str, filename: str) -> Problem | None:
     return Problem("(document)", f"a raw {_UNICODE_BREAKS[found[0]]}: YAML 1.1 readers take it for a line break "
                    "(in a comment too); remove it, or write it escaped in a double-quoted string "
                    f"(\"\\u{ord(found[0]):04x}\")", Location(filename, line, column))
+
+
+_VERSION_DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
+
+
+def _version_directive(text: str, filename: str) -> Problem | None:
+    """A `%YAML 1.2` directive promises YAML 1.2's reading (`on` and `yes` are strings there), which no
+    reader here keeps: PyYAML, like kubectl and the Kubernetes binaries, reads YAML 1.1 whatever it says."""
+    found = _VERSION_DIRECTIVE.search(text)
+    if found is None or found[1] == "1.1":
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    return Problem("(document)", f"%YAML {found[1][:20]}: kubesmith reads YAML 1.1, as kubectl does (`on`, "
+                   "`yes` and `off` are booleans there, not strings); remove the directive, and quote a value meant "
+                   "as text", Location(filename, line, 1))
 
 
 _ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
