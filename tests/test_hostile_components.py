@@ -214,6 +214,10 @@ LEGITIMATE: dict[str, str] = {
     "containerd-version-2": component("containerRuntime", "{extraConfig: {version: 2}}"),
     "kubelet-endpoint-own-runtime": kubelet_on_own_runtime("{containerRuntimeEndpoint: 'unix:///run/crio/crio.sock'}"),
     "kubelet-max-pods-fill-the-range": component("kubelet", "{maxPods: 253}"),
+    "kubelet-max-pods-own-cni": ("  components:\n    podNetwork: {enabled: false}\n"
+                                 "    kubelet: {maxPods: 500}\n"),
+    "kubelet-config-no-qos-cgroups-none": kubelet_config("{cgroupsPerQOS: false, enforceNodeAllocatable: [none]}"),
+    "agent-ca-url-upper-case-host": component("agent", "{caUrls: ['https://CA.Example.com:8443']}"),
     "kubelet-max-pods-larger-ranges": ("  components:\n    podNetwork: {nodeCidrMaskSize: 22}\n"
                                        "    kubelet: {maxPods: 500}\n"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "

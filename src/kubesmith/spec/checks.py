@@ -343,14 +343,15 @@ def _runtime_endpoint(cluster: Cluster) -> list[Finding]:
 
 
 def _max_pods(cluster: Cluster) -> list[Finding]:
-    """More pods per node than its IPv4 pod range holds addresses (less the network, broadcast and gateway
-    addresses): the pods past it never start, waiting for an address."""
+    """More pods per node than the IPv4 range kubesmith's pod network gives each node holds addresses
+    (less the network, broadcast and gateway addresses): the pods past it never start, waiting for an
+    address. A CNI of the hosts' own sizes its ranges itself."""
     kubelet = cluster.spec.components.kubelet
     present, configured = config_value(kubelet, ("maxPods",))
     value, where = (configured, ("extraConfig", "maxPods")) if present else (kubelet.max_pods, ("maxPods",))
+    if not cluster.spec.components.pod_network.enabled:
+        return []
     mask = cluster.spec.components.pod_network.node_cidr_mask_size
-    if cluster.spec.components.controller_manager.node_cidr_mask_size is not None:
-        mask = cluster.spec.components.controller_manager.node_cidr_mask_size
     try:
         ipv4 = ipaddress.ip_network(cluster.spec.network.cluster_cidr).version == 4
     except ValueError:

@@ -99,8 +99,10 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
             elif problem := quantity_problem(value):
                 yield _loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal}: {problem}", "error"
     # "enforceNodeAllocatable (--enforce-node-allocatable) is not supported unless cgroupsPerQOS ... is turned
-    # on": its default is [pods]
-    if config.get("cgroupsPerQOS") is False and config.get("enforceNodeAllocatable", ["pods"]) not in ([], None):
+    # on": its default is [pods]; [none] enforces nothing (v1.36.2 starts with it)
+    enforced = config.get("enforceNodeAllocatable", ["pods"])
+    if config.get("cgroupsPerQOS") is False and isinstance(enforced, list) and \
+            any(item != "none" for item in enforced):
         yield (_loc("kubelet", "cgroupsPerQOS"), "without cgroupsPerQOS the kubelet refuses to enforce node "
                "allocatable, which it does by default (enforceNodeAllocatable: [pods]); set enforceNodeAllocatable: "
                "[] as well", "error")

@@ -212,7 +212,7 @@ def _https_url(value: str) -> str:
         raise ValueError(problem)
     netloc = urlsplit(value).netloc
     host = netloc.rpartition(":")[0] if netloc.rpartition(":")[2].isdigit() else netloc
-    if not _is_host(host):
+    if not _is_host(host.lower()):  # DNS names are case-insensitive
         raise ValueError(f"{value!r} names no usable host: an address (IPv6 in brackets) or a DNS name")
     return value
 
