@@ -216,6 +216,17 @@ LEGITIMATE: dict[str, str] = {
     "kubelet-max-pods-fill-the-range": component("kubelet", "{maxPods: 253}"),
     "kubelet-max-pods-larger-ranges": ("  components:\n    podNetwork: {nodeCidrMaskSize: 22}\n"
                                        "    kubelet: {maxPods: 500}\n"),
+    # kubeadm's generated files: a zero period (null for a pointer) is the component's default, and an
+    # empty metricsBindAddress is kube-proxy's 127.0.0.1:10249 (checked with the v1.36.2 binaries)
+    "kubelet-config-kubeadm-zero-periods": kubelet_config(
+        "{syncFrequency: 0s, nodeStatusUpdateFrequency: 0s, runtimeRequestTimeout: 0s, cpuManagerReconcilePeriod: "
+        "0s, fileCheckFrequency: 0s, httpCheckFrequency: 0s, nodeStatusReportFrequency: 0s}"),
+    "proxy-config-kubeadm-defaults": component("proxy", "{extraConfig: {metricsBindAddress: '', iptables: "
+                                                        "{syncPeriod: 0s, minSyncPeriod: 0s}, ipvs: {syncPeriod: 0s}, "
+                                                        "conntrack: {tcpEstablishedTimeout: null, "
+                                                        "tcpCloseWaitTimeout: null}}}"),
+    "scheduler-config-zero-lease": component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 0s, "
+                                                          "renewDeadline: 0s, retryPeriod: 0s}}}"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                  "{max_container_log_line_size: 32768}}}}"),
 }

@@ -454,8 +454,12 @@ CASES: dict[str, tuple[str, str, str]] = {
                                          f"{KUBELET}.extraArgs.sync-frequency", "is negative"),
     "dur-flag-status-frequency-zero": (HOSTS + kubelet_flag("node-status-update-frequency", "0s"),
                                        f"{KUBELET}.extraArgs.node-status-update-frequency", "is zero"),
-    "dur-config-status-frequency-zero": (HOSTS + kubelet_config("{nodeStatusUpdateFrequency: 0s}"),
-                                         f"{KUBELET}.extraConfig.nodeStatusUpdateFrequency", "is zero"),
+    # in the configuration file 0s means the kubelet's default (tests/test_hostile_components.py), not -10s
+    "dur-config-status-frequency-negative": (HOSTS + kubelet_config("{nodeStatusUpdateFrequency: -10s}"),
+                                             f"{KUBELET}.extraConfig.nodeStatusUpdateFrequency", "is negative"),
+    # null in a non-pointer duration stops the kubelet ('time: invalid duration ""')
+    "dur-config-sync-frequency-null": (HOSTS + kubelet_config("{syncFrequency: null}"),
+                                       f"{KUBELET}.extraConfig.syncFrequency", "got null"),
     "dur-config-sync-frequency-words": (HOSTS + kubelet_config("{syncFrequency: 5 minutes}"),
                                         f"{KUBELET}.extraConfig.syncFrequency", "is not a Go duration"),
     "dur-config-image-gc-age-days": (HOSTS + kubelet_config("{imageMinimumGCAge: 1d}"),
