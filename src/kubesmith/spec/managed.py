@@ -31,7 +31,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "authorization-config": "authorizationMode", "admission-control": "enableAdmissionPlugins",
         "admission-control-config-file": "enableAdmissionPlugins (EventRateLimit)",
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI, "tls-cipher-suites": "tlsCipherSuites",
-        "tls-min-version": "kubesmith (TLS 1.2 or newer)", "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
+        "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
         "etcd-certfile": PKI, "etcd-keyfile": PKI, "kubelet-certificate-authority": PKI,
         "kubelet-client-certificate": PKI, "kubelet-client-key": PKI,
         "kubelet-preferred-address-types": "kubeletPreferredAddressTypes", "proxy-client-cert-file": PKI,
@@ -88,6 +88,11 @@ MANAGED: dict[str, dict[str, str]] = {
         "log-level": "logLevel",
     },
 }
+
+# Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
+# and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
+# TLS 1.2 is refused, as for every component)
+REPLACEABLE: dict[str, frozenset[str]] = {"kube-apiserver": frozenset({"tls-min-version"})}
 
 
 # Fields of a component's configuration document (extraConfig, by section) that kubesmith sets itself, the
