@@ -232,6 +232,8 @@ LEGITIMATE: dict[str, str] = {
                                                         "tcpCloseWaitTimeout: null}}}"),
     "scheduler-config-zero-lease": component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 0s, "
                                                           "renewDeadline: 0s, retryPeriod: 0s}}}"),
+    # a short grace period alone: the critical pods' default share (15s) is clamped to it
+    "kubelet-shutdown-grace-only-short": component("kubelet", "{shutdownGracePeriod: 10s}"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                  "{max_container_log_line_size: 32768}}}}"),
 }

@@ -994,3 +994,14 @@ def test_a_kubelet_configuration_that_differs_from_kubesmiths_is_still_refused(t
     (tmp_path / "k.yaml").write_text(HEAD + HOSTS + component("kubelet", "{extraConfig: {kind: Other}}"))
     result = kubesmith("validate", "k.yaml", cwd=tmp_path)
     assert_one_located_error(result, "k.yaml", "spec.components.kubelet.extraConfig.kind", "kubesmith sets kind itself")
+
+
+@pytest.mark.parametrize(("options", "share"), [
+    ({"shutdownGracePeriod": "10s"}, "10s"),  # kubesmith's 15s default clamped to the whole
+    ({"shutdownGracePeriod": "0s"}, "0s"),
+    ({"shutdownGracePeriod": "1m"}, "15s"),
+    ({"shutdownGracePeriod": "1m", "shutdownGracePeriodCriticalPods": "20s"}, "20s"),
+])
+def test_the_critical_pods_default_share_fits_the_grace_period(options: dict[str, str], share: str) -> None:
+    from kubesmith.modules.kubelet import KubeletOptions, critical_pods_grace
+    assert critical_pods_grace(KubeletOptions.model_validate(options)) == share
