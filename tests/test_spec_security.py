@@ -49,6 +49,9 @@ def test_every_flag_a_module_sets_is_managed(source: Path | str) -> None:
     ("etcd", "data-dir", "from spec.components.etcd.dataDir"),
     ("kubelet", "v", "from spec.components.kubelet.verbosity"),
     ("controllerManager", "cluster-signing-duration", "from spec.components.controllerManager.signingDuration"),
+    # no option: kubesmith decides it (a "set that option instead" would name a path that is none)
+    ("etcd", "initial-cluster-state", "itself, from the member's history (new on the cluster's first start, "
+                                      "existing when a member joins one); extraArgs cannot replace it"),
 ])
 def test_a_managed_flag_in_extra_args_names_the_option(component: str, flag: str, says: str,
                                                        tmp_path: Path) -> None:

@@ -78,7 +78,8 @@ MANAGED: dict[str, dict[str, str]] = {
     "etcd": {
         "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
         "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
-        "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state": "kubesmith",
+        "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state":
+            "the member's history (new on the cluster's first start, existing when a member joins one)",
         "initial-cluster-token": "metadata.name", "listen-metrics-urls": "metricsPort",
         "client-cert-auth": PKI, "trusted-ca-file": PKI, "cert-file": PKI, "key-file": PKI, "auto-tls": PKI,
         "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI, "peer-key-file": PKI,
