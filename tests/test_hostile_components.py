@@ -49,6 +49,8 @@ CASES: dict[str, tuple[str, str, str]] = {
                              f"{KUBELET}.extraArgs.tls-min-version", "below TLS 1.2"),
     "scheduler-tls-min-flag": (HOSTS + component("scheduler", "{extraArgs: {tls-min-version: VersionTLS11}}"),
                                "spec.components.scheduler.extraArgs.tls-min-version", "below TLS 1.2"),
+    "apiserver-tls-min-flag": (HOSTS + apiserver_flag("tls-min-version", "VersionTLS11"),
+                               f"{APISERVER}.extraArgs.tls-min-version", "below TLS 1.2"),
     "apiserver-etcd-override-http": (HOSTS + apiserver_flag("etcd-servers-overrides", "'/events#http://10.0.0.9:2379'"),
                                      f"{APISERVER}.extraArgs.etcd-servers-overrides", "no https:// URL"),
     "apiserver-cipher-unknown": (HOSTS + apiserver("{tlsCipherSuites: [TLS_FOO]}"),
@@ -176,6 +178,9 @@ LEGITIMATE: dict[str, str] = {
     "kubelet-tls-13": kubelet_config("{tlsMinVersion: VersionTLS13}"),
     "kubelet-tls-12": kubelet_config("{tlsMinVersion: VersionTLS12}"),
     "kubelet-tls-13-flag": kubelet_flag("tls-min-version", "VersionTLS13"),
+    # raising the minimum (or restating kubesmith's VersionTLS12) is no weakening, on every component
+    **{f"{name}-tls-{version[-2:]}-flag": component(name, f"{{extraArgs: {{tls-min-version: {version}}}}}")
+       for name in ("apiserver", "controllerManager", "scheduler") for version in ("VersionTLS12", "VersionTLS13")},
     "apiserver-cipher-secure": apiserver("{tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "
                                          "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305]}"),
     "kubelet-config-cipher-secure": kubelet_config("{tlsCipherSuites: [TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]}"),
@@ -220,6 +225,19 @@ LEGITIMATE: dict[str, str] = {
     "agent-ca-url-upper-case-host": component("agent", "{caUrls: ['https://CA.Example.com:8443']}"),
     "kubelet-max-pods-larger-ranges": ("  components:\n    podNetwork: {nodeCidrMaskSize: 22}\n"
                                        "    kubelet: {maxPods: 500}\n"),
+    # kubeadm's generated files: a zero period (null for a pointer) is the component's default, and an
+    # empty metricsBindAddress is kube-proxy's 127.0.0.1:10249 (checked with the v1.36.2 binaries)
+    "kubelet-config-kubeadm-zero-periods": kubelet_config(
+        "{syncFrequency: 0s, nodeStatusUpdateFrequency: 0s, runtimeRequestTimeout: 0s, cpuManagerReconcilePeriod: "
+        "0s, fileCheckFrequency: 0s, httpCheckFrequency: 0s, nodeStatusReportFrequency: 0s}"),
+    "proxy-config-kubeadm-defaults": component("proxy", "{extraConfig: {metricsBindAddress: '', iptables: "
+                                                        "{syncPeriod: 0s, minSyncPeriod: 0s}, ipvs: {syncPeriod: 0s}, "
+                                                        "conntrack: {tcpEstablishedTimeout: null, "
+                                                        "tcpCloseWaitTimeout: null}}}"),
+    "scheduler-config-zero-lease": component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 0s, "
+                                                          "renewDeadline: 0s, retryPeriod: 0s}}}"),
+    # a short grace period alone: the critical pods' default share (15s) is clamped to it
+    "kubelet-shutdown-grace-only-short": component("kubelet", "{shutdownGracePeriod: 10s}"),
     "containerd-other-plugin-key": component("containerRuntime", "{extraConfig: {plugins: {io.containerd.grpc.v1.cri: "
                                                                  "{max_container_log_line_size: 32768}}}}"),
 }

@@ -34,6 +34,18 @@ CASES: dict[str, tuple[str, str, str]] = {
     "dns-block-cluster-domain-port-dot": (HOSTS + component("coreDns", "{extraServerBlocks: {'Cluster.Local.:53': "
                                                                        "[whoami]}}"),
                                           f"{DNS}.extraServerBlocks.Cluster.Local.:53", HIJACK),
+    # stub zones are normalised as CoreDNS reads them (case, final dot): the hijack is still seen
+    "dns-stub-cluster-domain-case-dot": (HOSTS + component("coreDns", "{stubDomains: {'Cluster.Local.': [10.0.0.2]}}"),
+                                         f"{DNS}.stubDomains.Cluster.Local.", HIJACK),
+    "dns-stub-pod-reverse-case": (HOSTS + component("coreDns", "{stubDomains: {'200.10.IN-ADDR.ARPA.': [10.0.0.2]}}"),
+                                  f"{DNS}.stubDomains.200.10.IN-ADDR.ARPA.", REVERSE),
+    "dns-stub-same-zone-twice": (HOSTS + component("coreDns", "{stubDomains: {consul: [10.0.0.2], "
+                                                              "'Consul.': [10.0.0.3]}}"),
+                                 f"{DNS}.stubDomains.consul", "is already served by"),
+    "dns-stub-not-a-zone": (HOSTS + component("coreDns", "{stubDomains: {'corp..example': [10.0.0.2]}}"),
+                            f"{DNS}.stubDomains.corp..example.[key]", "must be a DNS zone"),
+    "dns-block-not-a-zone": (HOSTS + component("coreDns", "{extraServerBlocks: {'corp/example': [whoami]}}"),
+                             f"{DNS}.extraServerBlocks.corp/example", "must be a DNS zone"),
     "dns-stub-in-addr-arpa": (HOSTS + component("coreDns", "{stubDomains: {'in-addr.arpa': [10.0.0.2]}}"),
                               f"{DNS}.stubDomains.in-addr.arpa", REVERSE),
     "dns-stub-pod-reverse": (HOSTS + component("coreDns", "{stubDomains: {'200.10.in-addr.arpa': [10.0.0.2]}}"),
@@ -144,6 +156,11 @@ def test_a_yaml_1_2_directive_is_refused_as_no_reader_here_keeps_it(directive: s
 # name -> what follows `spec.kubernetesVersion`: each stays valid
 ACCEPTED: dict[str, str] = {
     "dns-stub-corp": HOSTS + component("coreDns", "{stubDomains: {corp.example: [10.0.0.53]}}"),
+    # zones CoreDNS 1.13.1 serves: a final dot, Active Directory's underscore labels, upper case
+    "dns-stub-zone-spellings": HOSTS + component("coreDns", "{stubDomains: {'consul.': [10.0.0.53], "
+                                                            "'_msdcs.corp.example.com': [10.0.0.53], "
+                                                            "'Corp.Example.com': [10.0.0.54]}}"),
+    "dns-block-cidr-zone": HOSTS + component("coreDns", "{extraServerBlocks: {'10.0.0.0/24': [whoami]}}"),
     "dns-stub-other-reverse": HOSTS + component("coreDns", "{stubDomains: {'168.192.in-addr.arpa': [10.0.0.53], "
                                                            "'d.f.ip6.arpa': [10.0.0.53]}}"),
     "dns-block-other-port-and-nested": HOSTS + component("coreDns", "{extraServerBlocks: {'.:1053': [whoami], "

@@ -454,8 +454,12 @@ CASES: dict[str, tuple[str, str, str]] = {
                                          f"{KUBELET}.extraArgs.sync-frequency", "is negative"),
     "dur-flag-status-frequency-zero": (HOSTS + kubelet_flag("node-status-update-frequency", "0s"),
                                        f"{KUBELET}.extraArgs.node-status-update-frequency", "is zero"),
-    "dur-config-status-frequency-zero": (HOSTS + kubelet_config("{nodeStatusUpdateFrequency: 0s}"),
-                                         f"{KUBELET}.extraConfig.nodeStatusUpdateFrequency", "is zero"),
+    # in the configuration file 0s means the kubelet's default (tests/test_hostile_components.py), not -10s
+    "dur-config-status-frequency-negative": (HOSTS + kubelet_config("{nodeStatusUpdateFrequency: -10s}"),
+                                             f"{KUBELET}.extraConfig.nodeStatusUpdateFrequency", "is negative"),
+    # null in a non-pointer duration stops the kubelet ('time: invalid duration ""')
+    "dur-config-sync-frequency-null": (HOSTS + kubelet_config("{syncFrequency: null}"),
+                                       f"{KUBELET}.extraConfig.syncFrequency", "got null"),
     "dur-config-sync-frequency-words": (HOSTS + kubelet_config("{syncFrequency: 5 minutes}"),
                                         f"{KUBELET}.extraConfig.syncFrequency", "is not a Go duration"),
     "dur-config-image-gc-age-days": (HOSTS + kubelet_config("{imageMinimumGCAge: 1d}"),
@@ -990,3 +994,14 @@ def test_a_kubelet_configuration_that_differs_from_kubesmiths_is_still_refused(t
     (tmp_path / "k.yaml").write_text(HEAD + HOSTS + component("kubelet", "{extraConfig: {kind: Other}}"))
     result = kubesmith("validate", "k.yaml", cwd=tmp_path)
     assert_one_located_error(result, "k.yaml", "spec.components.kubelet.extraConfig.kind", "kubesmith sets kind itself")
+
+
+@pytest.mark.parametrize(("options", "share"), [
+    ({"shutdownGracePeriod": "10s"}, "10s"),  # kubesmith's 15s default clamped to the whole
+    ({"shutdownGracePeriod": "0s"}, "0s"),
+    ({"shutdownGracePeriod": "1m"}, "15s"),
+    ({"shutdownGracePeriod": "1m", "shutdownGracePeriodCriticalPods": "20s"}, "20s"),
+])
+def test_the_critical_pods_default_share_fits_the_grace_period(options: dict[str, str], share: str) -> None:
+    from kubesmith.modules.kubelet import KubeletOptions, critical_pods_grace
+    assert critical_pods_grace(KubeletOptions.model_validate(options)) == share

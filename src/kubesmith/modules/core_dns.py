@@ -18,17 +18,18 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from kubesmith.images import COREDNS_IMAGE, coredns_binary_problem
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, DnsName, ImageReference, StrictModel, canonical_ip, resolver_unusable
+from kubesmith.spec.types import AbsolutePath, ImageReference, StrictModel, canonical_ip, resolver_unusable
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -49,6 +50,33 @@ PLUGINS = frozenset((
     "metadata minimal multisocket nomad nsid ocp_dnsnameresolver on pprof prometheus quic ready reload rewrite "
     "root route53 secondary sign template timeouts tls trace transfer tsig view whoami").split())
 
+# A zone name as CoreDNS takes it in a server block's key: labels of letters, digits, '-' and '_' (Active
+# Directory's _msdcs, SRV-style names), at most 63 bytes each and 253 in all, an optional final dot; DNS is
+# case-insensitive, so kubesmith writes it lower-case without the dot. The root is '.'.
+_ZONE_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+
+
+def zone_name(text: str) -> str:
+    """`text` as the zone CoreDNS serves (lower-case, no final dot; the root '.'); ValueError when it is none.
+    The same rule for stubDomains keys and extraServerBlocks zones; _split_zone normalises them alike, so
+    the cluster-domain and reverse-zone checks see `Cluster.Local.` as cluster.local."""
+    zone = text.lower().removesuffix(".") if text != "." else "."
+    if zone == ".":
+        return zone
+    labels = zone.split(".")
+    if not zone.isascii() or len(zone) > 253 or not all(_ZONE_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{text[:80]!r} must be a DNS zone: labels of letters, digits, '-' and '_' (at most 63 "
+                         "each, 253 in all) joined by '.', a final '.' optional")
+    return zone
+
+
+def _checked_zone(text: str) -> str:
+    zone_name(text)
+    return text  # as written, so errors point at the key in the file; rendered through zone_name
+
+
+StubZone = Annotated[str, AfterValidator(_checked_zone)]
+
 
 class CoreDnsOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run CoreDNS as the cluster DNS (Service kube-dns at "
@@ -59,13 +87,14 @@ class CoreDnsOptions(StrictModel):
                                  json_schema_extra={"x-derived-from": "the number of node hosts"})
     upstream: list[str] = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
                                 "ADDRESS:PORT); default: each node's own /etc/resolv.conf.")
-    stub_domains: dict[DnsName, list[str]] = Field(default={}, description="Domains answered by other resolvers: "
+    stub_domains: dict[StubZone, list[str]] = Field(default={}, description="Domains answered by other resolvers: "
                                                    "domain -> resolvers (ADDRESS or ADDRESS:PORT).")
     cache_ttl: int = Field(default=30, ge=0, le=86400, description="Longest time (seconds) an answer is cached; "
                            "0 turns the cache off.")
     extra_server_blocks: dict[str, list[str]] = Field(
         default={}, description="Further Corefile server blocks: ZONE[:PORT] -> its directives, one line each "
         "(\"forward . 192.0.2.1\"); CoreDNS checks them when its pods start.")
+
     binary: AbsolutePath | None = Field(
         default=None, description="The static coredns binary (on the machine running kubesmith) the image is "
         "built from; default: `coredns` in --binaries DIR, else on PATH.",
@@ -108,6 +137,8 @@ class CoreDnsModule(Module):
             if not zone or any(c in zone for c in " {},") or not lines:  # one zone a block: each is checked
                 problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (one zone: no "
                                               "spaces, commas or braces) with at least one directive"))
+            elif problem := _block_zone_problem(zone):
+                problems.append(OptionProblem(("extraServerBlocks", zone), problem))
             elif sum(line.count("{") - line.count("}") for line in lines) != 0:
                 problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
             else:
@@ -131,6 +162,23 @@ def _directive_problems(zone: str, lines: list[str], own_image: bool) -> list[Op
                 "error" if own_image else "warning"))
         depth += line.count("{") - line.count("}")
     return problems
+
+
+def _block_zone_problem(key: str) -> str | None:
+    """Why the zone of a server block's key is none CoreDNS serves, or None; CoreDNS also takes a CIDR
+    (10.0.0.0/8: its reverse zones)."""
+    zone = _split_zone(key)[0]
+    if "/" in zone:
+        try:
+            ipaddress.ip_network(zone, strict=False)
+            return None
+        except ValueError:
+            pass
+    try:
+        zone_name(zone)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _split_zone(key: str) -> tuple[str, int]:
@@ -257,7 +305,7 @@ def corefile(ctx: HostContext, options: CoreDnsOptions) -> str:
             "    loadbalance\n"
             "}\n")
     for domain, servers in sorted(options.stub_domains.items()):
-        text += f"{domain}:53 {{\n    errors\n{cache}    forward . {' '.join(servers)}\n}}\n"
+        text += f"{zone_name(domain)}:53 {{\n    errors\n{cache}    forward . {' '.join(servers)}\n}}\n"
     for zone, lines in options.extra_server_blocks.items():
         text += f"{zone} {{\n" + "".join(f"    {line}\n" for line in lines) + "}\n"
     return text

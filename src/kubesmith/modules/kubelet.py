@@ -62,17 +62,20 @@ class KubeletOptions(ComponentOptions):
         "host goes (0s: off). Pods stopped so end Failed; their controllers replace them.")
     shutdown_grace_period_critical_pods: GoDuration = Field(
         default="15s", description="The part of shutdownGracePeriod kept for critical pods (CoreDNS), stopped last: "
-        "more than CoreDNS's lame-duck time, so it leaves its Service before it stops answering.")
+        "more than CoreDNS's lame-duck time, so it leaves its Service before it stops answering. Unset, it is "
+        "15s or shutdownGracePeriod when that is shorter.")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeletConfiguration document.")
 
 
 def critical_pods_grace(options: KubeletOptions) -> str:
-    """The critical pods' share of the shutdown delay: none when the delay is off (`shutdownGracePeriod:
-    0s`) and the share was left at its default, which the kubelet would refuse as longer than the whole."""
-    field = "shutdown_grace_period_critical_pods"
-    if go_duration_ns(options.shutdown_grace_period) == 0 and field not in options.model_fields_set:
-        return "0s"
-    return options.shutdown_grace_period_critical_pods
+    """The critical pods' share of the shutdown delay. Left at its default, it is clamped to the whole
+    (shutdownGracePeriod: 10s gives 10s; 0s, off, gives 0s): the kubelet refuses a share longer than the
+    whole, and that conflict would be kubesmith's own. Set by the user, it is taken as written (check())."""
+    share = options.shutdown_grace_period_critical_pods
+    if "shutdown_grace_period_critical_pods" in options.model_fields_set:
+        return share
+    grace = options.shutdown_grace_period
+    return grace if go_duration_ns(grace) < go_duration_ns(share) else share
 
 
 class KubeletModule(Module):
@@ -85,9 +88,8 @@ class KubeletModule(Module):
     def check(self, spec: Any, options: KubeletOptions, registry: Any) -> list[OptionProblem]:
         # the kubelet's own validation: "shutdownGracePeriodCriticalPods ... must be <= shutdownGracePeriod"
         critical, grace = critical_pods_grace(options), options.shutdown_grace_period
-        if go_duration_ns(critical) > go_duration_ns(grace):
-            default = "shutdown_grace_period_critical_pods" not in options.model_fields_set
-            return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}{' (its default)' if default else ''}"
+        if go_duration_ns(critical) > go_duration_ns(grace):  # only as the user set it: a default is clamped
+            return [OptionProblem(("shutdownGracePeriodCriticalPods",), f"{critical}"
                                   f" is longer than shutdownGracePeriod ({grace}), which it is a part of: the kubelet "
                                   "refuses it; set it no longer than shutdownGracePeriod")]
         return _image_gc_problems(options) + _taint_problems(options)

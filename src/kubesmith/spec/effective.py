@@ -191,34 +191,40 @@ def admission_plugin_problem(plugin: str) -> str | None:
 
 
 # Duration fields of each component's configuration document (extraConfig), read with the same parser as
-# duration flags (Go's time.ParseDuration through encoding/json's metav1.Duration): True marks a period or
-# timeout that 0 would break (a loop that spins, a request that times out at once), False one where 0 means
-# "off". None is negative. (streamingConnectionIdleTimeout is a SETTING: the CIS check reads it.)
+# duration flags (Go's time.ParseDuration through encoding/json's metav1.Duration). Zero is never refused
+# here: in the configuration FILE each component defaults a zero period (kubelet v1beta1 SetDefaults:
+# syncFrequency 1m, nodeStatusUpdateFrequency 10s, runtimeRequestTimeout 2m...; kube-proxy v1alpha1:
+# iptables.syncPeriod 30s, a zero ipvs/nftables period is defaulted before validation; the scheduler's
+# leaderElection: 15s/10s/2s), or reads 0 as "off" (shutdownGracePeriod, imageMaximumGCAge); kubeadm's
+# generated files write 0s for every such field (checked against the v1.36.2 binaries). Negative is refused.
+# True marks a *metav1.Duration pointer, where null means "default" too (kube-proxy's conntrack TCP
+# timeouts); a null non-pointer duration stops the binary ('time: invalid duration ""').
+# (streamingConnectionIdleTimeout is a SETTING as well: the CIS check reads it.)
 CONFIG_DURATIONS: dict[str, dict[tuple[str, ...], bool]] = {
     "kubelet": {
-        ("syncFrequency",): True, ("fileCheckFrequency",): True, ("httpCheckFrequency",): True,
-        ("nodeStatusUpdateFrequency",): True, ("nodeStatusReportFrequency",): True, ("runtimeRequestTimeout",): True,
-        ("cpuManagerReconcilePeriod",): True, ("volumeStatsAggPeriod",): False, ("imageMinimumGCAge",): False,
-        ("imageMaximumGCAge",): False, ("evictionPressureTransitionPeriod",): False,
+        ("syncFrequency",): False, ("fileCheckFrequency",): False, ("httpCheckFrequency",): False,
+        ("nodeStatusUpdateFrequency",): False, ("nodeStatusReportFrequency",): False,
+        ("runtimeRequestTimeout",): False, ("cpuManagerReconcilePeriod",): False, ("volumeStatsAggPeriod",): False,
+        ("imageMinimumGCAge",): False, ("imageMaximumGCAge",): False, ("evictionPressureTransitionPeriod",): False,
         ("shutdownGracePeriod",): False, ("shutdownGracePeriodCriticalPods",): False,
         ("authentication", "webhook", "cacheTTL"): False, ("authorization", "webhook", "cacheAuthorizedTTL"): False,
         ("authorization", "webhook", "cacheUnauthorizedTTL"): False,
     },
     "proxy": {
-        ("syncPeriod",): True, ("minSyncPeriod",): False, ("configSyncPeriod",): False,
-        ("iptables", "syncPeriod"): True, ("iptables", "minSyncPeriod"): False,
-        ("ipvs", "syncPeriod"): True, ("ipvs", "minSyncPeriod"): False, ("ipvs", "tcpTimeout"): False,
+        ("syncPeriod",): False, ("minSyncPeriod",): False, ("configSyncPeriod",): False,
+        ("iptables", "syncPeriod"): False, ("iptables", "minSyncPeriod"): False,
+        ("ipvs", "syncPeriod"): False, ("ipvs", "minSyncPeriod"): False, ("ipvs", "tcpTimeout"): False,
         ("ipvs", "tcpFinTimeout"): False, ("ipvs", "udpTimeout"): False,
-        ("nftables", "syncPeriod"): True, ("nftables", "minSyncPeriod"): False,
-        ("conntrack", "tcpEstablishedTimeout"): False, ("conntrack", "tcpCloseWaitTimeout"): False,
+        ("nftables", "syncPeriod"): False, ("nftables", "minSyncPeriod"): False,
+        ("conntrack", "tcpEstablishedTimeout"): True, ("conntrack", "tcpCloseWaitTimeout"): True,
         ("conntrack", "udpTimeout"): False, ("conntrack", "udpStreamTimeout"): False,
     },
     "scheduler": {
-        ("leaderElection", "leaseDuration"): True, ("leaderElection", "renewDeadline"): True,
-        ("leaderElection", "retryPeriod"): True,
+        ("leaderElection", "leaseDuration"): False, ("leaderElection", "renewDeadline"): False,
+        ("leaderElection", "retryPeriod"): False,
     },
 }
-# the same periods as flags (any component): 0 is refused there too
+# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there
 POSITIVE_DURATION_FLAGS = frozenset({
     "sync-frequency", "file-check-frequency", "http-check-frequency", "node-status-update-frequency",
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
@@ -231,12 +237,12 @@ def config_duration_findings(components: Any, aliases: dict[str, str]) -> Iterat
     """Every known duration field of an extraConfig, read as its component reads it, located."""
     for section, fields in CONFIG_DURATIONS.items():
         options = getattr(components, aliases[section])
-        for path, positive in fields.items():
+        for path, nullable in fields.items():
             present, value = config_value(options, path)
-            if not present:
+            if not present or (value is None and nullable):
                 continue
             field = ".".join(path)
-            problem = go_duration_problem(value, positive) if isinstance(value, str) else \
+            problem = go_duration_problem(value) if isinstance(value, str) else \
                 f"the component reads {field} as a Go duration such as 90s; got {yaml_text(value)}"
             if problem:
                 yield (("spec", "components", section, "extraConfig", *path), f"{field}: {problem}", "error")

@@ -31,7 +31,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "authorization-config": "authorizationMode", "admission-control": "enableAdmissionPlugins",
         "admission-control-config-file": "enableAdmissionPlugins (EventRateLimit)",
         "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI, "tls-cipher-suites": "tlsCipherSuites",
-        "tls-min-version": "kubesmith (TLS 1.2 or newer)", "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
+        "etcd-servers": _ETCD_MEMBERS, "etcd-cafile": PKI,
         "etcd-certfile": PKI, "etcd-keyfile": PKI, "kubelet-certificate-authority": PKI,
         "kubelet-client-certificate": PKI, "kubelet-client-key": PKI,
         "kubelet-preferred-address-types": "kubeletPreferredAddressTypes", "proxy-client-cert-file": PKI,
@@ -78,7 +78,8 @@ MANAGED: dict[str, dict[str, str]] = {
     "etcd": {
         "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
         "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
-        "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state": "kubesmith",
+        "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state":
+            "the member's history (new on the cluster's first start, existing when a member joins one)",
         "initial-cluster-token": "metadata.name", "listen-metrics-urls": "metricsPort",
         "client-cert-auth": PKI, "trusted-ca-file": PKI, "cert-file": PKI, "key-file": PKI, "auto-tls": PKI,
         "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI, "peer-key-file": PKI,
@@ -88,6 +89,11 @@ MANAGED: dict[str, dict[str, str]] = {
         "log-level": "logLevel",
     },
 }
+
+# Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
+# and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
+# TLS 1.2 is refused, as for every component)
+REPLACEABLE: dict[str, frozenset[str]] = {"kube-apiserver": frozenset({"tls-min-version"})}
 
 
 # Fields of a component's configuration document (extraConfig, by section) that kubesmith sets itself, the

@@ -84,6 +84,10 @@ def _when(condition: bool, *loc: LocPart) -> list[Loc]:
 
 
 def _not_loopback(value: Any) -> bool:
+    """kube-proxy's metrics address off loopback. An empty one is its default, 127.0.0.1:10249 (kube-proxy
+    v1.36 defaults "" from the configuration file and the flag alike; kubeadm's generated file writes "")."""
+    if str(value) == "":
+        return False
     host = str(value).rpartition(":")[0].strip("[]") if ":" in str(value) else str(value)
     try:
         return not ipaddress.ip_address(host).is_loopback
