@@ -459,7 +459,7 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         if module.binary is None or not isinstance(extra, dict):
             continue
         for flag, value in extra.items():
-            message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
+            message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
                 (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
                                     minor)
