@@ -401,8 +401,8 @@ def private_state_problem(path: Path, secret: bool = False) -> str | None:
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    if stat.S_ISLNK(info.st_mode):
-        return None  # a link's own mode means nothing; where links may not lead is checked where they are met
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        return None  # a link's own mode means nothing, a FIFO or device is named by the read that meets it
     is_dir = stat.S_ISDIR(info.st_mode)
     what = "directory" if is_dir else "file"
     fix = f"chmod {'700' if is_dir else '600'} {shlex.quote(str(path))}"
