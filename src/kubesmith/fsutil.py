@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import secrets
+import shlex
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -384,3 +385,43 @@ def link_out(root: Path) -> Path | None:
                 if top not in real.parents or not real.exists():
                     return path
     return None
+
+
+class LoosePermissions(OSError):
+    """Operator state (state directory, token store, CA keys) that another user may change or read."""
+
+
+def private_state_problem(path: Path, secret: bool = False) -> str | None:
+    """Why `path` cannot hold kubesmith's state (to follow its name), or None (also None when it is missing): a directory or file
+    owned by another user than the one running (or root), or writable by its group or others, could have
+    its keys or tokens swapped; a `secret` file (a private key, the token store) must also be unreadable
+    by them. As OpenSSH refuses a private key others can read: refused, not repaired, since what was
+    exposed may already be copied or changed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        return None  # a link's own mode means nothing, a FIFO or device is named by the read that meets it
+    is_dir = stat.S_ISDIR(info.st_mode)
+    what = "directory" if is_dir else "file"
+    fix = f"chmod {'700' if is_dir else '600'} {shlex.quote(str(path))}"
+    if info.st_uid not in (os.geteuid(), 0):
+        return (f"the {what} is owned by uid {info.st_uid}, not by the user running kubesmith "
+                f"(uid {os.geteuid()}), who could replace the keys or tokens in it; `chown` it to yourself and "
+                f"`{fix}`")
+    loose = info.st_mode & (0o077 if secret and not is_dir else 0o022)
+    if loose:
+        who = "others" if loose & 0o007 else "its group"
+        can = "write" if loose & 0o022 else "read"
+        return (f"the {what} has mode {info.st_mode & 0o7777:04o}, so {who} can {can} it "
+                f"({'the keys or tokens in it' if is_dir else 'a secret'}); kubesmith refuses to use it "
+                f"until you run `{fix}` (and, if others may have changed or copied it, replace it)")
+    return None
+
+
+def check_private(*paths: Path, secret: bool = False) -> None:
+    """LoosePermissions naming the first of `paths` that cannot hold state (see private_state_problem)."""
+    for path in paths:
+        if (problem := private_state_problem(path, secret)) is not None:
+            raise LoosePermissions(errno.EPERM, problem, str(path))

@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import secrets
+import stat
 import string
 import time
 import unicodedata
@@ -204,6 +205,7 @@ class TokenFile:
         """Keep the intact records of a damaged store: (records kept, a line per thing dropped, where the
         damaged file was set aside). An intact store is left as it is."""
         with self._locked():
+            _tighten(self.path)
             try:
                 kept, nodes, dropped = _parse(_store_document(self.path))
             except TokenError as exc:  # unreadable as a whole: nothing of it is kept
@@ -246,6 +248,7 @@ class TokenFile:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsutil.check_private(self.path.parent)
         with open(fsutil.lock_file(self.path), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
@@ -379,8 +382,21 @@ def _aside(path: Path) -> Path:
     return next(aside for aside in names if not os.path.lexists(aside))
 
 
+def _tighten(path: Path) -> None:
+    """`token repair` leaves the store no wider than 0600 (its own, not a planted link's target)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_mode & 0o077:
+        os.chmod(path, 0o600)
+
+
 def _store_document(path: Path) -> dict[str, Any] | None:
-    """The store's JSON object (None: no store yet); bounded, a regular file."""
+    """The store's JSON object (None: no store yet); bounded, a regular file in a directory only its owner
+    may change, itself readable by its owner only (its records name every node's token)."""
+    fsutil.check_private(path.parent)
+    fsutil.check_private(path, secret=True)
     try:
         document = load_json(fsutil.read_regular(path, MAX_STORE_BYTES, "a token store"))
     except FileNotFoundError:

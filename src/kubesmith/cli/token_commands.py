@@ -9,7 +9,7 @@ from typing import Any
 import click
 from cryptography import x509
 
-from kubesmith import layout
+from kubesmith import fsutil, layout
 from kubesmith.backends import remote_tokens
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.ca import policy as ca_policy, server as ca_service, tokens
@@ -32,6 +32,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
     """The store, with the CA key checked against the CA certificate where that is readable (a
     token wrapped with another key would never be accepted by the CA service)."""
     with user_errors():
+        fsutil.check_private(config.ca_key, secret=True)  # a CA key others can read or swap is no secret
         key = keys.load(read_regular(config.ca_key, SMALL_FILE_BYTES, "a private key"), str(config.ca_key))
     if ca_cert is not None and not keys.same_public_key(ca_cert.public_key(), key.public_key()):
         fail(f"{config.ca_key} does not belong to {config.ca_cert}: tokens made with it would never be accepted",

@@ -15,7 +15,7 @@ from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, f
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import (AbsolutePath, EventTtl, IPAddress, ListItem, Port, PortRange, StrictModel,
+from kubesmith.spec.types import (MAX_EXTRA_SANS, AbsolutePath, EventTtl, IPAddress, ListItem, Port, PortRange, StrictModel,
                                   SubjectName, Text)
 
 STRONG_CIPHERS = (
@@ -69,7 +69,8 @@ class ApiserverOptions(ComponentOptions):
     service_account_issuer: Text | None = Field(
         default=None, description="Service-account token issuer; default: https://kubernetes.default.svc.<dnsDomain>.",
         json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
-    extra_sans: list[SubjectName] = Field(default=[], description="Extra names or addresses in the serving certificate.")
+    extra_sans: list[SubjectName] = Field(default=[], max_length=MAX_EXTRA_SANS,
+                                          description="Extra names or addresses in the serving certificate.")
     tls_cipher_suites: list[ListItem] = Field(default=list(STRONG_CIPHERS), description="Allowed TLS cipher suites.")
     audit_log: AuditLog = Field(default_factory=AuditLog, description="Audit log rotation.")
 

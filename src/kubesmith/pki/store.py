@@ -171,6 +171,7 @@ class PkiStore:
         refused when it belongs to another cluster; a directory without a record gets its CAs (all of
         them, then the record) and `notify` hears what was created or adopted."""
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsutil.check_private(root.parent, root, root / "cas", root / "secrets")
         waiting = lambda holder: notify(f"waiting for {holder}, which is using the PKI state in {root.parent}")
         with fsutil.exclusive(root / ".lock", waiting):
             fsutil.remove_stale_temps(root)
@@ -265,6 +266,7 @@ class PkiStore:
 
     def _ensure_key(self, path: Path) -> tuple[PrivateKey, bytes]:
         if path.exists():
+            fsutil.check_private(path, secret=True)
             pem = read_state(path, "a PEM private key")
             return keys.load(pem, str(path)), pem
         key = keys.generate(self.settings.key_algorithm)
@@ -363,6 +365,7 @@ def checked_state_dir(path: Path) -> Path:
         raise OSError(errno.EXDEV, f"a symbolic link out of the state directory {path} (to "
                       f"{os.path.realpath(link)}): kubesmith writes keys only inside it; replace the link with "
                       "what it points to", str(link))
+    fsutil.check_private(path)  # others could swap its CAs and keys
     return path
 
 

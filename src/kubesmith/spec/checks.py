@@ -16,6 +16,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
+from kubesmith.spec.types import MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components
 from kubesmith.spec.paths import path_findings
 from kubesmith.spec.ports import port_findings
@@ -377,19 +378,33 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
                          f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
                          f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
+    hints = [MAX_GATE_HINTS]  # the close-name search is the costly part: only for the first few unknown gates
+
+    def check(binaries: tuple[str, ...], name: str, value: bool) -> str | None:
+        problem = registry.check_gate(binaries, name, value, cluster.minor, hint=hints[0] > 0)
+        if problem and "has no feature gate" in problem:
+            hints[0] -= 1
+        return problem
+
     for name, value in cluster.spec.feature_gates.items():
-        if problem := registry.check_gate(tuple(takers.values()), name, value, cluster.minor):
+        if problem := check(tuple(takers.values()), name, value):
             findings.append((("spec", "featureGates", name), problem, "error"))
     for key, binary in takers.items():
         own = getattr(components, key).feature_gates or {}
         for name, value in own.items():
-            if problem := registry.check_gate((binary,), name, value, cluster.minor):
+            if problem := check((binary,), name, value):
                 findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
     # the gates of a configuration document (extraConfig featureGates) are the binary's own gates too
     for key, binary in (("kubelet", "kubelet"), ("proxy", "kube-proxy")):
         present, gates = config_value(getattr(components, key), ("featureGates",))
-        for name, value in (gates.items() if present and isinstance(gates, dict) else ()):
-            if isinstance(value, bool) and (problem := registry.check_gate((binary,), str(name), value, cluster.minor)):
+        if not (present and isinstance(gates, dict)):
+            continue
+        if len(gates) > MAX_FEATURE_GATES:
+            findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates"),
+                             gate_count_problem(len(gates)), "error"))
+            continue
+        for name, value in gates.items():
+            if isinstance(value, bool) and (problem := check((binary,), str(name), value)):
                 findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), problem,
                                  "error"))
     return findings
@@ -444,7 +459,7 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         if module.binary is None or not isinstance(extra, dict):
             continue
         for flag, value in extra.items():
-            message = managed_flag_problem(module.binary, _alias(module.key), str(flag)) or \
+            message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
                 (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
                                     minor)

@@ -87,8 +87,11 @@ MANAGED: dict[str, dict[str, str]] = {
         "snapshot-count": "snapshotCount", "quota-backend-bytes": "quotaBackendBytes",
         "auto-compaction-retention": "autoCompactionRetention", "auto-compaction-mode": "autoCompactionMode",
         "log-level": "logLevel",
+        "force-new-cluster": "nothing: _FORCE_NEW_CLUSTER", "unsafe-no-fsync": "nothing: _NO_FSYNC",
     },
 }
+# etcd switches that lose data when on; off (their default) is harmless and passes
+_HARMLESS_WHEN_OFF = {("etcd", "force-new-cluster"), ("etcd", "unsafe-no-fsync")}
 
 # Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
 # and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
@@ -130,15 +133,34 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         ("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name"):
             "kubesmith (runc, the runtime it configures)",
         ("grpc", "address"): "socket", ("plugins", "io.containerd.grpc.v1.cri", "sandbox_image"): "sandboxImage",
+        # the metrics endpoint is plain HTTP without authentication, on loopback where the readiness probe dials
+        ("metrics", "address"): "metricsPort",
+        # containerd's API is root on the node: never over TCP, and its socket stays root's alone
+        ("grpc", "tcp_address"): "nothing: _CONTAINERD_TCP", ("grpc", "uid"): "nothing: _CONTAINERD_OWNER",
+        ("grpc", "gid"): "nothing: _CONTAINERD_OWNER",
     },
 }
+_CONTAINERD_TCP = ("kubesmith serves containerd's API on its unix socket only: over TCP it has no "
+                   "authentication, and anyone who reaches the port runs containers as root on the node")
+_CONTAINERD_OWNER = ("the containerd socket stays owned by root (uid and gid 0): whoever may open it runs "
+                     "containers as root on the node, so another owner or group is local root for its members")
+_FORCE_NEW_CLUSTER = ("it rewrites the membership to this one member on every start: in a cluster of several "
+                      "members each restart splits it and loses writes; it belongs to a one-off recovery, "
+                      "which `kubesmith etcd restore` (a snapshot restore) does")
+_NO_FSYNC = ("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
+             "the data directory")
+_NOTHING = {"nothing: _FORCE_NEW_CLUSTER": lambda: _FORCE_NEW_CLUSTER, "nothing: _NO_FSYNC": lambda: _NO_FSYNC,
+            "nothing: _STATIC_URL": lambda: _STATIC_URL, "nothing: _CONTAINERD_TCP": lambda: _CONTAINERD_TCP,
+            "nothing: _CONTAINERD_OWNER": lambda: _CONTAINERD_OWNER}
 # a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
 _STATIC_URL = ("kubesmith runs no static pods from a URL: the kubelet would run whatever that server hands it, "
                "past authorization and admission; deploy workloads through the API (spec.addons)")
 
 
-def managed_flag_problem(binary: str, component: str, flag: str) -> str | None:
-    """Why extraArgs may not set `flag` of `binary`, or None when it may."""
+def managed_flag_problem(binary: str, component: str, flag: str, value: Any = None) -> str | None:
+    """Why extraArgs may not set `flag` of `binary` (to `value`), or None when it may."""
+    if (binary, flag) in _HARMLESS_WHEN_OFF and value in (False, "false"):
+        return None
     instead = MANAGED.get(binary, {}).get(flag)
     return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
 
@@ -158,7 +180,8 @@ SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
     "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
     "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
     "containerRuntime": {("version",): 2,
-                         ("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name"): "runc"},
+                         ("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name"): "runc",
+                         ("grpc", "tcp_address"): "", ("grpc", "uid"): 0, ("grpc", "gid"): 0},
 }
 
 
@@ -181,7 +204,8 @@ def typed_values(spec: Any) -> dict[str, dict[tuple[str, ...], Any]]:
                     ("containerRuntimeEndpoint",): _raw(kubelet, "containerRuntimeEndpoint", default=f"unix://{socket}")},
         "proxy": {("clusterCIDR",): _raw(proxy, "clusterCidr",
                                           default=_raw(spec, "network", "clusterCidr", default="10.200.0.0/16"))},
-        "containerRuntime": {("grpc", "address"): socket},
+        "containerRuntime": {("grpc", "address"): socket,
+                             ("metrics", "address"): f"127.0.0.1:{_raw(runtime, 'metricsPort', default=1338)}"},
     }
     if "cgroupDriver" in kubelet:
         values["kubelet"][("cgroupDriver",)] = kubelet["cgroupDriver"]
@@ -209,8 +233,8 @@ def managed_config_findings(components: Any, spec: Any = None) -> list[tuple[tup
 
 
 def _managed(what: str, component: str, instead: str, route: str) -> str:
-    if instead == "nothing: _STATIC_URL":
-        return f"{what}: {_STATIC_URL}"
+    if instead in _NOTHING:
+        return f"{what}: {_NOTHING[instead]()}"
     if instead.replace(".", "").isalnum() and instead[:1].islower() and " " not in instead:
         option = instead if "." in instead and instead.split(".")[0] in ("spec", "metadata") else \
             f"spec.components.{component}.{instead}"

@@ -8,7 +8,7 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from kubesmith.spec.errors import yaml_text
@@ -389,7 +389,28 @@ def _gate_name(value: str) -> str:
     return value
 
 
-FeatureGates = dict[Annotated[str, AfterValidator(_gate_name)], bool]
+# apiserver.extraSans: 10,000 names made a 187 KB certificate, over OpenSSL's default 100 KB max_cert_list
+# (curl, Python, kubesmith's own probes); 30,000 went over Go's 256 KiB handshake message. 1,000 names of
+# 64 characters stay near 70 KB.
+MAX_EXTRA_SANS = 1000
+MAX_FEATURE_GATES = 300  # Kubernetes 1.36 knows 229 gates, 163 of them settable: 300 holds every one and more
+MAX_GATE_HINTS = 20  # unknown gates that get a "did you mean" (a close-name search over every known gate)
+
+
+def gate_count_problem(count: int) -> str:
+    return (f"{count} feature gates, more than {MAX_FEATURE_GATES}: a Kubernetes release has fewer than that "
+            "(1.36 knows 229, 163 of them settable); list only the gates you change")
+
+
+def _gate_count(value: Any) -> Any:
+    """Bounded: each gate is checked against the release's, and 75,000 of them (a 1 MiB file) never
+    finished validating. Counted before the names are, so a huge map gets one error, not one per name."""
+    if isinstance(value, dict) and len(value) > MAX_FEATURE_GATES:
+        raise ValueError(gate_count_problem(len(value)))
+    return value
+
+
+FeatureGates = Annotated[dict[Annotated[str, AfterValidator(_gate_name)], bool], BeforeValidator(_gate_count)]
 
 
 def derived(source: str) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class VersionRegistry:
             for item in data.get("removed_before_supported", ()))
         self._config_apis: dict[str, dict[str, str]] = data["config_apis"]
         self._gate_tables: dict[str, dict[str, Any]] = data.get("feature_gates", {})
+        self._gate_cache: dict[tuple[str, str], dict[str, GateFact] | None] = {}
         self._accepted: dict[tuple[str, str], frozenset[str]] = {}
 
     @property
@@ -132,31 +133,39 @@ class VersionRegistry:
         return f"{binary} has no flag --{name} in {self._release(binary, minor)}{hint}"
 
     def gates(self, binary: str, minor: str) -> dict[str, GateFact] | None:
-        """The feature gates `binary` of release `minor` knows; None where the registry has no gate facts."""
-        table = self._gate_tables.get(minor)
-        if table is None:
-            return None
-        differences = table.get("differences", {}).get(binary, {})
-        merged = {**table["gates"], **differences}
-        return {name: GateFact.parse(text) for name, text in merged.items() if text != "unknown"}
+        """The feature gates `binary` of release `minor` knows; None where the registry has no gate facts.
+        Parsed once per (binary, release): a file's every gate asks, and parsing ~230 facts per gate made
+        thousands of gates take minutes."""
+        key = (binary, minor)
+        if key not in self._gate_cache:
+            table = self._gate_tables.get(minor)
+            if table is None:
+                self._gate_cache[key] = None
+            else:
+                merged = {**table["gates"], **table.get("differences", {}).get(binary, {})}
+                self._gate_cache[key] = {name: GateFact.parse(text) for name, text in merged.items()
+                                         if text != "unknown"}
+        return self._gate_cache[key]
 
     @property
     def gate_minors(self) -> tuple[str, ...]:
         """The releases whose feature gates the registry knows (read from those releases' binaries)."""
         return tuple(sorted(self._gate_tables, key=minor_key))
 
-    def check_gate(self, binaries: tuple[str, ...], name: str, value: bool, minor: str) -> str | None:
+    def check_gate(self, binaries: tuple[str, ...], name: str, value: bool, minor: str,
+                   hint: bool = True) -> str | None:
         """None when every binary in `binaries` that knows the gate takes `value` and at least one knows
-        it; otherwise why not, with a close name when the gate is unknown."""
+        it; otherwise why not, with a close name when the gate is unknown (and `hint`: the search is the
+        costly part, so callers stop asking after a few unknown gates)."""
         tables = [table for binary in binaries if (table := self.gates(binary, minor)) is not None]
         if not tables:
             return None
         facts = [table[name] for table in tables if name in table]
         if not facts:
-            known = sorted({gate for table in tables for gate in table})
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            return f"Kubernetes {minor} has no feature gate {name!r}{hint}"
+            close = difflib.get_close_matches(name, sorted({gate for table in tables for gate in table}), n=1,
+                                              cutoff=0.75) if hint else []
+            guess = f"; did you mean {close[0]!r}?" if close else ""
+            return f"Kubernetes {minor} has no feature gate {name!r}{guess}"
         fact = facts[0]
         if fact.locked and fact.default is not None and value != fact.default:
             return (f"feature gate {name} is {fact.stage} and locked to {str(fact.default).lower()} in "
