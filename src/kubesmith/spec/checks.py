@@ -72,6 +72,7 @@ def _network(cluster: Cluster) -> list[Finding]:
                          f"{services} is too small: it needs room for the API and DNS service IPs", "error"))
     if network.dns_service_ip:
         findings += _dns_service_ip(ipaddress.ip_address(network.dns_service_ip), services)
+    findings += _service_family(cluster, services)
     for index, host in enumerate(cluster.spec.hosts):
         address = ipaddress.ip_address(host.address)
         for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
@@ -79,6 +80,27 @@ def _network(cluster: Cluster) -> list[Finding]:
                 findings.append((("spec", "hosts", index, "address"),
                                  f"{address} lies inside {name} {cidr}", "error"))
     return findings
+
+
+def _service_family(cluster: Cluster, services: ipaddress.IPv4Network | ipaddress.IPv6Network) -> list[Finding]:
+    """The API server's advertised address (advertiseAddress, else each control-plane host's) is of the service
+    range's family: kube-apiserver stops with `service IP family "..." must match public address family "..."`,
+    since the kubernetes Service is single-stack in that range and its endpoint is the advertised address."""
+    family = f"IPv{services.version}"
+    advertised = cluster.spec.components.apiserver.advertise_address
+    if advertised is not None:
+        if ipaddress.ip_address(advertised).version == services.version:
+            return []
+        return [(("spec", "components", "apiserver", "advertiseAddress"), f"{advertised} is not an {family} address "
+                 f"like serviceCidr {services}: kube-apiserver refuses to start (service IP family must match public "
+                 "address family)", "error")]
+    return [(("spec", "hosts", index, "address"), f"{host.address} is not an {family} address like serviceCidr "
+             f"{services}: this control-plane host's API server advertises it and refuses to start (service IP "
+             f"family must match public address family); give serviceCidr an IPv{host_version} range, or set "
+             "spec.components.apiserver.advertiseAddress", "error")
+            for index, host in enumerate(cluster.spec.hosts)
+            if "control-plane" in host.roles
+            and (host_version := ipaddress.ip_address(host.address).version) != services.version]
 
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
