@@ -16,6 +16,8 @@ from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 ETCD = "spec.components.etcd"
 V6_HOST = "  hosts:\n    - {name: h1, address: 'fd00::11', roles: [control-plane, etcd, node]}\n"
 
+RESOLVERS_16 = ", ".join(f"10.1.0.{n}" for n in range(1, 17))
+
 # name -> (what follows `spec.kubernetesVersion`, option path of the first error, message fragment)
 CASES: dict[str, tuple[str, str, str]] = {
     # kube-apiserver: service IP family "10.32.0.0/16" must match public address family "fd00::11"
@@ -39,6 +41,31 @@ CASES: dict[str, tuple[str, str, str]] = {
                            f"{ETCD}.extraArgs.discovery-srv", "kubesmith sets --discovery-srv itself"),
     "etcd-discovery": (HOSTS + component("etcd", "{extraArgs: {discovery: 'https://discovery.etcd.io/x'}}"),
                        f"{ETCD}.extraArgs.discovery", "as --initial-cluster"),
+    # kube-apiserver v1.36.2: 'authorization-mode [...] has mode specified more than once', 'the
+    # service-account-max-token-expiration must be between 1 hour and 2^32 seconds', 'invalid audit log format xml'
+    "apiserver-mode-twice": (HOSTS + component("apiserver", "{authorizationMode: [Node, RBAC, RBAC]}"),
+                             f"{APISERVER}.authorizationMode[2]", "RBAC is listed twice"),
+    "apiserver-token-expiration-short": (HOSTS + component("apiserver", "{extraArgs: "
+                                                                        "{service-account-max-token-expiration: 1s}}"),
+                                         f"{APISERVER}.extraArgs.service-account-max-token-expiration",
+                                         "not between 1 hour and 2^32 seconds"),
+    "apiserver-audit-format": (HOSTS + component("apiserver", "{extraArgs: {audit-log-format: xml}}"),
+                               f"{APISERVER}.extraArgs.audit-log-format", "legacy or json only"),
+    # --terminated-pod-gc-threshold is an int32 flag
+    "controller-manager-gc-threshold": (HOSTS + component("controllerManager", "{terminatedPodGcThreshold: 2147483648}"),
+                                        "spec.components.controllerManager.terminatedPodGcThreshold", "2147483647"),
+    "proxy-metrics-port": (HOSTS + component("proxy", "{metricsBindAddress: '127.0.0.1:99999'}"),
+                           "spec.components.proxy.metricsBindAddress", "port from 0 to 65535"),
+    "proxy-metrics-port-config": (HOSTS + component("proxy", "{extraConfig: {metricsBindAddress: '127.0.0.1:99999'}}"),
+                                  "spec.components.proxy.extraConfig.metricsBindAddress", "port from 0 to 65535"),
+    # HAProxy: "timer overflow ... maximum value is 2147483647 ms (~24.8 days)"
+    "balancer-idle-timeout": (HOSTS + component("apiLoadBalancer", "{idleTimeoutSeconds: 2147484}"),
+                              "spec.components.apiLoadBalancer.idleTimeoutSeconds", "2147483"),
+    # CoreDNS's forward plugin: at most 15 resolvers
+    "coredns-16-upstreams": (HOSTS + component("coreDns", f"{{upstream: [{RESOLVERS_16}]}}"),
+                             "spec.components.coreDns.upstream", "at most 15"),
+    "coredns-16-stub-resolvers": (HOSTS + component("coreDns", f"{{stubDomains: {{corp.example: [{RESOLVERS_16}]}}}}"),
+                                  "spec.components.coreDns.stubDomains.corp.example", "at most 15"),
 }
 
 # name -> what follows `spec.kubernetesVersion`: the neighbours that stay valid
@@ -52,6 +79,16 @@ LEGITIMATE: dict[str, str] = {
     "etcd-election-longest": HOSTS + component("etcd", "{electionTimeout: 50000, heartbeatInterval: 10000}"),
     "etcd-flag-uint": HOSTS + component("etcd", "{extraArgs: {max-request-bytes: 10485760, max-txn-ops: 0x200}}"),
     "etcd-flag-int-negative": HOSTS + component("etcd", "{extraArgs: {backend-batch-limit: -1}}"),
+    "apiserver-modes": HOSTS + component("apiserver", "{authorizationMode: [Node, RBAC]}"),
+    "apiserver-token-expiration": HOSTS + component("apiserver", "{extraArgs: {service-account-max-token-expiration: "
+                                                                 "1h, audit-log-format: legacy}}"),
+    "apiserver-token-expiration-none": HOSTS + component("apiserver", "{extraArgs: "
+                                                                      "{service-account-max-token-expiration: 0s}}"),
+    "controller-manager-gc-threshold-int32": HOSTS + component("controllerManager",
+                                                               "{terminatedPodGcThreshold: 2147483647}"),
+    "proxy-metrics-config-port": HOSTS + component("proxy", "{extraConfig: {metricsBindAddress: '127.0.0.1:10249'}}"),
+    "balancer-idle-timeout-longest": HOSTS + component("apiLoadBalancer", "{idleTimeoutSeconds: 2147483}"),
+    "coredns-15-upstreams": HOSTS + component("coreDns", "{upstream: [%s]}" % RESOLVERS_16.rpartition(", ")[0]),
 }
 
 

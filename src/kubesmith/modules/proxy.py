@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
-from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
+from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.facts import Contribution, HostContext
@@ -31,6 +31,15 @@ class ProxyModule(Module):
     options = ProxyOptions
     roles = frozenset({"node"})
     binary = "kube-proxy"
+
+    def check(self, spec: Any, options: ProxyOptions, registry: Any) -> list[OptionProblem]:
+        """kube-proxy's own validation: metricsBindAddress is HOST:PORT with a port up to 65535 (or empty: off)."""
+        problems = []
+        for loc, value in ((("metricsBindAddress",), options.metrics_bind_address),
+                           (("extraConfig", "metricsBindAddress"), options.extra_config.get("metricsBindAddress"))):
+            if isinstance(value, str) and value and (problem := _bind_address_problem(value)):
+                problems.append(OptionProblem(loc, problem))
+        return problems
 
     def contribute(self, ctx: HostContext, options: ProxyOptions) -> Contribution:
         host = ctx.host
@@ -84,6 +93,14 @@ def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}
     return document
+
+
+def _bind_address_problem(value: str) -> str | None:
+    host, colon, port = value.rpartition(":")
+    if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        return (f"{value!r} is not HOST:PORT with a port from 0 to 65535: kube-proxy refuses its configuration "
+                "(metricsBindAddress)")
+    return None
 
 
 def _port_of(bind_address: str) -> tuple[int, ...]:

@@ -311,7 +311,10 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
                                for index, plugin in enumerate(options.enable_admission_plugins)
                                if (problem := admission_plugin_problem(plugin))]
     for index, mode in enumerate(options.authorization_mode):
-        if mode not in AUTHORIZATION_MODES:
+        if mode in options.authorization_mode[:index]:
+            findings.append(((*where, "authorizationMode", index), f"{mode} is listed twice: kube-apiserver refuses "
+                             "a mode specified more than once", "error"))
+        elif mode not in AUTHORIZATION_MODES:
             findings.append(((*where, "authorizationMode", index), f"kube-apiserver has no authorization mode "
                              f"{mode!r} (modes: {', '.join(AUTHORIZATION_MODES)})", "error"))
         elif (needed := AUTHORIZATION_MODES[mode]) and needed not in options.extra_args:
