@@ -66,6 +66,49 @@ CASES: dict[str, tuple[str, str, str]] = {
                              "spec.components.coreDns.upstream", "at most 15"),
     "coredns-16-stub-resolvers": (HOSTS + component("coreDns", f"{{stubDomains: {{corp.example: [{RESOLVERS_16}]}}}}"),
                                   "spec.components.coreDns.stubDomains.corp.example", "at most 15"),
+    # kube-scheduler v1.36.2: "leaderElection.leaseDuration: Invalid value: "10s": must be greater than
+    # `RenewDeadline`"; client-go: "renewDeadline must be greater than retryPeriod*JitterFactor"
+    "scheduler-lease-shorter": (HOSTS + component("scheduler", "{extraConfig: {leaderElection: "
+                                                               "{leaseDuration: 1s, renewDeadline: 10s}}}"),
+                                "spec.components.scheduler.extraConfig.leaderElection.renewDeadline",
+                                "must be greater than renewDeadline"),
+    "scheduler-renew-retry": (HOSTS + component("scheduler", "{extraConfig: {leaderElection: {renewDeadline: 2s}}}"),
+                              "spec.components.scheduler.extraConfig.leaderElection.renewDeadline",
+                              "1.2 x retryPeriod"),
+    # kube-proxy v1.36.2: "must be a valid CIDR", "can't use both 'primary' and CIDRs"
+    "proxy-node-port-address": (HOSTS + component("proxy", "{extraConfig: {nodePortAddresses: [bogus]}}"),
+                                "spec.components.proxy.extraConfig.nodePortAddresses[0]", "is no CIDR"),
+    "proxy-node-port-address-ip": (HOSTS + component("proxy", "{extraConfig: {nodePortAddresses: ['10.0.0.1']}}"),
+                                   "spec.components.proxy.extraConfig.nodePortAddresses[0]", "is no CIDR"),
+    "proxy-node-port-primary-and-cidr": (HOSTS + component("proxy", "{extraConfig: {nodePortAddresses: "
+                                                                    "[primary, 10.0.0.0/8]}}"),
+                                         "spec.components.proxy.extraConfig.nodePortAddresses[0]", "stands alone"),
+    # the kubelet: "grace period must be specified for the soft eviction threshold memory.available"
+    "kubelet-soft-eviction-no-grace": (HOSTS + component("kubelet", "{extraConfig: {evictionSoft: "
+                                                                    "{memory.available: 100Mi}}}"),
+                                       "spec.components.kubelet.extraConfig.evictionSoft.memory.available",
+                                       "no evictionSoftGracePeriod for memory.available"),
+}
+
+# kube-proxy's nftables mode by release: (kubernetesVersion, what follows it, path, fragment)
+VERSIONED: dict[str, tuple[str, str, str, str]] = {
+    "nftables-1.28": ("1.28.5", HOSTS + component("proxy", "{mode: nftables}"), "spec.components.proxy.mode",
+                      "has no nftables mode"),
+    "nftables-1.29": ("1.29.5", HOSTS + component("proxy", "{mode: nftables}"), "spec.components.proxy.mode",
+                      "NFTablesProxyMode feature gate on"),
+    "nftables-1.30-config": ("1.30.5", HOSTS + component("proxy", "{extraConfig: {mode: nftables}}"),
+                             "spec.components.proxy.extraConfig.mode", "alpha and off by default"),
+    "nftables-1.31-gate-off": ("1.31.5", HOSTS + component("proxy", "{mode: nftables, featureGates: "
+                                                                    "{NFTablesProxyMode: false}}"),
+                               "spec.components.proxy.mode", "turned off here"),
+}
+VERSIONED_LEGITIMATE: dict[str, tuple[str, str]] = {
+    "nftables-1.30-gate": ("1.30.5", HOSTS + "  featureGates: {NFTablesProxyMode: true}\n" +
+                           component("proxy", "{mode: nftables}")),
+    "nftables-1.30-config-gate": ("1.30.5", HOSTS + component("proxy", "{extraConfig: {mode: nftables, featureGates: "
+                                                                       "{NFTablesProxyMode: true}}}")),
+    "nftables-1.31": ("1.31.5", HOSTS + component("proxy", "{mode: nftables}")),
+    "iptables-1.28": ("1.28.5", HOSTS + component("proxy", "{mode: iptables}")),
 }
 
 # name -> what follows `spec.kubernetesVersion`: the neighbours that stay valid
@@ -89,6 +132,15 @@ LEGITIMATE: dict[str, str] = {
     "proxy-metrics-config-port": HOSTS + component("proxy", "{extraConfig: {metricsBindAddress: '127.0.0.1:10249'}}"),
     "balancer-idle-timeout-longest": HOSTS + component("apiLoadBalancer", "{idleTimeoutSeconds: 2147483}"),
     "coredns-15-upstreams": HOSTS + component("coreDns", "{upstream: [%s]}" % RESOLVERS_16.rpartition(", ")[0]),
+    "scheduler-lease-longer": HOSTS + component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 60s, "
+                                                            "renewDeadline: 40s, retryPeriod: 5s}}}"),
+    "scheduler-no-election": HOSTS + component("scheduler", "{leaderElect: false, extraConfig: {leaderElection: "
+                                                           "{leaseDuration: 1s}}}"),
+    "proxy-node-port-cidrs": HOSTS + component("proxy", "{extraConfig: {nodePortAddresses: ['10.0.0.0/8', "
+                                                        "'fd00::/64']}}"),
+    "kubelet-soft-eviction-grace": HOSTS + component("kubelet", "{extraConfig: {evictionSoft: {memory.available: "
+                                                                "100Mi}, evictionSoftGracePeriod: "
+                                                                "{memory.available: 1m30s}}}"),
 }
 
 
@@ -112,5 +164,23 @@ def test_the_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None
     (tmp_path / f"{name}.yaml").write_text(HEAD + LEGITIMATE[name])
     with bounded(BOUND_SECONDS):
         result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONED))
+def test_a_mode_the_release_lacks_is_one_located_error(name: str, tmp_path: Path) -> None:
+    version, text, path, fragment = VERSIONED[name]
+    (tmp_path / f"{name}.yaml").write_text(HEAD.replace("1.33.2", version) + text)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONED_LEGITIMATE))
+def test_a_mode_the_release_has_stays_valid(name: str, tmp_path: Path) -> None:
+    version, text = VERSIONED_LEGITIMATE[name]
+    (tmp_path / f"{name}.yaml").write_text(HEAD.replace("1.33.2", version) + text)
+    result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr
