@@ -88,8 +88,8 @@ def _service_family(cluster: Cluster, services: ipaddress.IPv4Network | ipaddres
     since the kubernetes Service is single-stack in that range and its endpoint is the advertised address."""
     family = f"IPv{services.version}"
     advertised = cluster.spec.components.apiserver.advertise_address
-    if advertised is not None:
-        if ipaddress.ip_address(advertised).version == services.version:
+    if advertised is not None:  # an address no one can reach is named as that (_advertised_addresses)
+        if ipaddress.ip_address(advertised).version == services.version or _unreachable_from_others(advertised):
             return []
         return [(("spec", "components", "apiserver", "advertiseAddress"), f"{advertised} is not an {family} address "
                  f"like serviceCidr {services}: kube-apiserver refuses to start (service IP family must match public "
@@ -99,7 +99,7 @@ def _service_family(cluster: Cluster, services: ipaddress.IPv4Network | ipaddres
              f"family must match public address family); give serviceCidr an IPv{host_version} range, or set "
              "spec.components.apiserver.advertiseAddress", "error")
             for index, host in enumerate(cluster.spec.hosts)
-            if "control-plane" in host.roles
+            if "control-plane" in host.roles and not _unreachable_from_others(host.address)
             and (host_version := ipaddress.ip_address(host.address).version) != services.version]
 
 
