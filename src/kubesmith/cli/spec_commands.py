@@ -156,6 +156,11 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
     if endpoint:
         document["spec"]["controlPlaneEndpoint"] = endpoint
     document["spec"]["hosts"] = hosts
+    if any(":" in host["address"] for host in hosts if "control-plane" in host.get("roles", ())):
+        # the API server advertises its host's address, which must be of the service range's family; the
+        # built-in pod network is IPv4 only, so an IPv6 cluster brings its own
+        document["spec"]["network"] = dict(IPV6_NETWORK)
+        document["spec"]["components"] = {"podNetwork": {"enabled": False}}
     text = yaml.safe_dump(document, sort_keys=False, default_flow_style=None)
     try:
         loaded = load_spec_text(text, "(generated)")
@@ -167,6 +172,9 @@ def init(name: str, host_args: tuple[str, ...], kubernetes_version: str | None, 
         emit_json(document)
     else:
         sys.stdout.write(text)
+
+
+IPV6_NETWORK = {"clusterCidr": "fd01::/48", "serviceCidr": "fd02::/112"}
 
 
 def _this_machine() -> dict[str, Any]:

@@ -43,6 +43,11 @@ BACKEND = "kube-apiservers"
 STATS_PATH = "/stats;csv;norefresh"  # HAProxy's stats page as CSV
 
 
+# HAProxy's timers are milliseconds in a signed 32-bit int: "timer overflow ... maximum value is 2147483647 ms
+# (~24.8 days)", and it refuses its configuration
+MAX_TIMEOUT_SECONDS = 2147483
+
+
 class ApiLoadBalancerOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run a local load balancer (HAProxy) on every host without an "
                           "API server of its own; its kubelet and kube-proxy reach the API through it.")
@@ -55,7 +60,8 @@ class ApiLoadBalancerOptions(StrictModel):
                                    "of each API server (GET /readyz).")
     fall: int = Field(default=2, ge=1, le=10, description="Failed checks in a row that take an API server out.")
     rise: int = Field(default=2, ge=1, le=10, description="Passed checks in a row that put it back.")
-    idle_timeout_seconds: int = Field(default=600, ge=10, description="Idle time after which a connection is closed "
+    idle_timeout_seconds: int = Field(default=600, ge=10, le=MAX_TIMEOUT_SECONDS,
+                                      description="Idle time after which a connection is closed "
                                       "(watches send events or bookmarks well within it).")
 
 

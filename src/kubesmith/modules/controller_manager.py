@@ -34,7 +34,7 @@ class ControllerManagerOptions(ComponentOptions):
     leader_elect: bool = Field(default=True, description="Elect a leader among control-plane hosts.")
     use_service_account_credentials: bool = Field(default=True,
                                                   description="Run each controller with its own service account.")
-    terminated_pod_gc_threshold: int = Field(default=12500, ge=1,
+    terminated_pod_gc_threshold: int = Field(default=12500, ge=1, le=2**31 - 1,  # an int32 flag
                                              description="Terminated pods kept before garbage collection.")
     profiling: bool = Field(default=False, description="Serve /debug/pprof (CIS: off).")
     signing_duration: SigningDuration = Field(default="8760h", description="Lifetime of certificates signed for "

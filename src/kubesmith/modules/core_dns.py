@@ -78,6 +78,15 @@ def _checked_zone(text: str) -> str:
 StubZone = Annotated[str, AfterValidator(_checked_zone)]
 
 
+# CoreDNS's forward plugin takes at most 15 resolvers a zone ("more than 15 TOs configured") and stops otherwise
+MAX_UPSTREAMS = 15
+
+
+def _too_many(count: int) -> str:
+    return (f"{count} resolvers: CoreDNS's forward plugin takes at most {MAX_UPSTREAMS} and CoreDNS would not start; "
+            "name fewer")
+
+
 class CoreDnsOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run CoreDNS as the cluster DNS (Service kube-dns at "
                           "spec.network.dnsServiceIp); off removes it at the next apply.")
@@ -128,9 +137,13 @@ class CoreDnsModule(Module):
     def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:
         problems = [OptionProblem(("upstream", index), message) for index, server in enumerate(options.upstream)
                     if (message := resolver_problem(server))]
+        if len(options.upstream) > MAX_UPSTREAMS:
+            problems.insert(0, OptionProblem(("upstream",), _too_many(len(options.upstream))))
         for domain, servers in options.stub_domains.items():
             if not servers:
                 problems.append(OptionProblem(("stubDomains", domain), "name at least one resolver"))
+            if len(servers) > MAX_UPSTREAMS:
+                problems.append(OptionProblem(("stubDomains", domain), _too_many(len(servers))))
             problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
                          enumerate(servers) if (message := resolver_problem(server))]
         for zone, lines in options.extra_server_blocks.items():

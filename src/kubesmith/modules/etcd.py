@@ -101,6 +101,9 @@ def local_etcdctl(bin_dir: str, client_port: int) -> list[str]:
             f"--key={client.key_path}"]
 
 
+MAX_ELECTION_MS = 50000  # etcd's maxElectionMs (server/embed/config.go)
+
+
 class EtcdModule(Module):
     key = "etcd"
     title = "etcd key-value store"
@@ -114,6 +117,10 @@ class EtcdModule(Module):
         if options.election_timeout < 5 * options.heartbeat_interval:
             return [OptionProblem(("electionTimeout",), f"{options.election_timeout} ms is less than 5 times "
                                   f"heartbeatInterval ({options.heartbeat_interval} ms): etcd refuses to start")]
+        # "--election-timeout[...ms] is too long, and should be set less than 50000ms" (etcd 3.5.1 run)
+        if options.election_timeout > MAX_ELECTION_MS:
+            return [OptionProblem(("electionTimeout",), f"{options.election_timeout} ms is more than "
+                                  f"{MAX_ELECTION_MS} ms, etcd's longest election timeout: etcd refuses to start")]
         return _retention_problems(options)
 
     def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
-from kubesmith.modules.base import ComponentOptions, Module, effective_gates, render_flags
+from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.facts import Contribution, HostContext
@@ -31,6 +31,18 @@ class ProxyModule(Module):
     options = ProxyOptions
     roles = frozenset({"node"})
     binary = "kube-proxy"
+
+    def check(self, spec: Any, options: ProxyOptions, registry: Any) -> list[OptionProblem]:
+        """kube-proxy's own validation: metricsBindAddress is HOST:PORT with a port up to 65535 (or empty: off)."""
+        problems = []
+        for loc, value in ((("metricsBindAddress",), options.metrics_bind_address),
+                           (("extraConfig", "metricsBindAddress"), options.extra_config.get("metricsBindAddress"))):
+            if isinstance(value, str) and value and (problem := _bind_address_problem(value)):
+                problems.append(OptionProblem(loc, problem))
+        configured = options.extra_config.get("mode")
+        if (configured or options.mode) == "nftables" and (problem := _nftables_problem(spec, options)):
+            problems.append(OptionProblem(("extraConfig", "mode") if configured else ("mode",), problem))
+        return problems
 
     def contribute(self, ctx: HostContext, options: ProxyOptions) -> Contribution:
         host = ctx.host
@@ -84,6 +96,35 @@ def proxy_configuration(ctx: HostContext, options: ProxyOptions, kubeconfig: str
     }, options.extra_config)
     document = {key: value for key, value in document.items() if value is not None}
     return document
+
+
+# kube-proxy's nftables mode: none in 1.28, behind the alpha NFTablesProxyMode gate (off) in 1.29 and 1.30,
+# beta (on) from 1.31, GA from 1.33
+NFTABLES_GATE = "NFTablesProxyMode"
+
+
+def _nftables_problem(spec: Any, options: ProxyOptions) -> str | None:
+    minor = tuple(int(part) for part in spec.minor.split("."))
+    if minor < (1, 29):
+        return f"kube-proxy {spec.minor} has no nftables mode (it came in 1.29): use iptables or ipvs"
+    gates = {**spec.spec.feature_gates, **(options.feature_gates or {})}
+    config_gates = options.extra_config.get("featureGates")
+    if isinstance(config_gates, dict):
+        gates.update(config_gates)
+    enabled = gates.get(NFTABLES_GATE, minor >= (1, 31))
+    if enabled is not True:
+        return (f"kube-proxy {spec.minor} runs the nftables mode only with the {NFTABLES_GATE} feature gate on "
+                f"(it is {'alpha and off by default' if minor < (1, 31) else 'turned off here'}): set featureGates: "
+                f"{{{NFTABLES_GATE}: true}}, or use iptables")
+    return None
+
+
+def _bind_address_problem(value: str) -> str | None:
+    host, colon, port = value.rpartition(":")
+    if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        return (f"{value!r} is not HOST:PORT with a port from 0 to 65535: kube-proxy refuses its configuration "
+                "(metricsBindAddress)")
+    return None
 
 
 def _port_of(bind_address: str) -> tuple[int, ...]:

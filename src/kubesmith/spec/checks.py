@@ -73,6 +73,7 @@ def _network(cluster: Cluster) -> list[Finding]:
                          f"{services} is too small: it needs room for the API and DNS service IPs", "error"))
     if network.dns_service_ip:
         findings += _dns_service_ip(ipaddress.ip_address(network.dns_service_ip), services)
+    findings += _service_family(cluster, services)
     for index, host in enumerate(cluster.spec.hosts):
         address = ipaddress.ip_address(host.address)
         for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
@@ -80,6 +81,27 @@ def _network(cluster: Cluster) -> list[Finding]:
                 findings.append((("spec", "hosts", index, "address"),
                                  f"{address} lies inside {name} {cidr}", "error"))
     return findings
+
+
+def _service_family(cluster: Cluster, services: ipaddress.IPv4Network | ipaddress.IPv6Network) -> list[Finding]:
+    """The API server's advertised address (advertiseAddress, else each control-plane host's) is of the service
+    range's family: kube-apiserver stops with `service IP family "..." must match public address family "..."`,
+    since the kubernetes Service is single-stack in that range and its endpoint is the advertised address."""
+    family = f"IPv{services.version}"
+    advertised = cluster.spec.components.apiserver.advertise_address
+    if advertised is not None:  # an address no one can reach is named as that (_advertised_addresses)
+        if ipaddress.ip_address(advertised).version == services.version or _unreachable_from_others(advertised):
+            return []
+        return [(("spec", "components", "apiserver", "advertiseAddress"), f"{advertised} is not an {family} address "
+                 f"like serviceCidr {services}: kube-apiserver refuses to start (service IP family must match public "
+                 "address family)", "error")]
+    return [(("spec", "hosts", index, "address"), f"{host.address} is not an {family} address like serviceCidr "
+             f"{services}: this control-plane host's API server advertises it and refuses to start (service IP "
+             f"family must match public address family); give serviceCidr an IPv{host_version} range, or set "
+             "spec.components.apiserver.advertiseAddress", "error")
+            for index, host in enumerate(cluster.spec.hosts)
+            if "control-plane" in host.roles and not _unreachable_from_others(host.address)
+            and (host_version := ipaddress.ip_address(host.address).version) != services.version]
 
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
@@ -290,7 +312,10 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
                                for index, plugin in enumerate(options.enable_admission_plugins)
                                if (problem := admission_plugin_problem(plugin))]
     for index, mode in enumerate(options.authorization_mode):
-        if mode not in AUTHORIZATION_MODES:
+        if mode in options.authorization_mode[:index]:
+            findings.append(((*where, "authorizationMode", index), f"{mode} is listed twice: kube-apiserver refuses "
+                             "a mode specified more than once", "error"))
+        elif mode not in AUTHORIZATION_MODES:
             findings.append(((*where, "authorizationMode", index), f"kube-apiserver has no authorization mode "
                              f"{mode!r} (modes: {', '.join(AUTHORIZATION_MODES)})", "error"))
         elif (needed := AUTHORIZATION_MODES[mode]) and needed not in options.extra_args:

@@ -6,10 +6,12 @@ defaults make reachable. Only what the binary refuses is refused; a field not na
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
 
+from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import Finding, value_at
 from kubesmith.spec.errors import yaml_text
 
@@ -74,6 +76,8 @@ def config_value_findings(components: Any) -> Iterator[Finding]:
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
     yield from _scheduler(configs["scheduler"])
+    yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
+    yield from _proxy(configs["proxy"])
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
@@ -98,6 +102,15 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
                            f"not {value!r}", "error")
             elif problem := quantity_problem(value):
                 yield _loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal}: {problem}", "error"
+    # "grace period must be specified for the soft eviction threshold memory.available" (the kubelet's
+    # eviction.ParseThresholdConfig): each soft threshold has its grace period
+    soft, periods = config.get("evictionSoft"), config.get("evictionSoftGracePeriod")
+    if isinstance(soft, dict) and "eviction-soft-grace-period" not in flags:
+        for signal in soft:
+            if not (isinstance(periods, dict) and signal in periods):
+                yield (_loc("kubelet", "evictionSoft", signal), f"no evictionSoftGracePeriod for {signal}: the "
+                       "kubelet refuses a soft eviction threshold without its grace period (set "
+                       f"evictionSoftGracePeriod: {{{signal}: 1m30s}}, say)", "error")
     # "enforceNodeAllocatable (--enforce-node-allocatable) is not supported unless cgroupsPerQOS ... is turned
     # on": its default is [pods]; [none] enforces nothing (v1.36.2 starts with it)
     enforced = config.get("enforceNodeAllocatable", ["pods"])
@@ -136,6 +149,61 @@ def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
+
+
+# kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's
+# leaderelection.JitterFactor
+_LEASE = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
+_JITTER = 1.2
+
+
+def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Finding]:
+    """kube-scheduler stops with "leaseDuration must be greater than renewDeadline", and client-go's elector
+    with "renewDeadline must be greater than retryPeriod*JitterFactor"."""
+    section = config.get("leaderElection")
+    if not isinstance(section, dict) or section.get("leaderElect", leader_elect) is False:
+        return
+    given = {field: section[field] for field in _LEASE if isinstance(section.get(field), str)}
+    try:
+        lease, renew, retry = (go_duration_ns(given.get(field, default)) for field, default in _LEASE.items())
+    except ValueError:
+        return  # the duration check names it
+    if lease <= renew:
+        where = "renewDeadline" if "renewDeadline" in given else "leaseDuration"
+        yield (_loc("scheduler", "leaderElection", where), f"leaseDuration ({given.get('leaseDuration', '15s')}) "
+               f"must be greater than renewDeadline ({given.get('renewDeadline', '10s')}): kube-scheduler refuses "
+               "to start", "error")
+    elif renew <= _JITTER * retry:
+        where = "retryPeriod" if "retryPeriod" in given else "renewDeadline"
+        yield (_loc("scheduler", "leaderElection", where), f"renewDeadline ({given.get('renewDeadline', '10s')}) "
+               f"must be greater than {_JITTER} x retryPeriod ({given.get('retryPeriod', '2s')}): kube-scheduler's "
+               "leader election refuses to start", "error")
+
+
+def _proxy(config: dict[str, Any]) -> Iterator[Finding]:
+    """kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR", and "can't use both 'primary' and
+    CIDRs"."""
+    items = config.get("nodePortAddresses")
+    if not isinstance(items, list):
+        return
+    for index, item in enumerate(items):
+        if item == "primary":
+            if len(items) > 1:
+                yield (_loc("proxy", "nodePortAddresses", index), "'primary' stands alone: kube-proxy refuses it "
+                       "next to CIDRs", "error")
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False) if isinstance(item, str) and "/" in item else None
+            valid = isinstance(item, str) and "/" in item
+        except ValueError:
+            valid = False
+        if not valid:
+            yield (_loc("proxy", "nodePortAddresses", index), f"{_shown(item)} is no CIDR (such as 10.0.0.0/8) "
+                   "or 'primary': kube-proxy refuses to start", "error")
+
+
+def _shown(value: Any) -> str:
+    return yaml_text(value) if isinstance(value, str) else repr(value)
 
 
 def _loc(section: str, *path: Any) -> tuple[Any, ...]:

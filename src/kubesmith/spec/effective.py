@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubesmith.durations import go_duration_problem
+from kubesmith.durations import go_duration_ns, go_duration_problem
 from kubesmith.spec.errors import LocPart, yaml_text
 from kubesmith.spec.types import GO_INT_RANGES, go_int
 
@@ -142,6 +142,16 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         if plain := next((url for url in servers if not url.startswith("https://")), None):
             return (f"{plain} is no https:// URL: the API server would store those resources in an etcd it reaches "
                     "without TLS and without kubesmith's client certificate")
+    if binary == "kube-apiserver" and flag == "audit-log-format" and text not in ("legacy", "json"):
+        return f"kube-apiserver writes the audit log as legacy or json only, not {text!r}: it refuses to start"
+    if binary == "kube-apiserver" and flag == "service-account-max-token-expiration":
+        try:
+            nanoseconds = go_duration_ns(text)
+        except ValueError:
+            nanoseconds = None  # the type check names it
+        if nanoseconds and not 3600 * 10**9 <= nanoseconds <= (1 << 32) * 10**9:
+            return (f"{text} is not between 1 hour and 2^32 seconds: kube-apiserver refuses to start (0 means no "
+                    "maximum)")
     if binary == "kube-apiserver" and flag == "storage-backend" and text not in ("", "etcd3"):
         return f"kube-apiserver knows the storage backend etcd3 only, not {text!r}"
     if binary == "kube-apiserver" and flag in ("max-requests-inflight", "max-mutating-requests-inflight"):

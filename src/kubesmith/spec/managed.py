@@ -23,6 +23,7 @@ _TOKEN_WEBHOOK = "kubesmith's kubelet configuration (always on: the kubelet chec
 _PROBED = "its readiness probe's address (127.0.0.1: the endpoint is plain HTTP without authentication, so it " \
     "stays on loopback)"
 _ETCD_MEMBERS = "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort"
+_ETCD_BOOTSTRAP = "the hosts with the etcd role (spec.hosts), as --initial-cluster"
 MANAGED: dict[str, dict[str, str]] = {
     "kube-apiserver": _COMMON | {
         "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",
@@ -80,6 +81,10 @@ MANAGED: dict[str, dict[str, str]] = {
         "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
         "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state":
             "the member's history (new on the cluster's first start, existing when a member joins one)",
+        # etcd bootstraps from one source: next to --initial-cluster it stops with "multiple discovery or
+        # bootstrap flags are set"
+        "discovery": _ETCD_BOOTSTRAP, "discovery-srv": _ETCD_BOOTSTRAP, "discovery-srv-name": _ETCD_BOOTSTRAP,
+        "discovery-fallback": _ETCD_BOOTSTRAP, "discovery-proxy": _ETCD_BOOTSTRAP,
         "initial-cluster-token": "metadata.name", "listen-metrics-urls": "metricsPort",
         "client-cert-auth": PKI, "trusted-ca-file": PKI, "cert-file": PKI, "key-file": PKI, "auto-tls": PKI,
         "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI, "peer-key-file": PKI,
