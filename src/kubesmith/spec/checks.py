@@ -9,6 +9,7 @@ from typing import Any
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
+from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
                                       config_type_findings, config_value, effective, flag_value_problem,
@@ -224,6 +225,51 @@ def _advertised_addresses(cluster: Cluster) -> list[Finding]:
         findings.append((("spec", "components", "apiserver", "advertiseAddress"),
                          f"{advertised} is {reason}: the API server publishes it as the kubernetes Service's "
                          "endpoint, which pods must reach", "error"))
+    elif advertised and len(cluster.control_plane_hosts) > 1:
+        findings.append((("spec", "components", "apiserver", "advertiseAddress"),
+                         f"{advertised} would be advertised by all {len(cluster.control_plane_hosts)} API servers as "
+                         "their own address: the kubernetes Service would hold one endpoint, and the other API "
+                         "servers would publish an address that is not theirs; remove it (each API server "
+                         "advertises its host's address)", "error"))
+    findings += _bind_addresses(cluster)
+    return findings
+
+
+def _bind_addresses(cluster: Cluster) -> list[Finding]:
+    """A fixed bind address is one every host running the component can bind: the unspecified address
+    (0.0.0.0, ::) always; a multicast, broadcast or reserved address never; with several hosts, not one
+    host's address (the others cannot bind it), nor, for the API server, loopback (the other hosts'
+    load balancers and every pod would lose the API)."""
+    components = cluster.spec.components
+    candidates: list[tuple[tuple[LocPart, ...], Any, str, list[Any]]] = [
+        (("spec", "components", "apiserver", "bindAddress"), components.apiserver.bind_address, "API server",
+         cluster.control_plane_hosts)]
+    nodes = [host for host in cluster.spec.hosts if "node" in host.roles]
+    for loc, value in ((("extraConfig", "address"), components.kubelet.extra_config.get("address")),
+                       (("extraArgs", "address"), components.kubelet.extra_args.get("address"))):
+        if value is not None:
+            candidates.append((("spec", "components", "kubelet", *loc), value, "kubelet", nodes))
+    findings: list[Finding] = []
+    for where, value, what, hosts in candidates:
+        try:
+            address = ipaddress.ip_address(str(value))
+        except ValueError:
+            continue  # the type checks name it
+        if address.is_unspecified:
+            continue
+        owner = next((host.name for host in hosts if host.address == str(address)), None)
+        if address.is_multicast or (address.version == 4 and (address.is_reserved or address in THIS_NETWORK)):
+            findings.append((where, f"{address} is {unusable(address)}: no host can bind it, so the {what} "
+                             "would not start; use 0.0.0.0 (or ::) or an address of the host", "error"))
+        elif len(hosts) > 1 and address.is_loopback and what == "API server":
+            findings.append((where, f"{address} is a loopback address: with {len(hosts)} control-plane hosts, the "
+                             "other hosts' load balancers and every pod would lose the API; use 0.0.0.0 (or ::)",
+                             "error"))
+        elif len(hosts) > 1 and not address.is_loopback:
+            holder = f"host {owner}'s address" if owner else "an address no host in the file has"
+            findings.append((where, f"{address} is {holder}, but {len(hosts)} hosts run the {what}: each would "
+                             "bind it and only the host holding it can, so the others would not start; use "
+                             "0.0.0.0 (or ::)", "error"))
     return findings
 
 

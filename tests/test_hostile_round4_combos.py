@@ -1,0 +1,67 @@
+"""Hostile combinations (audit round 4): options that are each fine alone but combine into a broken or
+weakened cluster. Each hostile file ends in one located error and exit code 1; the legitimate neighbour
+next to it stays valid.
+
+Every case runs in this process under a 2-second alarm, as in test_spec_hostile.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import kubesmith
+from test_hostile_values import HEAD, HOSTS
+from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
+
+HA = ("  hosts:\n"
+      "    - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}\n"
+      "    - {name: cp2, address: 10.0.0.12, roles: [control-plane, etcd]}\n"
+      "    - {name: cp3, address: 10.0.0.13, roles: [control-plane, etcd]}\n"
+      "    - {name: w1, address: 10.0.0.21, roles: [node]}\n")
+APISERVER = "spec.components.apiserver"
+
+# name: (file body after HEAD, error path, message fragment)
+CASES: dict[str, tuple[str, str, str]] = {
+    # 1. a fixed apiserver address in HA, or a bind address no host can bind
+    "ha_advertise_one_host": (HA + "  components: {apiserver: {advertiseAddress: 10.0.0.12}}\n",
+                              f"{APISERVER}.advertiseAddress", "advertised by all 3 API servers"),
+    "ha_advertise_foreign": (HA + "  components: {apiserver: {advertiseAddress: 10.0.0.99}}\n",
+                             f"{APISERVER}.advertiseAddress", "advertised by all 3 API servers"),
+    "ha_bind_one_host": (HA + "  components: {apiserver: {bindAddress: 10.0.0.12}}\n",
+                         f"{APISERVER}.bindAddress", "host cp2's address, but 3 hosts run the API server"),
+    "ha_bind_loopback": (HA + "  components: {apiserver: {bindAddress: 127.0.0.1}}\n",
+                         f"{APISERVER}.bindAddress", "is a loopback address: with 3 control-plane hosts"),
+    "bind_multicast": (HOSTS + "  components: {apiserver: {bindAddress: 224.0.0.1}}\n",
+                       f"{APISERVER}.bindAddress", "no host can bind it"),
+    "kubelet_address_multicast": (HOSTS + "  components: {kubelet: {extraConfig: {address: 224.0.0.1}}}\n",
+                                  "spec.components.kubelet.extraConfig.address", "no host can bind it"),
+}
+
+# name: body after HEAD that must stay valid
+ACCEPTED: dict[str, str] = {
+    "single_advertise_own": HOSTS + "  components: {apiserver: {advertiseAddress: 10.0.0.11}}\n",
+    "single_bind_own": HOSTS + "  components: {apiserver: {bindAddress: 10.0.0.11}}\n",
+    "ha_bind_unspecified": HA + "  components: {apiserver: {bindAddress: 0.0.0.0}}\n",
+    "ha_bind_unspecified_v6": HA + "  components: {apiserver: {bindAddress: '::'}}\n",
+    "kubelet_address_unspecified": HOSTS + "  components: {kubelet: {extraConfig: {address: 0.0.0.0}}}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_combination_gets_one_located_error(name: str, tmp_path: Path) -> None:
+    text, path, fragment = CASES[name]
+    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
+    (tmp_path / f"{name}.yaml").write_text(HEAD + ACCEPTED[name])
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
