@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kubesmith
+from conftest import ROOT, kubesmith
 from test_hostile_values import HEAD, HOSTS
 from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
@@ -37,6 +37,13 @@ CASES: dict[str, tuple[str, str, str]] = {
                        f"{APISERVER}.bindAddress", "no host can bind it"),
     "kubelet_address_multicast": (HOSTS + "  components: {kubelet: {extraConfig: {address: 224.0.0.1}}}\n",
                                   "spec.components.kubelet.extraConfig.address", "no host can bind it"),
+    # 2. the cluster DNS pointed at the API server's service IP, or CoreDNS forwarding to itself
+    "cluster_dns_api_service_ip": (HOSTS + "  components: {kubelet: {clusterDns: ['10.32.0.1']}}\n",
+                                   "spec.components.kubelet.clusterDns[0]", "the API server's service IP"),
+    "coredns_upstream_itself": (HOSTS + "  components: {coreDns: {upstream: ['10.32.0.10']}}\n",
+                                "spec.components.coreDns.upstream[0]", "CoreDNS itself"),
+    "coredns_stub_itself": (HOSTS + "  components: {coreDns: {stubDomains: {example.com: ['10.32.0.10:53']}}}\n",
+                            "spec.components.coreDns.stubDomains.example.com[0]", "CoreDNS itself"),
 }
 
 # name: body after HEAD that must stay valid
@@ -46,7 +53,15 @@ ACCEPTED: dict[str, str] = {
     "ha_bind_unspecified": HA + "  components: {apiserver: {bindAddress: 0.0.0.0}}\n",
     "ha_bind_unspecified_v6": HA + "  components: {apiserver: {bindAddress: '::'}}\n",
     "kubelet_address_unspecified": HOSTS + "  components: {kubelet: {extraConfig: {address: 0.0.0.0}}}\n",
+    "cluster_dns_service": HOSTS + "  components: {kubelet: {clusterDns: ['10.32.0.10']}}\n",
+    "coredns_upstream_elsewhere": HOSTS + "  components: {coreDns: {upstream: ['10.32.0.11', '192.0.2.53']}}\n",
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm() -> None:
+    """Imports and the release registry load once, outside the bounded runs."""
+    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -17,7 +17,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
-from kubesmith.spec.model import Cluster, Components
+from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
 from kubesmith.spec.ports import port_findings
 from kubesmith.versions.registry import VersionRegistry
@@ -31,6 +31,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _network(cluster)
     findings += _hosts(cluster)
     findings += _pod_ranges(cluster)
+    findings += _cluster_dns(cluster)
     findings += _advertised_addresses(cluster)
     findings += address_findings(cluster)
     findings += port_findings(cluster)  # one listener per port and host, privileged ports, NodePorts
@@ -110,10 +111,50 @@ def _dns_service_ip(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
         return [(where, f"{address} is the network address of serviceCidr {services}", "error")]
     if address.version == 4 and address == services.broadcast_address:
         return [(where, f"{address} is the broadcast address of serviceCidr {services}", "error")]
-    if address == services.network_address + 1:
-        return [(where, f"{address} is the API server's service IP (first address of serviceCidr {services}); "
-                 "use another address, by default the tenth", "error")]
+    if problem := api_service_ip_problem(address, services):
+        return [(where, f"{problem}; use another address, by default the tenth", "error")]
     return []
+
+
+def api_service_ip_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+                           services: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """The kubernetes Service's address (the first of the service range) answers no DNS query."""
+    if address.version == services.version and address == services.network_address + 1:
+        return f"{address} is the API server's service IP (first address of serviceCidr {services})"
+    return None
+
+
+def _cluster_dns(cluster: Cluster) -> list[Finding]:
+    """The kubelet's DNS servers are what pods query: not the API server's service IP (as dnsServiceIp);
+    CoreDNS's resolvers are where it forwards: not the cluster DNS service itself (its loop check exits)."""
+    network = cluster.spec.network
+    try:
+        services = ipaddress.ip_network(network.service_cidr)
+        dns = ipaddress.ip_address(network.dns_service_ip or nth_address(network.service_cidr, 10))
+    except (ValueError, IndexError):
+        return []  # the range's own check names it
+    findings: list[Finding] = []
+    for index, server in enumerate(cluster.spec.components.kubelet.cluster_dns or ()):
+        if problem := api_service_ip_problem(ipaddress.ip_address(server), services):
+            findings.append((("spec", "components", "kubelet", "clusterDns", index), f"{problem}, which answers no "
+                             "DNS query: pods would have no cluster DNS; remove it (the default is "
+                             "spec.network.dnsServiceIp)", "error"))
+    core_dns = cluster.spec.components.core_dns
+    lists = [(("upstream",), core_dns.upstream)]
+    lists += [(("stubDomains", domain), servers) for domain, servers in core_dns.stub_domains.items()]
+    for where, servers in lists:
+        for index, server in enumerate(servers):
+            host = server[1:].partition("]")[0] if server.startswith("[") else \
+                server.split(":")[0] if server.count(":") == 1 else server
+            try:
+                address = ipaddress.ip_address(host)
+            except ValueError:
+                continue  # core_dns.resolver_problem names it
+            if address == dns:
+                findings.append((("spec", "components", "coreDns", *where, index), f"{server} is the cluster DNS "
+                                 "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
+                                 "and its loop check stops it; name resolvers outside the cluster", "error"))
+    return findings
 
 
 # The kubelet's rule for its own labels (k8s.io/kubelet/pkg/apis, KubeletLabels and KubeletLabelNamespaces):
