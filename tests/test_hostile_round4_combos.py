@@ -44,6 +44,15 @@ CASES: dict[str, tuple[str, str, str]] = {
                                 "spec.components.coreDns.upstream[0]", "CoreDNS itself"),
     "coredns_stub_itself": (HOSTS + "  components: {coreDns: {stubDomains: {example.com: ['10.32.0.10:53']}}}\n",
                             "spec.components.coreDns.stubDomains.example.com[0]", "CoreDNS itself"),
+    # 3. the endpoint inside a cluster range, or on a host's port another listener holds
+    "endpoint_service_ip": (HOSTS + "  controlPlaneEndpoint: '10.32.0.1:443'\n", "spec.controlPlaneEndpoint",
+                            "inside serviceCidr"),
+    "endpoint_pod_range": (HOSTS + "  controlPlaneEndpoint: '10.200.0.5:6443'\n", "spec.controlPlaneEndpoint",
+                           "inside clusterCidr"),
+    "endpoint_etcd_port": (HOSTS + "  controlPlaneEndpoint: '10.0.0.11:2379'\n", "spec.controlPlaneEndpoint",
+                           "where etcd's client port listens"),
+    "endpoint_kubelet_port": (HOSTS + "  controlPlaneEndpoint: '10.0.0.11:10250'\n", "spec.controlPlaneEndpoint",
+                              "where the kubelet API listens"),
 }
 
 # name: body after HEAD that must stay valid
@@ -55,6 +64,8 @@ ACCEPTED: dict[str, str] = {
     "kubelet_address_unspecified": HOSTS + "  components: {kubelet: {extraConfig: {address: 0.0.0.0}}}\n",
     "cluster_dns_service": HOSTS + "  components: {kubelet: {clusterDns: ['10.32.0.10']}}\n",
     "coredns_upstream_elsewhere": HOSTS + "  components: {coreDns: {upstream: ['10.32.0.11', '192.0.2.53']}}\n",
+    "endpoint_own_api_server": HOSTS + "  controlPlaneEndpoint: '10.0.0.11:6443'\n",
+    "endpoint_load_balancer": HA + "  controlPlaneEndpoint: '10.0.0.100:8443'\n",
 }
 
 

@@ -19,7 +19,7 @@ from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
-from kubesmith.spec.ports import port_findings
+from kubesmith.spec.ports import endpoint_findings, port_findings
 from kubesmith.versions.registry import VersionRegistry
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # (location, message, severity)
@@ -34,6 +34,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _cluster_dns(cluster)
     findings += _advertised_addresses(cluster)
     findings += address_findings(cluster)
+    findings += endpoint_findings(cluster)
     findings += port_findings(cluster)  # one listener per port and host, privileged ports, NodePorts
     findings += setting_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy"})
     findings += config_duration_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
