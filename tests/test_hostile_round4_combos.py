@@ -53,6 +53,11 @@ CASES: dict[str, tuple[str, str, str]] = {
                            "where etcd's client port listens"),
     "endpoint_kubelet_port": (HOSTS + "  controlPlaneEndpoint: '10.0.0.11:10250'\n", "spec.controlPlaneEndpoint",
                               "where the kubelet API listens"),
+    # 4. more pods than the node's range holds, through the flag or a host's own range
+    "max_pods_flag": (HOSTS + "  components: {kubelet: {extraArgs: {max-pods: 254}}}\n",
+                      "spec.components.kubelet.extraArgs.max-pods", "holds 253 pod addresses"),
+    "host_pod_cidr_small": ("  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node], "
+                            "podCidr: 10.200.0.0/28}\n", "spec.hosts[0].podCidr", "holds 13 pod addresses"),
 }
 
 # name: body after HEAD that must stay valid
@@ -66,6 +71,9 @@ ACCEPTED: dict[str, str] = {
     "coredns_upstream_elsewhere": HOSTS + "  components: {coreDns: {upstream: ['10.32.0.11', '192.0.2.53']}}\n",
     "endpoint_own_api_server": HOSTS + "  controlPlaneEndpoint: '10.0.0.11:6443'\n",
     "endpoint_load_balancer": HA + "  controlPlaneEndpoint: '10.0.0.100:8443'\n",
+    "max_pods_flag_fits": HOSTS + "  components: {kubelet: {extraArgs: {max-pods: 200}}}\n",
+    "host_pod_cidr_large": ("  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node], "
+                            "podCidr: 10.200.0.0/22}\n  components: {kubelet: {maxPods: 500}}\n"),
 }
 
 

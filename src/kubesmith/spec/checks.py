@@ -433,10 +433,18 @@ def _runtime_endpoint(cluster: Cluster) -> list[Finding]:
 def _max_pods(cluster: Cluster) -> list[Finding]:
     """More pods per node than the IPv4 range kubesmith's pod network gives each node holds addresses
     (less the network, broadcast and gateway addresses): the pods past it never start, waiting for an
-    address. A CNI of the hosts' own sizes its ranges itself."""
+    address. The flag wins over extraConfig, which wins over the typed option; a host's own podCidr is
+    its range. A CNI of the hosts' own sizes its ranges itself."""
     kubelet = cluster.spec.components.kubelet
     present, configured = config_value(kubelet, ("maxPods",))
     value, where = (configured, ("extraConfig", "maxPods")) if present else (kubelet.max_pods, ("maxPods",))
+    if "max-pods" in kubelet.extra_args:
+        flag = kubelet.extra_args["max-pods"]
+        try:
+            value = int(str(flag), 0) if not isinstance(flag, bool) else None
+        except ValueError:
+            value = None  # the flag's type check names it
+        where = ("extraArgs", "max-pods")
     if not cluster.spec.components.pod_network.enabled:
         return []
     mask = cluster.spec.components.pod_network.node_cidr_mask_size
@@ -444,12 +452,27 @@ def _max_pods(cluster: Cluster) -> list[Finding]:
         ipv4 = ipaddress.ip_network(cluster.spec.network.cluster_cidr).version == 4
     except ValueError:
         return []  # the range's own check names it
+    if not ipv4 or not isinstance(value, int) or isinstance(value, bool):
+        return []
     room = (1 << (32 - mask)) - 3
-    if ipv4 and isinstance(value, int) and not isinstance(value, bool) and value > room:
+    nodes = [(index, host) for index, host in enumerate(cluster.spec.hosts) if "node" in host.roles]
+    if value > room and any(host.pod_cidr is None for _, host in nodes):
         return [(("spec", "components", "kubelet", *where), f"{value} pods per node, but each node's pod range "
                  f"(/{mask}) holds {room} pod addresses: the rest would never start; set it to {room} or less, "
                  "or give nodes larger ranges (spec.components.podNetwork.nodeCidrMaskSize)", "error")]
-    return []
+    findings: list[Finding] = []
+    for index, host in nodes:
+        if host.pod_cidr is None:
+            continue
+        try:
+            own = ipaddress.ip_network(host.pod_cidr)
+        except ValueError:
+            continue
+        if own.version == 4 and value > (own_room := max(own.num_addresses - 3, 0)):
+            findings.append((("spec", "hosts", index, "podCidr"), f"{own} holds {own_room} pod addresses, but the "
+                             f"kubelet takes {value} pods per node (spec.components.kubelet.{'.'.join(where)}): "
+                             "the rest would never start; give the host a larger range or lower maxPods", "error"))
+    return findings
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
