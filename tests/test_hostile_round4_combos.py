@@ -58,6 +58,11 @@ CASES: dict[str, tuple[str, str, str]] = {
                       "spec.components.kubelet.extraArgs.max-pods", "holds 253 pod addresses"),
     "host_pod_cidr_small": ("  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node], "
                             "podCidr: 10.200.0.0/28}\n", "spec.hosts[0].podCidr", "holds 13 pod addresses"),
+    # 5. lifetimes past what the token store and the CA service's own bound take
+    "token_ttl_past_a_year": (HOSTS + "  components: {caService: {tokenTtl: 87600h}}\n",
+                              "spec.components.caService.tokenTtl", "longer than 365 days"),
+    "service_validity_past_ten_years": (HOSTS + "  components: {caService: {validity: 87601h}}\n",
+                                        "spec.components.caService.validity", "longer than 3650 days"),
 }
 
 # name: body after HEAD that must stay valid
@@ -74,7 +79,17 @@ ACCEPTED: dict[str, str] = {
     "max_pods_flag_fits": HOSTS + "  components: {kubelet: {extraArgs: {max-pods: 200}}}\n",
     "host_pod_cidr_large": ("  hosts:\n    - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node], "
                             "podCidr: 10.200.0.0/22}\n  components: {kubelet: {maxPods: 500}}\n"),
+    "token_ttl_a_year": HOSTS + "  components: {caService: {tokenTtl: 365d}}\n",
+    "service_validity_ten_years": HOSTS + "  components: {caService: {validity: 3650d}}\n",
 }
+
+
+def test_the_bounds_are_the_ones_the_consumers_apply() -> None:
+    from kubesmith.ca.tokens import MAX_TTL
+    from kubesmith.cli.common import SERVICE_VALIDITY
+    from kubesmith.spec.types import SERVICE_VALIDITY_MAX_DAYS, TOKEN_MAX_DAYS
+    assert MAX_TTL == TOKEN_MAX_DAYS * 86400
+    assert SERVICE_VALIDITY.maximum == SERVICE_VALIDITY_MAX_DAYS * 86400
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,3 +114,4 @@ def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
         result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr
+
