@@ -7,6 +7,7 @@ Every case runs in this process under a 2-second alarm, as in test_spec_hostile.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,64 @@ def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr
 
+
+# 6. add-ons: the name a label cannot hold, kubesmith's own objects, one object under two namespaces
+CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}{namespace}}}\ndata: {{a: b}}\n"
+ADDON_CASES: dict[str, tuple[dict[str, str], str]] = {
+    "addon_name_too_long": ({"a" * 70 + ".yaml": CONFIGMAP.format(name="x", namespace="")},
+                            "is the kubesmith.io/addon label of each object"),
+    "addon_file_name_250": ({"b" * 250 + ".yaml": CONFIGMAP.format(name="x", namespace="")},
+                            "a label value holds at most 63"),
+    "addon_own_coredns_configmap": ({"a.yaml": CONFIGMAP.format(name="coredns", namespace=", namespace: kube-system")},
+                                    "one of kubesmith's own objects"),
+    "addon_own_admins_binding": ({"a.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+                                  "metadata: {name: 'kubesmith:cluster-admins'}\nroleRef: {apiGroup: "
+                                  "rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: []\n"},
+                                 "one of kubesmith's own objects"),
+    "addon_default_namespace_twice": ({"a.yaml": CONFIGMAP.format(name="x", namespace="") + "---\n" +
+                                       CONFIGMAP.format(name="x", namespace=", namespace: default")},
+                                      "is also in"),
+}
+ADDON_ACCEPTED: dict[str, dict[str, str]] = {
+    "addon_name_63": {"a" * 58 + ".yaml": CONFIGMAP.format(name="x", namespace="")},
+    "addon_configmap_elsewhere": {"a.yaml": CONFIGMAP.format(name="coredns", namespace=", namespace: other") +
+                                  "---\n" + CONFIGMAP.format(name="coredns-custom", namespace=", namespace: kube-system")},
+    "addon_two_namespaces": {"a.yaml": CONFIGMAP.format(name="x", namespace="") + "---\n" +
+                             CONFIGMAP.format(name="x", namespace=", namespace: other")},
+}
+
+
+def _write_addon(tmp_path: Path, name: str, files: dict[str, str]) -> None:
+    (tmp_path / "m").mkdir()
+    for file, text in files.items():
+        (tmp_path / "m" / file).write_text(text)
+    entries = ", ".join(f"m/{file}" for file in files)
+    (tmp_path / f"{name}.yaml").write_text(HEAD + HOSTS + f"  addons: [{entries}]\n")
+
+
+@pytest.mark.parametrize("name", sorted(ADDON_CASES))
+def test_hostile_addon_gets_one_located_error(name: str, tmp_path: Path) -> None:
+    files, fragment = ADDON_CASES[name]
+    _write_addon(tmp_path, name, files)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", "spec.addons[0]", fragment)
+
+
+@pytest.mark.parametrize("name", sorted(ADDON_ACCEPTED))
+def test_legitimate_addon_stays_valid(name: str, tmp_path: Path) -> None:
+    _write_addon(tmp_path, name, ADDON_ACCEPTED[name])
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_own_objects_are_the_ones_the_plan_applies(tmp_path: Path) -> None:
+    from kubesmith.spec.addons import OWN_OBJECTS, object_key
+    (tmp_path / "c.yaml").write_text(HEAD + HOSTS)
+    result = kubesmith("plan", "c.yaml", "--offline", "-o", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    applied = {object_key(item) for host in json.loads(result.stdout)["hosts"] for file in host["files"]
+               if file["path"].startswith("/etc/kubernetes/addons/") and file["path"].endswith(".yaml")
+               for item in (file["data"] or {}).get("items", [])}
+    assert applied == set(OWN_OBJECTS)
