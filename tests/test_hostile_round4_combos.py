@@ -64,6 +64,20 @@ CASES: dict[str, tuple[str, str, str]] = {
                               "spec.components.caService.tokenTtl", "longer than 365 days"),
     "service_validity_past_ten_years": (HOSTS + "  components: {caService: {validity: 87601h}}\n",
                                         "spec.components.caService.validity", "longer than 3650 days"),
+    # 7. the pods' bridge on an interface the host has; a cluster zone that is a public or reverse zone
+    "bridge_vip_interface": (HOSTS + "  components: {podNetwork: {bridge: ens3}, controlPlaneVip: {interface: ens3}}\n",
+                             "spec.components.podNetwork.bridge", "the hosts' network interface"),
+    "bridge_default_uplink": (HOSTS + "  components: {podNetwork: {bridge: eth0}}\n",
+                              "spec.components.podNetwork.bridge", "the hosts' network interface"),
+    "bridge_loopback": (HOSTS + "  components: {podNetwork: {bridge: lo}}\n",
+                        "spec.components.podNetwork.bridge", "the loopback interface"),
+    "dns_domain_com": (HOSTS + "  network: {dnsDomain: com}\n", "spec.network.dnsDomain", "public top-level domain"),
+    "dns_domain_country": (HOSTS + "  network: {dnsDomain: de}\n", "spec.network.dnsDomain",
+                           "public top-level domain"),
+    "dns_domain_reverse": (HOSTS + "  network: {dnsDomain: in-addr.arpa}\n", "spec.network.dnsDomain",
+                           "reverse-lookup zone"),
+    "dns_domain_ip6_arpa": (HOSTS + "  network: {dnsDomain: ip6.arpa}\n", "spec.network.dnsDomain",
+                            "reverse-lookup zone"),
 }
 
 # name: body after HEAD that must stay valid
@@ -82,6 +96,10 @@ ACCEPTED: dict[str, str] = {
                             "podCidr: 10.200.0.0/22}\n  components: {kubelet: {maxPods: 500}}\n"),
     "token_ttl_a_year": HOSTS + "  components: {caService: {tokenTtl: 365d}}\n",
     "service_validity_ten_years": HOSTS + "  components: {caService: {validity: 3650d}}\n",
+    "bridge_own_name": HOSTS + "  components: {podNetwork: {bridge: kube0}}\n",
+    "dns_domain_cluster_local": HOSTS + "  network: {dnsDomain: cluster.local}\n",
+    "dns_domain_corp_internal": HOSTS + "  network: {dnsDomain: corp.internal}\n",
+    "dns_domain_subdomain": HOSTS + "  network: {dnsDomain: k8s.example.com}\n",
 }
 
 

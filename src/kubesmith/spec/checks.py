@@ -75,6 +75,8 @@ def _network(cluster: Cluster) -> list[Finding]:
                          f"{services} is too small: it needs room for the API and DNS service IPs", "error"))
     if network.dns_service_ip:
         findings += _dns_service_ip(ipaddress.ip_address(network.dns_service_ip), services)
+    if problem := dns_domain_problem(network.dns_domain):
+        findings.append((("spec", "network", "dnsDomain"), problem, "error"))
     for index, host in enumerate(cluster.spec.hosts):
         address = ipaddress.ip_address(host.address)
         for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
@@ -82,6 +84,29 @@ def _network(cluster: Cluster) -> list[Finding]:
                 findings.append((("spec", "hosts", index, "address"),
                                  f"{address} lies inside {name} {cidr}", "error"))
     return findings
+
+
+# The generic top-level domains the whole Internet resolves names under (every two-letter label is a
+# country's, or reserved for one); a cluster zone of one of them answers all its names from the cluster
+PUBLIC_TLDS = frozenset({
+    "com", "org", "net", "edu", "gov", "mil", "int", "info", "biz", "name", "pro", "aero", "coop", "museum",
+    "mobi", "asia", "tel", "travel", "jobs", "cat", "app", "dev", "page", "cloud", "online", "site", "shop",
+    "store", "tech", "xyz", "top", "blog", "io", "ai", "co", "me", "tv", "arpa",
+})
+
+
+def dns_domain_problem(domain: str) -> str | None:
+    """Why CoreDNS may not serve `domain` as the cluster zone: a public top-level domain or a reverse
+    zone (`in-addr.arpa`, `ip6.arpa`) takes every lookup under it from the world's DNS."""
+    zone = domain.lower().rstrip(".")
+    if zone in PUBLIC_TLDS or (zone.isascii() and zone.isalpha() and len(zone) == 2):
+        return (f"{domain!r} is a public top-level domain: CoreDNS would answer every .{zone} lookup of the "
+                "cluster's pods from the cluster zone; use a private name (cluster.local, corp.internal, or a "
+                "subdomain of your own)")
+    if zone in ("in-addr.arpa", "ip6.arpa") or zone.endswith((".in-addr.arpa", ".ip6.arpa")):
+        return (f"{domain!r} is a reverse-lookup zone: CoreDNS would answer the pods' reverse lookups of "
+                "addresses outside the cluster from the cluster zone; use a name such as cluster.local")
+    return None
 
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
@@ -408,6 +433,7 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
                          "would search a domain nothing answers; set spec.network.dnsDomain instead", "error"))
     findings += _runtime_endpoint(cluster)
     findings += _max_pods(cluster)
+    findings += _bridge(cluster)
     return findings
 
 
@@ -473,6 +499,25 @@ def _max_pods(cluster: Cluster) -> list[Finding]:
                              f"kubelet takes {value} pods per node (spec.components.kubelet.{'.'.join(where)}): "
                              "the rest would never start; give the host a larger range or lower maxPods", "error"))
     return findings
+
+
+def _bridge(cluster: Cluster) -> list[Finding]:
+    """The pods' bridge is an interface of its own: the bridge plugin refuses to take over one the host
+    has ("already exists but is not a bridge"), so no pod would get a network."""
+    components = cluster.spec.components
+    bridge = components.pod_network.bridge
+    if not components.pod_network.enabled:
+        return []
+    if bridge == "lo":
+        reason = "the loopback interface"
+    elif bridge == components.control_plane_vip.interface:
+        reason = (f"the hosts' network interface as kubesmith takes it (spec.components.controlPlaneVip.interface"
+                  f"{', the default' if 'interface' not in components.control_plane_vip.model_fields_set else ''})")
+    else:
+        return []
+    return [(("spec", "components", "podNetwork", "bridge"), f"{bridge!r} is {reason}: the bridge plugin cannot "
+             "make a bridge of an interface the host already has, so no pod would get a network; keep the "
+             "default cni0 or name a new interface", "error")]
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
