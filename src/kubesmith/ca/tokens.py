@@ -62,13 +62,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from kubesmith import fsutil
 from kubesmith.documents import load_json, reason
 from kubesmith.pki.keys import PrivateKey
+from kubesmith.spec.types import TOKEN_MAX_DAYS
 
 ALPHABET = string.ascii_lowercase + string.digits
 ID_LENGTH, SECRET_LENGTH = 6, 32
 AUTH_DOMAIN = b"kubesmith-authsign-v1\x00"
 WRAP_INFO = b"kubesmith token store v1"
 PRUNE_AFTER = 24 * 3600.0  # expired or revoked records stay listed this long, then disappear
-MAX_TTL = 365 * 86400.0  # a join token lives a year at most (kubeadm's default: a day)
+MAX_TTL = TOKEN_MAX_DAYS * 86400.0  # a join token lives a year at most (kubeadm's default: a day)
 MAX_DESCRIPTION = 200  # characters of a token's free-text description
 MAX_STORE_BYTES = 16 << 20  # the token store: a record is ~400 bytes
 STORE_VERSION = 1  # the store's format; a store of another is read by no command

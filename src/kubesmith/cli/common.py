@@ -18,6 +18,7 @@ import click
 
 from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import Problem, SpecError
+from kubesmith.spec.types import SERVICE_VALIDITY_MAX_DAYS
 
 if TYPE_CHECKING:
     from kubesmith.plan.environment import HostEnvironment
@@ -515,7 +516,7 @@ DURATION = Duration()
 DURATION_OR_ZERO = Duration(minimum=0)
 # lifetimes that end up as certificate or token dates: bounded when parsed, before anything is done
 CERTIFICATE_TTL = Duration(maximum=365 * 86400, what="a person's certificate lives a year at most")
-SERVICE_VALIDITY = Duration(maximum=3650 * 86400, what="no issued certificate outlives the ten years of its CA")
+SERVICE_VALIDITY = Duration(maximum=SERVICE_VALIDITY_MAX_DAYS * 86400, what="no issued certificate outlives the ten years of its CA")
 
 FORMAT_NAMES = ("text", "json", "yaml", "md")
 

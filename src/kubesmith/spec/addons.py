@@ -30,6 +30,43 @@ NAME = re.compile(r"^[a-z0-9]([-a-z0-9.:]{0,251}[a-z0-9])?$")  # RBAC names may 
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 Addon = tuple[str, list[dict[str, Any]]]
+MAX_LABEL_VALUE = 63  # a label value (the add-on's name is one: kubesmith.io/addon)
+
+# Kinds whose objects have no namespace (a `namespace:` there is ignored); any other kind is namespaced,
+# and an object without a namespace lands in `default`
+CLUSTER_SCOPED = frozenset({
+    "Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "StorageClass", "PriorityClass", "RuntimeClass", "IngressClass", "CSIDriver", "CSINode", "VolumeAttachment",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+    "APIService", "CertificateSigningRequest", "FlowSchema", "PriorityLevelConfiguration",
+    "VolumeAttributesClass", "DeviceClass",
+})
+
+_COREDNS = "set CoreDNS through spec.components.coreDns (upstream, stubDomains, extraServerBlocks, replicas, ...)"
+_COREDNS_OFF = ("to run a DNS of your own, set spec.components.coreDns.enabled: false and give its objects "
+                "other names")
+# The objects kubesmith applies itself (modules/core_dns.py, modules/addons.py), and what to use instead;
+# tests/test_hostile_round4_combos.py checks this table against the plan's add-on files
+OWN_OBJECTS: dict[tuple[str, str, str], str] = {
+    ("ConfigMap", "kube-system", "coredns"): _COREDNS,
+    ("Deployment", "kube-system", "coredns"): _COREDNS,
+    ("Service", "kube-system", "kube-dns"): "its address is spec.network.dnsServiceIp; " + _COREDNS_OFF,
+    ("ServiceAccount", "kube-system", "coredns"): _COREDNS_OFF,
+    ("PodDisruptionBudget", "kube-system", "coredns"): _COREDNS,
+    ("ClusterRole", "", "system:coredns"): _COREDNS_OFF,
+    ("ClusterRoleBinding", "", "system:coredns"): _COREDNS_OFF,
+    ("ClusterRoleBinding", "", "kubesmith:cluster-admins"): ("it binds admin.conf's group to cluster-admin; bind "
+                                                             "other subjects in a binding of another name"),
+}
+
+
+def object_key(document: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, namespace, name) as the API server stores the object: no namespace is `default` for a
+    namespaced kind, and a cluster-scoped kind's namespace is ignored."""
+    kind, metadata = document["kind"], document["metadata"]
+    namespace = "" if kind in CLUSTER_SCOPED else (metadata.get("namespace") or "default")
+    return kind, namespace, metadata["name"]
 
 
 def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
@@ -48,8 +85,20 @@ def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
         objects, problems = _read_entry(base / entry)
         findings += [(loc, message, "error") for message in problems]
         name = _addon_name(Path(entry), names)
+        if len(name) > MAX_LABEL_VALUE:
+            findings.append((loc, f"the add-on's name, {name[:24]}... ({len(name)} characters, from the file "
+                             f"name), is the {ADDON_LABEL} label of each object, and a label value "
+                             f"holds at most {MAX_LABEL_VALUE}: the API server would refuse every object; name the "
+                             f"file (or directory) with at most {MAX_LABEL_VALUE - len('spec-')} characters before "
+                             "its suffix", "error"))
+            continue
         for where, document in objects:
-            key = (document["kind"], document["metadata"].get("namespace", ""), document["metadata"]["name"])
+            key = object_key(document)
+            if key in OWN_OBJECTS:
+                findings.append((loc, f"{where}: {_describe(document)} in {key[1] or 'the cluster'} is one of "
+                                 f"kubesmith's own objects, which it keeps applied: the two would overwrite each "
+                                 f"other without end; {OWN_OBJECTS[key]}", "error"))
+                continue
             if key in seen:
                 findings.append((loc, f"{where}: {_describe(document)} is also in {seen[key]}", "error"))
             seen[key] = where

@@ -105,10 +105,31 @@ def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
     endpoint = cluster.spec.control_plane_endpoint
     if endpoint and (reason := host_problem(endpoint.rpartition(":")[0])):
         yield ("spec", "controlPlaneEndpoint"), f"{endpoint}: the host is {reason}: every client dials it", "error"
+    elif endpoint and (reason := _in_cluster_range(cluster, endpoint.rpartition(":")[0])):
+        yield ("spec", "controlPlaneEndpoint"), (f"{endpoint}: the host {reason}: kubelets and kube-proxy need "
+                                                 "the endpoint before kube-proxy's rules exist; use an address of "
+                                                 "the hosts' network"), "error"
     for index, url in enumerate(components.agent.ca_urls or ()):  # its form: spec.types.HttpsUrl
         host = urlsplit(url).hostname or ""
         if reason := host_problem(host):
             yield (*where, "agent", "caUrls", index), f"{url}: the host is {reason}: the agent dials it", "error"
+
+
+def _in_cluster_range(cluster: Cluster, host: str) -> str | None:
+    """Where in the pod or service range `host` lies (the cluster routes those addresses itself), or None."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None  # a name
+    network = cluster.spec.network
+    for field, cidr in (("clusterCidr", network.cluster_cidr), ("serviceCidr", network.service_cidr)):
+        try:
+            range_ = ipaddress.ip_network(cidr)
+        except ValueError:
+            continue
+        if address.version == range_.version and address in range_:
+            return f"lies inside {field} {cidr}, which the cluster routes itself"
+    return None
 
 
 def _vip(cluster: Cluster) -> Iterator[Finding]:

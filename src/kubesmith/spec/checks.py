@@ -9,6 +9,7 @@ from typing import Any
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
 from kubesmith.spec.addresses import address_findings, unusable
+from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
                                       config_type_findings, config_value, effective, flag_value_problem,
@@ -17,9 +18,9 @@ from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.types import MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
-from kubesmith.spec.model import Cluster, Components
+from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
-from kubesmith.spec.ports import port_findings
+from kubesmith.spec.ports import endpoint_findings, port_findings
 from kubesmith.versions.registry import VersionRegistry
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # (location, message, severity)
@@ -31,8 +32,10 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += _network(cluster)
     findings += _hosts(cluster)
     findings += _pod_ranges(cluster)
+    findings += _cluster_dns(cluster)
     findings += _advertised_addresses(cluster)
     findings += address_findings(cluster)
+    findings += endpoint_findings(cluster)
     findings += port_findings(cluster)  # one listener per port and host, privileged ports, NodePorts
     findings += setting_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy"})
     findings += config_duration_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
@@ -74,6 +77,8 @@ def _network(cluster: Cluster) -> list[Finding]:
     if network.dns_service_ip:
         findings += _dns_service_ip(ipaddress.ip_address(network.dns_service_ip), services)
     findings += _service_family(cluster, services)
+    if problem := dns_domain_problem(network.dns_domain):
+        findings.append((("spec", "network", "dnsDomain"), problem, "error"))
     for index, host in enumerate(cluster.spec.hosts):
         address = ipaddress.ip_address(host.address)
         for name, cidr in (("clusterCidr", pods), ("serviceCidr", services)):
@@ -104,6 +109,29 @@ def _service_family(cluster: Cluster, services: ipaddress.IPv4Network | ipaddres
             and (host_version := ipaddress.ip_address(host.address).version) != services.version]
 
 
+# The generic top-level domains the whole Internet resolves names under (every two-letter label is a
+# country's, or reserved for one); a cluster zone of one of them answers all its names from the cluster
+PUBLIC_TLDS = frozenset({
+    "com", "org", "net", "edu", "gov", "mil", "int", "info", "biz", "name", "pro", "aero", "coop", "museum",
+    "mobi", "asia", "tel", "travel", "jobs", "cat", "app", "dev", "page", "cloud", "online", "site", "shop",
+    "store", "tech", "xyz", "top", "blog", "io", "ai", "co", "me", "tv", "arpa",
+})
+
+
+def dns_domain_problem(domain: str) -> str | None:
+    """Why CoreDNS may not serve `domain` as the cluster zone: a public top-level domain or a reverse
+    zone (`in-addr.arpa`, `ip6.arpa`) takes every lookup under it from the world's DNS."""
+    zone = domain.lower().rstrip(".")
+    if zone in PUBLIC_TLDS or (zone.isascii() and zone.isalpha() and len(zone) == 2):
+        return (f"{domain!r} is a public top-level domain: CoreDNS would answer every .{zone} lookup of the "
+                "cluster's pods from the cluster zone; use a private name (cluster.local, corp.internal, or a "
+                "subdomain of your own)")
+    if zone in ("in-addr.arpa", "ip6.arpa") or zone.endswith((".in-addr.arpa", ".ip6.arpa")):
+        return (f"{domain!r} is a reverse-lookup zone: CoreDNS would answer the pods' reverse lookups of "
+                "addresses outside the cluster from the cluster zone; use a name such as cluster.local")
+    return None
+
+
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
     """A node's own pod range lies in the cluster's and overlaps no other node's."""
     pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
@@ -132,10 +160,50 @@ def _dns_service_ip(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
         return [(where, f"{address} is the network address of serviceCidr {services}", "error")]
     if address.version == 4 and address == services.broadcast_address:
         return [(where, f"{address} is the broadcast address of serviceCidr {services}", "error")]
-    if address == services.network_address + 1:
-        return [(where, f"{address} is the API server's service IP (first address of serviceCidr {services}); "
-                 "use another address, by default the tenth", "error")]
+    if problem := api_service_ip_problem(address, services):
+        return [(where, f"{problem}; use another address, by default the tenth", "error")]
     return []
+
+
+def api_service_ip_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+                           services: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """The kubernetes Service's address (the first of the service range) answers no DNS query."""
+    if address.version == services.version and address == services.network_address + 1:
+        return f"{address} is the API server's service IP (first address of serviceCidr {services})"
+    return None
+
+
+def _cluster_dns(cluster: Cluster) -> list[Finding]:
+    """The kubelet's DNS servers are what pods query: not the API server's service IP (as dnsServiceIp);
+    CoreDNS's resolvers are where it forwards: not the cluster DNS service itself (its loop check exits)."""
+    network = cluster.spec.network
+    try:
+        services = ipaddress.ip_network(network.service_cidr)
+        dns = ipaddress.ip_address(network.dns_service_ip or nth_address(network.service_cidr, 10))
+    except (ValueError, IndexError):
+        return []  # the range's own check names it
+    findings: list[Finding] = []
+    for index, server in enumerate(cluster.spec.components.kubelet.cluster_dns or ()):
+        if problem := api_service_ip_problem(ipaddress.ip_address(server), services):
+            findings.append((("spec", "components", "kubelet", "clusterDns", index), f"{problem}, which answers no "
+                             "DNS query: pods would have no cluster DNS; remove it (the default is "
+                             "spec.network.dnsServiceIp)", "error"))
+    core_dns = cluster.spec.components.core_dns
+    lists = [(("upstream",), core_dns.upstream)]
+    lists += [(("stubDomains", domain), servers) for domain, servers in core_dns.stub_domains.items()]
+    for where, servers in lists:
+        for index, server in enumerate(servers):
+            host = server[1:].partition("]")[0] if server.startswith("[") else \
+                server.split(":")[0] if server.count(":") == 1 else server
+            try:
+                address = ipaddress.ip_address(host)
+            except ValueError:
+                continue  # core_dns.resolver_problem names it
+            if address == dns:
+                findings.append((("spec", "components", "coreDns", *where, index), f"{server} is the cluster DNS "
+                                 "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
+                                 "and its loop check stops it; name resolvers outside the cluster", "error"))
+    return findings
 
 
 # The kubelet's rule for its own labels (k8s.io/kubelet/pkg/apis, KubeletLabels and KubeletLabelNamespaces):
@@ -247,6 +315,51 @@ def _advertised_addresses(cluster: Cluster) -> list[Finding]:
         findings.append((("spec", "components", "apiserver", "advertiseAddress"),
                          f"{advertised} is {reason}: the API server publishes it as the kubernetes Service's "
                          "endpoint, which pods must reach", "error"))
+    elif advertised and len(cluster.control_plane_hosts) > 1:
+        findings.append((("spec", "components", "apiserver", "advertiseAddress"),
+                         f"{advertised} would be advertised by all {len(cluster.control_plane_hosts)} API servers as "
+                         "their own address: the kubernetes Service would hold one endpoint, and the other API "
+                         "servers would publish an address that is not theirs; remove it (each API server "
+                         "advertises its host's address)", "error"))
+    findings += _bind_addresses(cluster)
+    return findings
+
+
+def _bind_addresses(cluster: Cluster) -> list[Finding]:
+    """A fixed bind address is one every host running the component can bind: the unspecified address
+    (0.0.0.0, ::) always; a multicast, broadcast or reserved address never; with several hosts, not one
+    host's address (the others cannot bind it), nor, for the API server, loopback (the other hosts'
+    load balancers and every pod would lose the API)."""
+    components = cluster.spec.components
+    candidates: list[tuple[tuple[LocPart, ...], Any, str, list[Any]]] = [
+        (("spec", "components", "apiserver", "bindAddress"), components.apiserver.bind_address, "API server",
+         cluster.control_plane_hosts)]
+    nodes = [host for host in cluster.spec.hosts if "node" in host.roles]
+    for loc, value in ((("extraConfig", "address"), components.kubelet.extra_config.get("address")),
+                       (("extraArgs", "address"), components.kubelet.extra_args.get("address"))):
+        if value is not None:
+            candidates.append((("spec", "components", "kubelet", *loc), value, "kubelet", nodes))
+    findings: list[Finding] = []
+    for where, value, what, hosts in candidates:
+        try:
+            address = ipaddress.ip_address(str(value))
+        except ValueError:
+            continue  # the type checks name it
+        if address.is_unspecified:
+            continue
+        owner = next((host.name for host in hosts if host.address == str(address)), None)
+        if address.is_multicast or (address.version == 4 and (address.is_reserved or address in THIS_NETWORK)):
+            findings.append((where, f"{address} is {unusable(address)}: no host can bind it, so the {what} "
+                             "would not start; use 0.0.0.0 (or ::) or an address of the host", "error"))
+        elif len(hosts) > 1 and address.is_loopback and what == "API server":
+            findings.append((where, f"{address} is a loopback address: with {len(hosts)} control-plane hosts, the "
+                             "other hosts' load balancers and every pod would lose the API; use 0.0.0.0 (or ::)",
+                             "error"))
+        elif len(hosts) > 1 and not address.is_loopback:
+            holder = f"host {owner}'s address" if owner else "an address no host in the file has"
+            findings.append((where, f"{address} is {holder}, but {len(hosts)} hosts run the {what}: each would "
+                             "bind it and only the host holding it can, so the others would not start; use "
+                             "0.0.0.0 (or ::)", "error"))
     return findings
 
 
@@ -346,6 +459,7 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
                          "would search a domain nothing answers; set spec.network.dnsDomain instead", "error"))
     findings += _runtime_endpoint(cluster)
     findings += _max_pods(cluster)
+    findings += _bridge(cluster)
     return findings
 
 
@@ -371,10 +485,18 @@ def _runtime_endpoint(cluster: Cluster) -> list[Finding]:
 def _max_pods(cluster: Cluster) -> list[Finding]:
     """More pods per node than the IPv4 range kubesmith's pod network gives each node holds addresses
     (less the network, broadcast and gateway addresses): the pods past it never start, waiting for an
-    address. A CNI of the hosts' own sizes its ranges itself."""
+    address. The flag wins over extraConfig, which wins over the typed option; a host's own podCidr is
+    its range. A CNI of the hosts' own sizes its ranges itself."""
     kubelet = cluster.spec.components.kubelet
     present, configured = config_value(kubelet, ("maxPods",))
     value, where = (configured, ("extraConfig", "maxPods")) if present else (kubelet.max_pods, ("maxPods",))
+    if "max-pods" in kubelet.extra_args:
+        flag = kubelet.extra_args["max-pods"]
+        try:
+            value = int(str(flag), 0) if not isinstance(flag, bool) else None
+        except ValueError:
+            value = None  # the flag's type check names it
+        where = ("extraArgs", "max-pods")
     if not cluster.spec.components.pod_network.enabled:
         return []
     mask = cluster.spec.components.pod_network.node_cidr_mask_size
@@ -382,12 +504,46 @@ def _max_pods(cluster: Cluster) -> list[Finding]:
         ipv4 = ipaddress.ip_network(cluster.spec.network.cluster_cidr).version == 4
     except ValueError:
         return []  # the range's own check names it
+    if not ipv4 or not isinstance(value, int) or isinstance(value, bool):
+        return []
     room = (1 << (32 - mask)) - 3
-    if ipv4 and isinstance(value, int) and not isinstance(value, bool) and value > room:
+    nodes = [(index, host) for index, host in enumerate(cluster.spec.hosts) if "node" in host.roles]
+    if value > room and any(host.pod_cidr is None for _, host in nodes):
         return [(("spec", "components", "kubelet", *where), f"{value} pods per node, but each node's pod range "
                  f"(/{mask}) holds {room} pod addresses: the rest would never start; set it to {room} or less, "
                  "or give nodes larger ranges (spec.components.podNetwork.nodeCidrMaskSize)", "error")]
-    return []
+    findings: list[Finding] = []
+    for index, host in nodes:
+        if host.pod_cidr is None:
+            continue
+        try:
+            own = ipaddress.ip_network(host.pod_cidr)
+        except ValueError:
+            continue
+        if own.version == 4 and value > (own_room := max(own.num_addresses - 3, 0)):
+            findings.append((("spec", "hosts", index, "podCidr"), f"{own} holds {own_room} pod addresses, but the "
+                             f"kubelet takes {value} pods per node (spec.components.kubelet.{'.'.join(where)}): "
+                             "the rest would never start; give the host a larger range or lower maxPods", "error"))
+    return findings
+
+
+def _bridge(cluster: Cluster) -> list[Finding]:
+    """The pods' bridge is an interface of its own: the bridge plugin refuses to take over one the host
+    has ("already exists but is not a bridge"), so no pod would get a network."""
+    components = cluster.spec.components
+    bridge = components.pod_network.bridge
+    if not components.pod_network.enabled:
+        return []
+    if bridge == "lo":
+        reason = "the loopback interface"
+    elif bridge == components.control_plane_vip.interface:
+        reason = (f"the hosts' network interface as kubesmith takes it (spec.components.controlPlaneVip.interface"
+                  f"{', the default' if 'interface' not in components.control_plane_vip.model_fields_set else ''})")
+    else:
+        return []
+    return [(("spec", "components", "podNetwork", "bridge"), f"{bridge!r} is {reason}: the bridge plugin cannot "
+             "make a bridge of an interface the host already has, so no pod would get a network; keep the "
+             "default cni0 or name a new interface", "error")]
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:

@@ -115,6 +115,28 @@ def host_listeners(cluster: Cluster, host: Host) -> Iterator[Bound]:
                         listener.field in options.model_fields_set)  # type: ignore[attr-defined]
 
 
+def endpoint_findings(cluster: Cluster) -> list[Finding]:
+    """`controlPlaneEndpoint` on a cluster host's address names a port there: not one another of
+    kubesmith's listeners holds (every kubeconfig would dial etcd, the kubelet, ...)."""
+    endpoint = cluster.spec.control_plane_endpoint
+    if not endpoint:
+        return []
+    host_text, _, port_text = endpoint.rpartition(":")
+    host_text = host_text.strip("[]")
+    if not port_text.isdigit():
+        return []
+    port = int(port_text)
+    for host in cluster.spec.hosts:
+        if host.address != host_text:
+            continue
+        for bound in host_listeners(cluster, host):
+            if bound.port == port and bound.listener.component != "apiserver":
+                return [(("spec", "controlPlaneEndpoint"), f"{endpoint} is host {host.name}'s address on port {port}, "
+                         f"where {bound.listener.what} listens ({bound.option}): every client would dial it instead "
+                         "of the API server; use the API server's port or a load balancer's", "error")]
+    return []
+
+
 def port_findings(cluster: Cluster) -> list[Finding]:
     """One finding per option at most (the first problem, on the first host that has it): a port's clash
     with another listener, then its privilege, then the NodePort range."""

@@ -312,6 +312,8 @@ def _san(value: str) -> str:
     return value
 
 
+TOKEN_MAX_DAYS = 365  # a join token lives a year at most (ca/tokens.py MAX_TTL)
+SERVICE_VALIDITY_MAX_DAYS = 3650  # the CA service issues for ten years at most (cli/common.py SERVICE_VALIDITY)
 MAX_DURATION_DAYS = 36500  # the longest a CA may live (spec.pki.caValidityDays); timers beyond it never fire
 
 
@@ -333,11 +335,15 @@ def go_at_least(minimum: str, why: str, zero_ok: bool = False) -> Any:
     return Annotated[str, AfterValidator(lambda text: check_go_at_least(text, minimum, why, zero_ok))]
 
 
-def own_at_least(minimum: str, why: str) -> Any:
-    """A kubesmith duration (Duration) of at least `minimum`, for the same reason as go_at_least."""
+def own_at_least(minimum: str, why: str, maximum_days: int | None = None, why_most: str = "") -> Any:
+    """A kubesmith duration (Duration) of at least `minimum`, for the same reason as go_at_least, and
+    at most `maximum_days` when given (`why_most`: what a longer one breaks)."""
     def check(value: str) -> str:
         if parse_duration(value) < parse_duration(minimum):
             raise ValueError(f"{value!r} is shorter than {minimum}, the shortest kubesmith takes here: {why}")
+        if maximum_days is not None and parse_duration(value) > maximum_days * 86400:
+            raise ValueError(f"{value!r} is longer than {maximum_days} days, the longest kubesmith takes here: "
+                             f"{why_most}")
         return value
     return Annotated[str, AfterValidator(_duration), AfterValidator(check)]
 
@@ -510,7 +516,12 @@ StreamingIdleTimeout = go_at_least("1m", "an exec, attach or port-forward would 
 # a snapshot of a large keyspace takes minutes of etcd's disk, and the member keeps only `keep` of them
 SnapshotInterval = own_at_least("5m", "snapshots would overlap, load etcd's disk without pause and push "
                                       "each useful one out at once")
-# the agent renews at a fraction of a certificate's life: under an hour it renews without end
-CertificateLifetime = own_at_least("1h", "a certificate would expire before its renewal came round")
-# a token must live long enough to be copied to the joining host and used
-TokenTtl = own_at_least("1m", "a join token would expire before it could be used")
+# the agent renews at a fraction of a certificate's life: under an hour it renews without end; the CA
+# service issues for at most ten years (the CA's own default life; `kubesmith ca serve --validity` too)
+CertificateLifetime = own_at_least("1h", "a certificate would expire before its renewal came round",
+                                   SERVICE_VALIDITY_MAX_DAYS, "no issued certificate outlives the ten years of "
+                                   "its CA (spec.pki.certificateValidityDays takes 3650 at most too)")
+# a token must live long enough to be copied to the joining host and used, and at most a year (the token
+# store's own bound, which `kubesmith token create` applies to the CA service's default_token_ttl)
+TokenTtl = own_at_least("1m", "a join token would expire before it could be used", TOKEN_MAX_DAYS,
+                        "the token store takes no longer lifetime, so every `kubesmith token create` would fail")
