@@ -142,7 +142,7 @@ def test_a_good_change_rolls_over_the_control_plane_one_host_at_a_time(keeping: 
 def test_a_bad_change_fails_its_trial_on_the_first_host_and_halts_the_roll_out(keeping: tuple[Cluster, Path]) -> None:
     cluster, work = keeping
     before = {host: cluster.lab.ssh(host, f"cat {UNIT}").stdout for host in CONTROL_PLANE}
-    result = cluster.apply(spec_with(cluster, work, "bad", {"max-requests-inflight": -1}))
+    result = cluster.apply(spec_with(cluster, work, "bad", {"cors-allowed-origins": "("}))
     assert result.returncode == 5, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: h1: running its new configuration on trial failed: "), \
@@ -172,7 +172,7 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     files = "/etc/systemd/system/etcd.service /etc/kubernetes/config/kubelet.yaml"
     before = {host: cluster.lab.ssh(host, f"cat {files}").stdout for host in CONTROL_PLANE}
     spec = spec_with(cluster, work, "bad-node", {"max-mutating-requests-inflight": 250},
-                     kubelet={"extraConfig": {"eventRecordQPS": -1}}, etcd={"extraArgs": {"max-txn-ops": "many"}})
+                     kubelet={"extraConfig": {"nodeLeaseDurationSeconds": -1}}, etcd={"extraArgs": {"proxy": "bogus"}})
     result = cluster.apply(spec)
     assert result.returncode == 5, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -186,7 +186,7 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     for component in ("kubelet", "etcd"):
         assert conditions[component]["status"] == "False", conditions[component]
         assert conditions[component]["active"] == conditions[component]["last_known_good"], conditions[component]
-    assert "eventRecordQPS" in conditions["kubelet"]["reason"], conditions["kubelet"]
+    assert "nodeLeaseDurationSeconds" in conditions["kubelet"]["reason"], conditions["kubelet"]
     admin = cluster.admin_kubeconfig(work)
 
     def kubelet_condition() -> dict[str, str] | None:

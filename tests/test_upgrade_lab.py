@@ -314,7 +314,7 @@ def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_
     assert reset.returncode == 0, reset.stdout + reset.stderr
     applied = cluster.apply(first)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    bad = cluster.apply(keeping_spec(cluster, tmp_path, "bad", {"max-requests-inflight": -1}))
+    bad = cluster.apply(keeping_spec(cluster, tmp_path, "bad", {"cors-allowed-origins": "("}))
     assert bad.returncode == 5, bad.stdout + bad.stderr
     errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
