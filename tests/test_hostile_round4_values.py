@@ -130,6 +130,8 @@ LEGITIMATE: dict[str, str] = {
     "controller-manager-gc-threshold-int32": HOSTS + component("controllerManager",
                                                                "{terminatedPodGcThreshold: 2147483647}"),
     "proxy-metrics-config-port": HOSTS + component("proxy", "{extraConfig: {metricsBindAddress: '127.0.0.1:10249'}}"),
+    # kube-proxy completes an address alone with its default port (v1.36.2 starts with it)
+    "proxy-metrics-bare-address": HOSTS + component("proxy", "{metricsBindAddress: '127.0.0.1'}"),
     "balancer-idle-timeout-longest": HOSTS + component("apiLoadBalancer", "{idleTimeoutSeconds: 2147483}"),
     "coredns-15-upstreams": HOSTS + component("coreDns", "{upstream: [%s]}" % RESOLVERS_16.rpartition(", ")[0]),
     "scheduler-lease-longer": HOSTS + component("scheduler", "{extraConfig: {leaderElection: {leaseDuration: 60s, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from pydantic import Field
@@ -119,7 +120,21 @@ def _nftables_problem(spec: Any, options: ProxyOptions) -> str | None:
     return None
 
 
+DEFAULT_METRICS_PORT = 10249  # what kube-proxy appends to a metricsBindAddress that is an address alone
+
+
+def _bare_address(value: str) -> bool:
+    """An address without a port, which kube-proxy completes with its default port."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _bind_address_problem(value: str) -> str | None:
+    if _bare_address(value):
+        return None
     host, colon, port = value.rpartition(":")
     if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
         return (f"{value!r} is not HOST:PORT with a port from 0 to 65535: kube-proxy refuses its configuration "
@@ -129,5 +144,7 @@ def _bind_address_problem(value: str) -> str | None:
 
 def _port_of(bind_address: str) -> tuple[int, ...]:
     """The port of `host:port` (kube-proxy's metricsBindAddress); none when it names none (metrics off)."""
+    if _bare_address(bind_address):
+        return (DEFAULT_METRICS_PORT,)
     port = bind_address.rpartition(":")[2]
     return (int(port),) if port.isdigit() and int(port) > 0 else ()
