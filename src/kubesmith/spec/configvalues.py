@@ -157,13 +157,22 @@ _LEASE = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
 _JITTER = 1.2
 
 
+def _zero_duration(text: str) -> bool:
+    try:
+        return go_duration_ns(text) == 0
+    except ValueError:
+        return False
+
+
 def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Finding]:
     """kube-scheduler stops with "leaseDuration must be greater than renewDeadline", and client-go's elector
     with "renewDeadline must be greater than retryPeriod*JitterFactor"."""
     section = config.get("leaderElection")
     if not isinstance(section, dict) or section.get("leaderElect", leader_elect) is False:
         return
-    given = {field: section[field] for field in _LEASE if isinstance(section.get(field), str)}
+    # a zero duration is defaulted by the scheduler (SetDefaults), as a missing one is
+    given = {field: section[field] for field in _LEASE if isinstance(section.get(field), str)
+             and not _zero_duration(section[field])}
     try:
         lease, renew, retry = (go_duration_ns(given.get(field, default)) for field, default in _LEASE.items())
     except ValueError:
