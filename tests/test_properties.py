@@ -53,10 +53,11 @@ def cluster_documents(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         components["apiserver"] = {"auditLog": {"maxAge": draw(st.integers(1, 400))}}
     kubelet: dict[str, Any] = {}
+    # at most what the default /24 node range holds (253 pods): more is refused
     if draw(st.booleans()):
-        kubelet["maxPods"] = draw(st.integers(1, 500))
+        kubelet["maxPods"] = draw(st.integers(1, 253))
     if draw(st.booleans()):
-        kubelet["extraConfig"] = {"maxPods": draw(st.integers(1, 500))}
+        kubelet["extraConfig"] = {"maxPods": draw(st.integers(1, 253))}
     if draw(st.booleans()):
         kubelet["clusterDns"] = ["169.254.20.10"]
     if kubelet:
