@@ -62,7 +62,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from kubesmith import fsutil
 from kubesmith.documents import load_json, reason
 from kubesmith.pki.keys import PrivateKey
-from kubesmith.spec.types import TOKEN_MAX_DAYS
+from kubesmith.lifetimes import TOKEN_MAX_DAYS
 
 ALPHABET = string.ascii_lowercase + string.digits
 ID_LENGTH, SECRET_LENGTH = 6, 32

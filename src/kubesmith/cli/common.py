@@ -18,7 +18,7 @@ import click
 
 from kubesmith.exitcodes import ExitCode
 from kubesmith.spec.errors import Problem, SpecError
-from kubesmith.spec.types import SERVICE_VALIDITY_MAX_DAYS
+from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS
 
 if TYPE_CHECKING:
     from kubesmith.plan.environment import HostEnvironment

@@ -541,8 +541,8 @@ def _bridge(cluster: Cluster) -> list[Finding]:
                   f"{', the default' if 'interface' not in components.control_plane_vip.model_fields_set else ''})")
     else:
         return []
-    return [(("spec", "components", "podNetwork", "bridge"), f"{bridge!r} is {reason}: the bridge plugin cannot "
-             "make a bridge of an interface the host already has, so no pod would get a network; keep the "
+    return [(("spec", "components", "podNetwork", "bridge"), f"{bridge!r} is {reason}: the bridge plugin "
+             "cannot turn an interface the host already has into a bridge, so no pod would get a network; keep the "
              "default cni0 or name a new interface", "error")]
 
 

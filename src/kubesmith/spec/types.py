@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 
 from kubesmith.spec.errors import yaml_text
+from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS, TOKEN_MAX_DAYS
 from kubesmith.urls import ca_url_problem
 from kubesmith.durations import (check_go_at_least, check_go_length, check_go_period, format_duration,
                                  parse_duration)
@@ -312,8 +313,6 @@ def _san(value: str) -> str:
     return value
 
 
-TOKEN_MAX_DAYS = 365  # a join token lives a year at most (ca/tokens.py MAX_TTL)
-SERVICE_VALIDITY_MAX_DAYS = 3650  # the CA service issues for ten years at most (cli/common.py SERVICE_VALIDITY)
 MAX_DURATION_DAYS = 36500  # the longest a CA may live (spec.pki.caValidityDays); timers beyond it never fire
 
 
