@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path, PurePosixPath
@@ -504,19 +504,37 @@ def evaluate_plan(checks: Sequence[Check], plan: Plan, state_dir: Path,
     rendered = bundles(plan, state_dir, shipped=Shipped())  # files and units, as `render` writes them
     outcomes = []
     for host in plan.hosts:
-        files = {file.path: file.data.decode("utf-8", "replace") for file in rendered[host.name]}
-        outcomes += evaluate_host(checks, host, with_credentials(host, files))
+        files = with_credentials(host, {file.path: file.data for file in rendered[host.name]})
+        outcomes += evaluate_host(checks, host, files)
         outcomes += evaluate_host_files(file_checks, host, host_entries(rendered[host.name]))
     return outcomes
 
 
-def with_credentials(host: HostPlan, files: Mapping[str, str]) -> dict[str, str]:
+class TextOnRead(Mapping[str, str]):
+    """Rendered files as text, each decoded when a check reads it: a host's bundle holds image archives
+    and binaries of many MB that no check reads, and decoding them all cost most of this module's time."""
+
+    def __init__(self, data: Mapping[str, bytes], aliases: Mapping[str, str] | None = None) -> None:
+        self._data, self._aliases = data, dict(aliases or {})
+
+    def __getitem__(self, path: str) -> str:
+        return self._data[self._aliases.get(path, path)].decode("utf-8", "replace")
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._data
+        yield from (alias for alias in self._aliases if alias not in self._data)
+
+    def __len__(self) -> int:
+        return len(self._data) + sum(alias not in self._data for alias in self._aliases)
+
+
+def with_credentials(host: HostPlan, files: Mapping[str, bytes]) -> TextOnRead:
     """The host's files plus what systemd's LoadCredential= puts under /run/credentials at each start."""
-    view = dict(files)
-    for service in host.services:
-        for name, source in service.credentials:
-            view[layout.credential_path(service.name, name)] = files[source]
-    return view
+    aliases = {layout.credential_path(service.name, name): source
+               for service in host.services for name, source in service.credentials}
+    missing = [source for source in aliases.values() if source not in files]
+    assert not missing, f"credentials from files the host does not get: {missing}"
+    return TextOnRead(files, aliases)
 
 
 # ---- file-metadata checks (owners and modes), as `stat` would print them on the host
@@ -558,15 +576,17 @@ def host_entries(rendered: Iterable[Any]) -> dict[str, Entry]:
     """Files as render lists them; directories as tmpfiles.d and StateDirectory= make them, and every
     other parent as apply creates it (root, 0755)."""
     entries = {f.path: Entry(f.path, f.mode, f.owner, f.group) for f in rendered}
-    texts = {f.path: f.data.decode("utf-8", "replace") for f in rendered}
+    texts = TextOnRead({f.path: f.data for f in rendered})
     directories: dict[str, Entry] = {}
-    for path, text in texts.items():
+    for path in texts:
         if path.startswith("/usr/lib/tmpfiles.d/"):
+            text = texts[path]
             for line in text.splitlines():
                 fields = line.split()
                 if len(fields) >= 5 and fields[0] == "d":
                     directories[fields[1]] = Entry(fields[1], int(fields[2], 8), fields[3], fields[4], True)
         elif path.startswith(layout.UNIT_DIR + "/") and path.endswith(".service"):
+            text = texts[path]
             settings = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith(" "))
             if "StateDirectory" in settings:
                 state = f"{layout.LIB}/{settings['StateDirectory']}"
