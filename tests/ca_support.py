@@ -77,7 +77,13 @@ def ca_args(files: CaFiles) -> list[str]:
 
 
 def create_token(files: CaFiles, *extra: str) -> dict:
-    return json.loads(kubesmith("token", "create", "-o", "json", *ca_args(files), *extra).stdout)
+    """`kubesmith token create` in this process: tests make dozens, and a child process each cost 0.6 s
+    of start-up (10 s of a race test's 14) for a command that only writes the token store."""
+    from conftest import kubesmith as kubesmith_here
+    created = kubesmith_here("token", "create", "-o", "json", *ca_args(files), *extra)
+    if created.returncode != 0:
+        raise AssertionError(f"kubesmith token create failed ({created.returncode}):\n{created.stderr}")
+    return json.loads(created.stdout)
 
 
 @dataclass

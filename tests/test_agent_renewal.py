@@ -160,7 +160,7 @@ NAMES = ("kubelet-client", "kubelet-serving", "agent-client", "kube-proxy-client
 @pytest.mark.skipif(CFSSL is None, reason="cfssl not installed (ca_support needs it only for cfssl tests)")
 def test_agent_renews_through_the_ca_service_and_survives_its_outage(tmp_path):
     ca = make_ca(tmp_path / "ca")
-    server = start_ca_service(ca, "--validity", "2m")
+    server = start_ca_service(ca, "--validity", "1m")
     agent = consumer = None
     try:
         token = create_token(ca, "--node", "w20", "--address", "127.0.0.1")
@@ -199,7 +199,7 @@ def test_agent_renews_through_the_ca_service_and_survives_its_outage(tmp_path):
         assert serials(pki, NAMES) == second
 
         # 3. the CA returns on the same address: the agent renews without being restarted
-        server = start_ca_service(ca, "--validity", "2m", port=port)
+        server = start_ca_service(ca, "--validity", "1m", port=port)
         wait_until(lambda: all(serials(pki, NAMES)[n] != second[n] for n in NAMES), 60, "renewal after recovery")
         wait_until(lambda: (json.loads(state_file.read_text()) or {}).get("last_error") is None, 30,
                    "the agent to clear its error")
