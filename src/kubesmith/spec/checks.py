@@ -416,6 +416,19 @@ AUTHORIZATION_MODES = {"AlwaysAllow": None, "AlwaysDeny": None, "Node": None, "R
                        "ABAC": "authorization-policy-file", "Webhook": "authorization-webhook-config-file"}
 
 
+def _oidc(flags: dict[str, Any]) -> list[Finding]:
+    """kube-apiserver v1.36.2 stops with "oidc-issuer-url and oidc-client-id must be specified together when
+    any oidc-* flags are set" (an issuer URL it refuses outright is named by the flag checks alone)."""
+    oidc = [flag for flag in flags if str(flag).startswith("oidc-")]
+    issuer = flags.get("oidc-issuer-url")
+    if not oidc or (issuer is not None and not str(issuer).startswith("https://")):
+        return []
+    missing = [flag for flag in ("oidc-issuer-url", "oidc-client-id") if flag not in flags]
+    return [(("spec", "components", "apiserver", "extraArgs", oidc[0]), f"oidc-* flags need "
+             f"{' and '.join(missing)} as well: kube-apiserver refuses OIDC without both the issuer URL and the "
+             "client id", "error")] if missing else []
+
+
 def _apiserver_values(cluster: Cluster) -> list[Finding]:
     """Typed values the API server (or the kubelet) refuses at start, or that weaken TLS below 1.2."""
     components = cluster.spec.components
@@ -437,6 +450,7 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
     findings += [((*where, "kubeletPreferredAddressTypes", index), f"{kind!r} is no node address type (types: "
                   f"{', '.join(NODE_ADDRESS_TYPES)}): kube-apiserver refuses to start", "error")
                  for index, kind in enumerate(options.kubelet_preferred_address_types) if kind not in NODE_ADDRESS_TYPES]
+    findings += _oidc(options.extra_args)
     present, version = config_value(components.kubelet, ("tlsMinVersion",))
     if present and isinstance(version, str) and (problem := tls_version_problem(version)):
         findings.append((("spec", "components", "kubelet", "extraConfig", "tlsMinVersion"), problem, "error"))

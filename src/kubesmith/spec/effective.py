@@ -142,6 +142,10 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         if plain := next((url for url in servers if not url.startswith("https://")), None):
             return (f"{plain} is no https:// URL: the API server would store those resources in an etcd it reaches "
                     "without TLS and without kubesmith's client certificate")
+    if binary == "kube-apiserver" and flag == "oidc-issuer-url" and not text.startswith("https://"):
+        # v1.36.2: 'jwt[0].issuer.url: Invalid value: "http://evil": URL scheme must be https'
+        return (f"{text!r} is no https:// URL: kube-apiserver refuses an OIDC issuer reached without TLS (anyone "
+                "on the path could mint tokens it accepts)")
     if binary == "kube-apiserver" and flag == "audit-log-format" and text not in ("legacy", "json"):
         return f"kube-apiserver writes the audit log as legacy or json only, not {text!r}: it refuses to start"
     if binary == "kube-apiserver" and flag == "service-account-max-token-expiration":
