@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesmith.images import PAUSE_IMAGE
-from kubesmith.spec.effective import value_at
+from kubesmith.spec.effective import go_bool, value_at
 
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
 # anything else says where kubesmith takes the value from
@@ -93,10 +93,16 @@ MANAGED: dict[str, dict[str, str]] = {
         "auto-compaction-retention": "autoCompactionRetention", "auto-compaction-mode": "autoCompactionMode",
         "log-level": "logLevel",
         "force-new-cluster": "nothing: _FORCE_NEW_CLUSTER", "unsafe-no-fsync": "nothing: _NO_FSYNC",
+        # renamed without experimental- in etcd 3.6
+        "experimental-peer-skip-client-san-verification": "nothing: _PEER_SAN",
+        "peer-skip-client-san-verification": "nothing: _PEER_SAN",
     },
 }
-# etcd switches that lose data when on; off (their default) is harmless and passes
-_HARMLESS_WHEN_OFF = {("etcd", "force-new-cluster"), ("etcd", "unsafe-no-fsync")}
+# switches that break the cluster or weaken it in one position only: their default (the value here) is
+# harmless and passes, as Go reads it (`false`, `0`, `f`...)
+_HARMLESS = {("etcd", "force-new-cluster"): False, ("etcd", "unsafe-no-fsync"): False,
+             ("etcd", "experimental-peer-skip-client-san-verification"): False,
+             ("etcd", "peer-skip-client-san-verification"): False}
 
 # Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
 # and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
@@ -152,9 +158,14 @@ _CONTAINERD_OWNER = ("the containerd socket stays owned by root (uid and gid 0):
 _FORCE_NEW_CLUSTER = ("it rewrites the membership to this one member on every start: in a cluster of several "
                       "members each restart splits it and loses writes; it belongs to a one-off recovery, "
                       "which `kubesmith etcd restore` (a snapshot restore) does")
+# no CIS check names it, and spec.security.allowInsecure takes CIS ids only: no opt-in
+_PEER_SAN = ("etcd would accept a peer's client certificate whatever addresses it names: any certificate of the "
+             "etcd peer CA could join or impersonate a member from anywhere; kubesmith's peer certificates name "
+             "each member's address, so nothing needs it")
 _NO_FSYNC = ("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
              "the data directory")
 _NOTHING = {"nothing: _FORCE_NEW_CLUSTER": lambda: _FORCE_NEW_CLUSTER, "nothing: _NO_FSYNC": lambda: _NO_FSYNC,
+            "nothing: _PEER_SAN": lambda: _PEER_SAN,
             "nothing: _STATIC_URL": lambda: _STATIC_URL, "nothing: _CONTAINERD_TCP": lambda: _CONTAINERD_TCP,
             "nothing: _CONTAINERD_OWNER": lambda: _CONTAINERD_OWNER}
 # a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
@@ -164,7 +175,7 @@ _STATIC_URL = ("kubesmith runs no static pods from a URL: the kubelet would run 
 
 def managed_flag_problem(binary: str, component: str, flag: str, value: Any = None) -> str | None:
     """Why extraArgs may not set `flag` of `binary` (to `value`), or None when it may."""
-    if (binary, flag) in _HARMLESS_WHEN_OFF and value in (False, "false"):
+    if (binary, flag) in _HARMLESS and go_bool(value) is _HARMLESS[(binary, flag)]:
         return None
     instead = MANAGED.get(binary, {}).get(flag)
     return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
