@@ -42,7 +42,8 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
-    findings += config_value_findings(cluster.spec.components)
+    findings += config_value_findings(cluster.spec.components, cluster.minor)
+    findings += _leader_election(cluster)
     findings += _idle_timeout(cluster)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
@@ -414,6 +415,25 @@ NODE_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "E
 # each authorization mode kube-apiserver knows, and the flag it refuses to start without
 AUTHORIZATION_MODES = {"AlwaysAllow": None, "AlwaysDeny": None, "Node": None, "RBAC": None,
                        "ABAC": "authorization-policy-file", "Webhook": "authorization-webhook-config-file"}
+
+
+def _leader_election(cluster: Cluster) -> list[Finding]:
+    """With several control-plane hosts each runs a scheduler and a controller manager: without leader election
+    all are active at once, schedulers racing for the same node capacity and controllers creating and deleting
+    the same objects. The scheduler's extraConfig leaderElection.leaderElect wins over the typed option."""
+    hosts = len(cluster.control_plane_hosts)
+    if hosts < 2:
+        return []
+    components = cluster.spec.components
+    present, configured = config_value(components.scheduler, ("leaderElection", "leaderElect"))
+    places = [(("scheduler", "extraConfig", "leaderElection", "leaderElect"), configured) if present else
+              (("scheduler", "leaderElect"), components.scheduler.leader_elect),
+              (("controllerManager", "leaderElect"), components.controller_manager.leader_elect)]
+    harm = {"scheduler": "schedulers placing pods on the same node capacity, overcommitting nodes",
+            "controllerManager": "controllers creating and deleting the same objects"}
+    return [(("spec", "components", *where), f"leader election off, but {hosts} control-plane hosts each run one: "
+             f"all {hosts} would act at once ({harm[where[0]]}); keep it on", "error")
+            for where, value in places if value is False]
 
 
 def _oidc(flags: dict[str, Any]) -> list[Finding]:
