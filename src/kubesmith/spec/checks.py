@@ -330,7 +330,7 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
     """A fixed bind address is one every host running the component can bind: the unspecified address
     (0.0.0.0, ::) always; a multicast, broadcast or reserved address never; with several hosts, not one
     host's address (the others cannot bind it), nor, for the API server, loopback (the other hosts'
-    load balancers and every pod would lose the API)."""
+    load balancers and every pod would lose the API); the kubelet never loopback (the API server dials it)."""
     components = cluster.spec.components
     candidates: list[tuple[tuple[LocPart, ...], Any, str, list[Any]]] = [
         (("spec", "components", "apiserver", "bindAddress"), components.apiserver.bind_address, "API server",
@@ -352,6 +352,10 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
         if address.is_multicast or (address.version == 4 and (address.is_reserved or address in THIS_NETWORK)):
             findings.append((where, f"{address} is {unusable(address)}: no host can bind it, so the {what} "
                              "would not start; use 0.0.0.0 (or ::) or an address of the host", "error"))
+        elif address.is_loopback and what == "kubelet":
+            findings.append((where, f"{address} is a loopback address: the API server reaches each kubelet at its "
+                             "node's address (logs, exec, port-forward, metrics), which nothing would answer; use "
+                             "0.0.0.0 (or ::) or leave it unset", "error"))
         elif len(hosts) > 1 and address.is_loopback and what == "API server":
             findings.append((where, f"{address} is a loopback address: with {len(hosts)} control-plane hosts, the "
                              "other hosts' load balancers and every pod would lose the API; use 0.0.0.0 (or ::)",

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, value_at
+from kubesmith.spec.effective import Finding, resolv_conf_problem, value_at
 from kubesmith.spec.errors import yaml_text
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
@@ -99,6 +99,8 @@ def config_value_findings(components: Any, minor: str) -> Iterator[Finding]:
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
+    if isinstance(config.get("resolvConf"), str) and (problem := resolv_conf_problem(config["resolvConf"])):
+        yield _loc("kubelet", "resolvConf"), problem, "error"
     if "containerLogMaxSize" in config and isinstance(config["containerLogMaxSize"], str) and \
             (problem := quantity_problem(config["containerLogMaxSize"])):
         yield _loc("kubelet", "containerLogMaxSize"), f"the kubelet refuses containerLogMaxSize: {problem}", "error"

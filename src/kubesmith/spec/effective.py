@@ -162,6 +162,8 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         number = go_int(text)
         if number is not None and number < 0:
             return f"kube-apiserver refuses a negative --{flag} ({number}); 0 means no limit"
+    if binary == "kubelet" and flag == "resolv-conf" and (problem := resolv_conf_problem(text)):
+        return problem
     # 1.28's kubelet still has in-tree providers (DisableCloudProviders turned on by default in 1.29)
     if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external") and minor != "1.28":
         return (f"the kubelet takes --cloud-provider only as external or empty: the in-tree cloud providers such "
@@ -171,6 +173,20 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
             if problem := admission_plugin_problem(plugin):
                 return problem
     return None
+
+
+# systemd-resolved's stub file: it names only 127.0.0.53, resolved's listener on the host's loopback
+SYSTEMD_STUB_RESOLV_CONF = "/run/systemd/resolve/stub-resolv.conf"
+
+
+def resolv_conf_problem(path: str) -> str | None:
+    """Why the kubelet may not hand pods `path` as their resolv.conf: pods with dnsPolicy Default (CoreDNS
+    among them, forwarding there) would query 127.0.0.53 in their own network namespace, where nothing answers."""
+    if path.rstrip("/") != SYSTEMD_STUB_RESOLV_CONF:
+        return None
+    return (f"{path} is systemd-resolved's stub, naming only 127.0.0.53 on the host's loopback: pods with "
+            "dnsPolicy Default (CoreDNS, which forwards there) would query their own loopback, where nothing "
+            "answers; use /run/systemd/resolve/resolv.conf, which names the upstream servers")
 
 
 # The admission plugins kube-apiserver registers in the supported releases (its --help lists them under

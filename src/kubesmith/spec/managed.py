@@ -73,6 +73,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "port": "port", "healthz-port": "healthzPort", "healthz-bind-address": _PROBED,  # see MANAGED_CONFIG
         "cluster-domain": "spec.network.dnsDomain", "container-runtime-endpoint": "containerRuntimeEndpoint",
         "cgroup-driver": "cgroupDriver", "manifest-url": "nothing: _STATIC_URL",
+        "register-node": "nothing: _REGISTERS", "enable-server": "nothing: _SERVES",
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
                              "healthz-bind-address": "healthzPort"},
@@ -102,7 +103,8 @@ MANAGED: dict[str, dict[str, str]] = {
 # harmless and passes, as Go reads it (`false`, `0`, `f`...)
 _HARMLESS = {("etcd", "force-new-cluster"): False, ("etcd", "unsafe-no-fsync"): False,
              ("etcd", "experimental-peer-skip-client-san-verification"): False,
-             ("etcd", "peer-skip-client-san-verification"): False}
+             ("etcd", "peer-skip-client-san-verification"): False,
+             ("kubelet", "register-node"): True, ("kubelet", "enable-server"): True}
 
 # Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
 # and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
@@ -132,7 +134,8 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         ("clusterDNS",): "clusterDns", ("port",): "port", ("healthzPort",): "healthzPort",
         ("healthzBindAddress",): _PROBED, ("staticPodURL",): "nothing: _STATIC_URL",
         ("clusterDomain",): "spec.network.dnsDomain", ("containerRuntimeEndpoint",): "containerRuntimeEndpoint",
-        ("cgroupDriver",): "cgroupDriver",
+        ("cgroupDriver",): "cgroupDriver", ("registerNode",): "nothing: _REGISTERS",
+        ("enableServer",): "nothing: _SERVES",
     },
     "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
     "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort",
@@ -158,6 +161,12 @@ _CONTAINERD_OWNER = ("the containerd socket stays owned by root (uid and gid 0):
 _FORCE_NEW_CLUSTER = ("it rewrites the membership to this one member on every start: in a cluster of several "
                       "members each restart splits it and loses writes; it belongs to a one-off recovery, "
                       "which `kubesmith etcd restore` (a snapshot restore) does")
+# a node with the node role is one the cluster schedules onto and reaches: kubesmith waits for it to register
+# and be Ready, and the API server dials its kubelet's port for logs, exec, port-forward and metrics
+_REGISTERS = ("the kubelet would never register its Node: nothing is scheduled there, and kubesmith waits for "
+              "every node to register and be Ready; a host without workloads takes no node role")
+_SERVES = ("the kubelet would serve no API on its port: the API server's logs, exec, port-forward and metrics "
+           "through it would fail; a host without workloads takes no node role")
 # no CIS check names it, and spec.security.allowInsecure takes CIS ids only: no opt-in
 _PEER_SAN = ("etcd would accept a peer's client certificate whatever addresses it names: any certificate of the "
              "etcd peer CA could join or impersonate a member from anywhere; kubesmith's peer certificates name "
@@ -165,7 +174,8 @@ _PEER_SAN = ("etcd would accept a peer's client certificate whatever addresses i
 _NO_FSYNC = ("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
              "the data directory")
 _NOTHING = {"nothing: _FORCE_NEW_CLUSTER": lambda: _FORCE_NEW_CLUSTER, "nothing: _NO_FSYNC": lambda: _NO_FSYNC,
-            "nothing: _PEER_SAN": lambda: _PEER_SAN,
+            "nothing: _PEER_SAN": lambda: _PEER_SAN, "nothing: _REGISTERS": lambda: _REGISTERS,
+            "nothing: _SERVES": lambda: _SERVES,
             "nothing: _STATIC_URL": lambda: _STATIC_URL, "nothing: _CONTAINERD_TCP": lambda: _CONTAINERD_TCP,
             "nothing: _CONTAINERD_OWNER": lambda: _CONTAINERD_OWNER}
 # a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
@@ -192,7 +202,8 @@ def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:
 # replaces nothing, so it is no error.
 SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
     "kubelet": {("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
-                ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1"},
+                ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1",
+                ("registerNode",): True, ("enableServer",): True},
     "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
     "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
     "containerRuntime": {("version",): 2,
