@@ -15,6 +15,7 @@ from typing import Any
 from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import Finding, resolv_conf_problem, value_at
 from kubesmith.spec.errors import yaml_text
+from kubesmith.spec.managed import config_field
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -96,6 +97,26 @@ def config_value_findings(components: Any, minor: str) -> Iterator[Finding]:
     yield from _scheduler(configs["scheduler"], SCHEDULER_PLUGINS.get(minor))
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
     yield from _proxy(configs["proxy"])
+    yield from _containerd(components.container_runtime.extra_config, components.container_runtime.socket)
+
+
+CRI_PLUGIN = "io.containerd.grpc.v1.cri"
+
+
+def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
+    """containerd settings that leave the kubelet without its runtime: the CRI plugin disabled, or the ttrpc
+    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them)."""
+    disabled = config_field("containerRuntime", config, ("disabled_plugins",))
+    for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
+        if plugin == CRI_PLUGIN:
+            yield (("spec", "components", "containerRuntime", "extraConfig", *disabled[0], index), f"{CRI_PLUGIN} "
+                   "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
+                   "error")
+    ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
+    if ttrpc and ttrpc[1] == socket:
+        yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
+               "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
+               "server needs another path (empty: the socket's path with .ttrpc)", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:

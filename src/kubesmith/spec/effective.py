@@ -334,6 +334,33 @@ def value_at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
     return True, value
 
 
+def toml_keys(name: str) -> tuple[str, ...]:
+    """The keys containerd 1.6 (go-toml v1's Unmarshal) reads a field named `name` from, in its order: the name,
+    lower case, upper case, first letter lowered; the first the table holds wins. `containerd config dump`
+    (1.6.20) reads grpc.TCP_ADDRESS, UID and a [GRPC] table, and ignores Address, Tcp_Address and Uid."""
+    return tuple(dict.fromkeys((name, name.lower(), name.upper(), name[:1].lower() + name[1:])))
+
+
+# tables of containerd's config.toml whose keys are names (plugin ids, runtime names): matched as spelled
+_TOML_NAME_TABLES = ("plugins", "runtimes")
+
+
+def toml_value_at(extra: Any, written: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """(keys as spelled, value) of the field at `path` where containerd reads it from `extra` (extraConfig,
+    merged key by key over kubesmith's `written` document); None when it reads kubesmith's value, or nothing."""
+    keys: list[str] = []
+    for index, part in enumerate(path):
+        extra_level = extra if isinstance(extra, dict) else {}
+        written_level = written if isinstance(written, dict) else {}
+        candidates = (part,) if index and path[index - 1] in _TOML_NAME_TABLES else toml_keys(part)
+        key = next((key for key in candidates if key in extra_level or key in written_level), None)
+        if key is None or key not in extra_level:
+            return None
+        keys.append(key)
+        extra, written = extra_level[key], written_level.get(key)
+    return tuple(keys), extra
+
+
 def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
     """Where the file sets `setting`, with the value given there (loc under spec.components.<c>)."""
     found: list[tuple[Loc, Any]] = []

@@ -9,10 +9,11 @@ module emits, so a new flag cannot be left out.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubesmith.images import PAUSE_IMAGE
-from kubesmith.spec.effective import go_bool, value_at
+from kubesmith.spec.effective import go_bool, toml_value_at, value_at
 
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
 # anything else says where kubesmith takes the value from
@@ -116,6 +117,8 @@ REPLACEABLE: dict[str, frozenset[str]] = {"kube-apiserver": frozenset({"tls-min-
 # same settings as managed flags: the kubelet's client CA, serving certificate and token webhook, its DNS
 # server (clusterDns, which CoreDNS's Service address follows), the kubeconfig (and so the identity) the
 # scheduler and kube-proxy use. extraConfig is merged over kubesmith's document, so these would replace it.
+RUNC_SYSTEMD_CGROUP = ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "runc", "options",
+                       "SystemdCgroup")
 _DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
              ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
 #
@@ -152,6 +155,8 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         # containerd's API is root on the node: never over TCP, and its socket stays root's alone
         ("grpc", "tcp_address"): "nothing: _CONTAINERD_TCP", ("grpc", "uid"): "nothing: _CONTAINERD_OWNER",
         ("grpc", "gid"): "nothing: _CONTAINERD_OWNER",
+        # runc's cgroup driver is the kubelet's: with two drivers each manages pods' cgroups its own way
+        RUNC_SYSTEMD_CGROUP: "spec.components.kubelet.cgroupDriver",
     },
 }
 _CONTAINERD_TCP = ("kubesmith serves containerd's API on its unix socket only: over TCP it has no "
@@ -236,6 +241,7 @@ def typed_values(spec: Any) -> dict[str, dict[tuple[str, ...], Any]]:
     }
     if "cgroupDriver" in kubelet:
         values["kubelet"][("cgroupDriver",)] = kubelet["cgroupDriver"]
+        values["containerRuntime"][RUNC_SYSTEMD_CGROUP] = kubelet["cgroupDriver"] == "systemd"
     values["containerRuntime"][("plugins", "io.containerd.grpc.v1.cri", "sandbox_image")] = \
         _raw(runtime, "sandboxImage", default=PAUSE_IMAGE)
     return values
@@ -251,12 +257,31 @@ def managed_config_findings(components: Any, spec: Any = None) -> list[tuple[tup
         config = config.get("extraConfig") if isinstance(config, dict) else None
         same = SAME_AS_KUBESMITH.get(section, {}) | typed.get(section, {})
         for path in fields:
-            present, value = value_at(config, path)
-            if not present or (path in same and value == same[path] and type(value) is type(same[path])):
+            found = config_field(section, config, path)
+            if found is None or (path in same and found[1] == same[path] and type(found[1]) is type(same[path])):
                 continue
             if problem := managed_config_problem(section, path):
-                findings.append((("spec", "components", section, "extraConfig", *path), problem, "error"))
+                findings.append((("spec", "components", section, "extraConfig", *found[0]), problem, "error"))
     return findings
+
+
+def config_field(section: str, config: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """(keys as spelled, value) of the field at `path` of a section's extraConfig, matched as its component
+    matches keys: the kubelet, kube-proxy and kube-scheduler exactly (their decoders are case-sensitive; the
+    v1.36.2 kubelet and kube-proxy ignore MaxPods or MetricsBindAddress as unknown fields), containerd as
+    go-toml v1 does, past the tables kubesmith writes itself. None: not set there."""
+    if section == "containerRuntime":
+        return toml_value_at(config, _containerd_written(), path)
+    present, value = value_at(config, path)
+    return (path, value) if present else None
+
+
+@functools.cache
+def _containerd_written() -> dict[str, Any]:
+    """kubesmith's own config.toml (its keys decide which spellings of extraConfig containerd reads)."""
+    from kubesmith.modules.container_runtime import ContainerRuntimeOptions, containerd_config
+    from kubesmith.plan.environment import HostEnvironment
+    return containerd_config(ContainerRuntimeOptions(), HostEnvironment())
 
 
 def _managed(what: str, component: str, instead: str, route: str) -> str:
