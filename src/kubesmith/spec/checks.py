@@ -596,23 +596,30 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
             config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
                          f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
-                         f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
+                         f"{cluster.minor} (a locked gate set against its lock stops the component at start; an unknown "
+                         "gate the v1.35 and v1.36 binaries only warn about may stop an older release's)", "warning"))
     hints = [MAX_GATE_HINTS]  # the close-name search is the costly part: only for the first few unknown gates
 
-    def check(binaries: tuple[str, ...], name: str, value: bool) -> str | None:
+    def check(binaries: tuple[str, ...], name: str, value: bool) -> tuple[str, str] | None:
+        """(message, severity): a locked gate stops the binary ("cannot set feature gate X to false, feature
+        is locked to true"); an unknown one the v1.35.6 and v1.36.2 binaries log ("unrecognized feature gate")
+        and ignore, on the command line and in a configuration file alike, so it is a warning."""
         problem = registry.check_gate(binaries, name, value, cluster.minor, hint=hints[0] > 0)
         if problem and "has no feature gate" in problem:
             hints[0] -= 1
-        return problem
+            unknown, _, hint = problem.partition("; ")
+            return f"{unknown}: its binaries ignore it with a warning, so it does nothing{'; ' + hint if hint else ''}", \
+                "warning"
+        return (problem, "error") if problem else None
 
     for name, value in cluster.spec.feature_gates.items():
-        if problem := check(tuple(takers.values()), name, value):
-            findings.append((("spec", "featureGates", name), problem, "error"))
+        if found := check(tuple(takers.values()), name, value):
+            findings.append((("spec", "featureGates", name), *found))
     for key, binary in takers.items():
         own = getattr(components, key).feature_gates or {}
         for name, value in own.items():
-            if problem := check((binary,), name, value):
-                findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
+            if found := check((binary,), name, value):
+                findings.append((("spec", "components", _alias(key), "featureGates", name), *found))
     # the gates of a configuration document (extraConfig featureGates) are the binary's own gates too
     for key, binary in (("kubelet", "kubelet"), ("proxy", "kube-proxy")):
         present, gates = config_value(getattr(components, key), ("featureGates",))
@@ -623,9 +630,8 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
                              gate_count_problem(len(gates)), "error"))
             continue
         for name, value in gates.items():
-            if isinstance(value, bool) and (problem := check((binary,), str(name), value)):
-                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), problem,
-                                 "error"))
+            if isinstance(value, bool) and (found := check((binary,), str(name), value)):
+                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), *found))
     return findings
 
 
