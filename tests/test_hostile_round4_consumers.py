@@ -68,6 +68,13 @@ CASES: dict[str, tuple[str, str, str]] = {
     "scheduler-extender-http": (HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: 'http://evil', "
                                                                "filterVerb: filter, enableHTTPS: false}]}}"),
                                 f"{SCHEDULER}.extenders[0].urlPrefix", "without TLS"),
+    # kube-scheduler v1.36.2 decodes strictly, and exactly: 'unknown field "leaderElection.LeaderElect"'
+    "scheduler-nested-case-variant": (HOSTS + component("scheduler", "{extraConfig: {leaderElection: "
+                                                                     "{LeaderElect: false}}}"),
+                                      f"{SCHEDULER}.leaderElection.LeaderElect", "did you mean leaderElect?"),
+    "scheduler-extender-unknown-field": (HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: "
+                                                                        "'https://e.example', Bogus: 1}]}}"),
+                                         f"{SCHEDULER}.extenders[0].Bogus", "refuses to start on an unknown field"),
     # kube-proxy v1.36.2 passes any ipvs.scheduler on; the kernel refuses an unknown one for every Service
     "proxy-ipvs-scheduler": (HOSTS + component("proxy", "{mode: ipvs, extraConfig: {ipvs: {scheduler: bogus}}}"),
                              "spec.components.proxy.extraConfig.ipvs.scheduler", "no IPVS scheduler 'bogus'"),
@@ -123,6 +130,21 @@ LEGITIMATE: dict[str, str] = {
     "scheduler-extender-https": HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: "
                                                                "'https://extender.example', filterVerb: filter, "
                                                                "enableHTTPS: true}]}}"),
+    # every field of these objects, as kube-scheduler v1.36.2 decodes them strictly
+    "scheduler-nested-fields": HOSTS + component("scheduler", "{extraConfig: {clientConnection: {acceptContentTypes: "
+                                                              "'', contentType: application/json, qps: 50, burst: "
+                                                              "100}, leaderElection: {leaderElect: true, "
+                                                              "leaseDuration: 15s, renewDeadline: 10s, retryPeriod: "
+                                                              "2s, resourceLock: leases, resourceName: "
+                                                              "kube-scheduler, resourceNamespace: kube-system}, "
+                                                              "extenders: [{urlPrefix: 'https://e.example', "
+                                                              "filterVerb: f, preemptVerb: p, prioritizeVerb: r, "
+                                                              "weight: 1, bindVerb: '', enableHTTPS: true, "
+                                                              "tlsConfig: {insecure: false}, httpTimeout: 5s, "
+                                                              "nodeCacheCapable: false, managedResources: [], "
+                                                              "ignorable: true}], profiles: [{schedulerName: x, "
+                                                              "percentageOfNodesToScore: 50, pluginConfig: [], "
+                                                              "plugins: {}}]}}"),
     "proxy-ipvs-maglev": HOSTS + component("proxy", "{mode: ipvs, extraConfig: {ipvs: {scheduler: mh}}}"),
     "proxy-ipvs-default": HOSTS + component("proxy", "{mode: ipvs, extraConfig: {ipvs: {scheduler: ''}}}"),
     "kubelet-server-register-on": HOSTS + component("kubelet", "{extraConfig: {enableServer: true, registerNode: "

@@ -475,16 +475,7 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
         for field, kind in fields.items():
             if field in config and (problem := _json_type_problem(field, kind, config[field])):
                 yield ("spec", "components", section, "extraConfig", field), problem, "error"
-    # kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and
-    # exits; the kubelet and kube-proxy fall back to lenient decoding. CONFIG_TYPES holds every field of
-    # KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes.
-    for field in getattr(getattr(components, aliases["scheduler"]), "extra_config", {}):
-        if field not in CONFIG_TYPES["scheduler"] and field not in ("apiVersion", "kind"):
-            close = difflib.get_close_matches(str(field), sorted(CONFIG_TYPES["scheduler"]), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(CONFIG_TYPES['scheduler']))}"
-            yield (("spec", "components", "scheduler", "extraConfig", field),
-                   f"KubeSchedulerConfiguration has no field {yaml_text(field)}, and kube-scheduler refuses to start "
-                   f"on an unknown field: {hint}", "error")
+    yield from _unknown_scheduler_fields(getattr(getattr(components, aliases["scheduler"]), "extra_config", {}))
     # the scheduler's own validation: "podMaxBackoffSeconds ... must be greater than or equal to
     # PodInitialBackoffSeconds" (defaults 1 and 10)
     config = getattr(getattr(components, aliases["scheduler"]), "extra_config", {})
@@ -497,6 +488,45 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
                f"podMaxBackoffSeconds ({maximum}{'' if set_max else ', its default'}) is below "
                f"podInitialBackoffSeconds ({initial}), where the backoff starts: kube-scheduler refuses to start",
                "error")
+
+
+# The fields of the objects inside KubeSchedulerConfiguration v1 that kubesmith checks (each set accepted by
+# v1.36.2): kube-scheduler decodes the whole document strictly, nested objects too ('strict decoding error:
+# unknown field "leaderElection.LeaderElect"', or "extenders[0].Bogus"). Keys of a list's items: "name[]".
+SCHEDULER_NESTED_FIELDS: dict[str, frozenset[str]] = {
+    "leaderElection": frozenset({"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+                                 "resourceName", "resourceNamespace"}),
+    "clientConnection": frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}),
+    "profiles[]": frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}),
+    "extenders[]": frozenset({"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                              "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                              "ignorable"}),
+}
+
+
+def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
+    """kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and exits;
+    the kubelet and kube-proxy fall back to lenient decoding and ignore such a field. Keys are matched
+    exactly, as its decoder does: `LeaderElection` is no `leaderElection`. CONFIG_TYPES holds every field of
+    KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes."""
+    known = frozenset(CONFIG_TYPES["scheduler"]) | {"apiVersion", "kind"}
+    objects: list[tuple[Loc, str, Any, frozenset[str]]] = [((), "KubeSchedulerConfiguration", config, known)]
+    for field, fields in SCHEDULER_NESTED_FIELDS.items():
+        name = field.removesuffix("[]")
+        value = config.get(name)
+        if field.endswith("[]"):
+            objects += [((name, index), f"{name}[{index}]", item, fields)
+                        for index, item in enumerate(value if isinstance(value, list) else ())]
+        else:
+            objects.append(((name,), name, value, fields))
+    for loc, what, value, fields in objects:
+        for key in (value if isinstance(value, dict) else ()):
+            if key in fields:
+                continue
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(fields - {'apiVersion', 'kind'}))}"
+            yield (("spec", "components", "scheduler", "extraConfig", *loc, key), f"{what} has no field "
+                   f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
 
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
