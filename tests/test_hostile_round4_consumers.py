@@ -64,7 +64,8 @@ CASES: dict[str, tuple[str, str, str]] = {
                                  f"{SCHEDULER}.profiles[0].plugins.score.enabled[0].name", "has no plugin"),
     "scheduler-plugin-typo": (HOSTS + component("scheduler", "{extraConfig: {profiles: [{plugins: {filter: {enabled: "
                                                              "[{name: TaintTolerations}]}}}]}}"),
-                              f"{SCHEDULER}.profiles[0].plugins.filter.enabled[0].name", "did you mean 'TaintToleration'"),
+                              f"{SCHEDULER}.profiles[0].plugins.filter.enabled[0].name",
+                              "did you mean 'TaintToleration'"),
     "scheduler-extender-http": (HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: 'http://evil', "
                                                                "filterVerb: filter, enableHTTPS: false}]}}"),
                                 f"{SCHEDULER}.extenders[0].urlPrefix", "without TLS"),

@@ -596,8 +596,9 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
             config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
                          f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
-                         f"{cluster.minor} (a locked gate set against its lock stops the component at start; an unknown "
-                         "gate the v1.35 and v1.36 binaries only warn about may stop an older release's)", "warning"))
+                         f"{cluster.minor} (a locked gate set against its lock stops the component at start; an "
+                         "unknown gate the v1.35 and v1.36 binaries only warn about may stop an older release's)",
+                         "warning"))
     hints = [MAX_GATE_HINTS]  # the close-name search is the costly part: only for the first few unknown gates
 
     def check(binaries: tuple[str, ...], name: str, value: bool) -> tuple[str, str] | None:
@@ -608,8 +609,8 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
         if problem and "has no feature gate" in problem:
             hints[0] -= 1
             unknown, _, hint = problem.partition("; ")
-            return f"{unknown}: its binaries ignore it with a warning, so it does nothing{'; ' + hint if hint else ''}", \
-                "warning"
+            hint = f"; {hint}" if hint else ""
+            return f"{unknown}: its binaries ignore it with a warning, so it does nothing{hint}", "warning"
         return (problem, "error") if problem else None
 
     for name, value in cluster.spec.feature_gates.items():

@@ -250,8 +250,8 @@ def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Fin
 
 
 def _proxy(config: dict[str, Any]) -> Iterator[Finding]:
-    """The IPVS scheduler the kernel has; kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR", and "can't use both 'primary' and
-    CIDRs"."""
+    """The IPVS scheduler the kernel has; kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR",
+    and "can't use both 'primary' and CIDRs"."""
     ipvs = config.get("ipvs")
     scheduler = ipvs.get("scheduler") if isinstance(ipvs, dict) else None
     if isinstance(scheduler, str) and scheduler not in ("", *IPVS_SCHEDULERS):

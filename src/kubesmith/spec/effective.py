@@ -524,7 +524,8 @@ def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
             if key in fields:
                 continue
             close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(fields - {'apiVersion', 'kind'}))}"
+            shown = sorted(fields - {"apiVersion", "kind"})
+            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(shown)}"
             yield (("spec", "components", "scheduler", "extraConfig", *loc, key), f"{what} has no field "
                    f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
