@@ -116,10 +116,13 @@ CASES: dict[str, tuple[str, str, str]] = {
        for flag in ("max-requests-inflight", "max-mutating-requests-inflight")},
     "kubelet-cloud-provider-aws": (HOSTS + kubelet_flag("cloud-provider", "aws"),
                                    f"{KUBELET}.extraArgs.cloud-provider", "only as external or empty"),
-    "kubelet-config-gate-unknown": (HOSTS + kubelet_config("{featureGates: {NoSuchGate: true}}"),
-                                    f"{KUBELET}.extraConfig.featureGates.NoSuchGate", "no feature gate"),
-    "proxy-config-gate-unknown": (HOSTS + component("proxy", "{extraConfig: {featureGates: {NoSuchGate: true}}}"),
-                                  f"{PROXY}.extraConfig.featureGates.NoSuchGate", "no feature gate"),
+    # a locked gate stops the binary ("cannot set feature gate NodeSwap to false, feature is locked to true");
+    # an unknown one v1.36.2 only warns about (test_hostile_round4_consumers)
+    "kubelet-config-gate-locked": (HOSTS + kubelet_config("{featureGates: {NodeSwap: false}}"),
+                                   f"{KUBELET}.extraConfig.featureGates.NodeSwap", "locked to true"),
+    "proxy-config-gate-locked": (HOSTS + component("proxy", "{extraConfig: {featureGates: "
+                                                            "{NFTablesProxyMode: false}}}"),
+                                 f"{PROXY}.extraConfig.featureGates.NFTablesProxyMode", "locked to true"),
     # 6. values the kubelet's, kube-proxy's and kube-scheduler's own validation refuses
     "kubelet-config-hairpin": (HOSTS + kubelet_config("{hairpinMode: bogus}"), f"{KUBELET}.extraConfig.hairpinMode",
                                "one of promiscuous-bridge"),

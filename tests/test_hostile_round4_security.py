@@ -102,13 +102,15 @@ def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
 
 
 def test_unknown_gates_under_the_bound_are_reported_quickly(tmp_path: Path) -> None:
-    """Every unknown gate is named, but only the first few get a close-name search (the costly part)."""
+    """Every unknown gate is named (a warning: the binaries ignore it), but only the first few get a
+    close-name search (the costly part)."""
     head = HEAD.replace('"1.33.2"', '"1.36.2"')  # a release whose gates kubesmith knows
     (tmp_path / "c.yaml").write_text(head + HOSTS + gates(MAX_FEATURE_GATES))
     with bounded(BOUND_SECONDS):
         result = kubesmith("validate", "c.yaml", cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.splitlines()[-1] == f"{MAX_FEATURE_GATES} errors found"
+    assert result.returncode == 0, result.stderr
+    assert sum(line.startswith("warning: spec.featureGates.") for line in result.stderr.splitlines()) == \
+        MAX_FEATURE_GATES
 
 
 # ---- operator state: the state directory, its CA keys and the token store
