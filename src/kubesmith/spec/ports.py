@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kubesmith.modules import MODULES
+from kubesmith.modules.proxy import metrics_port
 from kubesmith.plan.facts import HostFacts
 from kubesmith.spec.errors import LocPart
 from kubesmith.spec.model import Cluster, Components, Host
+from kubesmith.spec.types import port_range_bounds
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 
@@ -38,13 +40,6 @@ def _field(name: str) -> Callable[[object], int | None]:
     return lambda options: getattr(options, name)
 
 
-def _bind_port(name: str) -> Callable[[object], int | None]:
-    def port(options: object) -> int | None:
-        text = str(getattr(options, name)).rpartition(":")[2]
-        return int(text) if text.isdigit() and 0 < int(text) <= 65535 else None
-    return port
-
-
 LISTENERS = (
     Listener("ssh", "port", "sshd, kubesmith's way in", _field("port")),
     Listener("apiserver", "secure_port", "the API server", _field("secure_port")),
@@ -56,7 +51,8 @@ LISTENERS = (
     Listener("controller_manager", "secure_port", "the controller manager", _field("secure_port")),
     Listener("scheduler", "secure_port", "the scheduler", _field("secure_port")),
     Listener("proxy", "healthz_port", "kube-proxy's health port", _field("healthz_port")),
-    Listener("proxy", "metrics_bind_address", "kube-proxy's metrics port", _bind_port("metrics_bind_address")),
+    Listener("proxy", "metrics_bind_address", "kube-proxy's metrics port",
+             lambda options: metrics_port(options.metrics_bind_address)),  # type: ignore[attr-defined]
     Listener("container_runtime", "metrics_port", "containerd's metrics port", _field("metrics_port")),
     Listener("ca_service", "port", "kubesmith's CA service", _field("port")),
     Listener("api_load_balancer", "port", "the local API load balancer (HAProxy)", _field("port")),
@@ -147,7 +143,7 @@ def port_findings(cluster: Cluster) -> list[Finding]:
 
     apiserver = cluster.spec.components.apiserver
     text = apiserver.service_node_port_range
-    low, high = (int(part) for part in text.split("-"))
+    low, high = port_range_bounds(text) or (0, -1)  # the type checked it: never the fallback
     range_loc = ("spec", "components", "apiserver",
                  type(apiserver).model_fields["service_node_port_range"].alias or "service_node_port_range")
     range_set = "service_node_port_range" in apiserver.model_fields_set
