@@ -112,8 +112,11 @@ def host_listeners(cluster: Cluster, host: Host) -> Iterator[Bound]:
 
 
 def endpoint_findings(cluster: Cluster) -> list[Finding]:
-    """`controlPlaneEndpoint` on a cluster host's address names a port there: not one another of
-    kubesmith's listeners holds (every kubeconfig would dial etcd, the kubelet, ...)."""
+    """`controlPlaneEndpoint` on a cluster host's address names a port there, and only the API server serves
+    the API on a host kubesmith runs: not a port another of its listeners holds (every kubeconfig would dial
+    etcd, the kubelet, ...), nor one where nothing of kubesmith's listens (a worker's 6443, the node-local
+    load balancer's 7443, which listens on 127.0.0.1 and not at all beside an endpoint). A load balancer of
+    one's own is named by its own address, a VIP or a DNS name."""
     endpoint = cluster.spec.control_plane_endpoint
     if not endpoint:
         return []
@@ -122,14 +125,25 @@ def endpoint_findings(cluster: Cluster) -> list[Finding]:
     if not port_text.isdigit():
         return []
     port = int(port_text)
+    where = ("spec", "controlPlaneEndpoint")
     for host in cluster.spec.hosts:
         if host.address != host_text:
             continue
-        for bound in host_listeners(cluster, host):
+        listeners = list(host_listeners(cluster, host))
+        for bound in listeners:
             if bound.port == port and bound.listener.component != "apiserver":
-                return [(("spec", "controlPlaneEndpoint"), f"{endpoint} is host {host.name}'s address on port {port}, "
-                         f"where {bound.listener.what} listens ({bound.option}): every client would dial it instead "
+                return [(where, f"{endpoint} is host {host.name}'s address on port {port}, where "
+                         f"{bound.listener.what} listens ({bound.option}): every client would dial it instead "
                          "of the API server; use the API server's port or a load balancer's", "error")]
+        api = next((bound for bound in listeners if bound.listener.component == "apiserver"), None)
+        if api is None:
+            return [(where, f"{endpoint} is host {host.name}'s address, and that host runs no API server (its roles: "
+                     f"{', '.join(host.roles)}): every kubeconfig would dial nothing; name a control-plane host, "
+                     "spec.controlPlaneVIP, or a load balancer by its own address or DNS name", "error")]
+        if api.port != port:
+            return [(where, f"{endpoint} is host {host.name}'s address on port {port}, where nothing kubesmith runs "
+                     f"listens: its API server listens on {api.port} ({api.option}); use that port, or name a "
+                     "load balancer by its own address or DNS name", "error")]
     return []
 
 

@@ -410,6 +410,31 @@ ListItem = Annotated[str, AfterValidator(_list_item)]
 SubjectName = Annotated[str, AfterValidator(_san)]
 
 
+def at_most(limit: int, what: str, why: str) -> Any:
+    """A list or map of at most `limit` entries, counted before any entry is checked: a 1 MiB file holds
+    ~100,000 entries, and a check per entry (a flag's or plugin's close-name search, a file read, a message
+    per entry) made validate take minutes. `what` names the entries, `why` says why `limit` is plenty."""
+    def check(value: Any) -> Any:
+        if isinstance(value, (list, dict)) and len(value) > limit:
+            raise ValueError(f"{len(value)} {what}, more than {limit}: {why}")
+        return value
+    return BeforeValidator(check)
+
+
+# Bounds of the lists and maps whose entries are checked one by one (at_most), each far above any real use
+# (tests/test_hostile_round5.py validates a file with every list at its bound in well under a second each)
+MAX_HOSTS = 10_000  # twice Kubernetes' largest supported cluster (5,000 nodes); the plan benchmark's size
+MAX_LABELS = 1_000  # labels of one node or of the cluster's metadata
+MAX_EXTRA_ARGS = 500  # a binary has at most ~180 flags (kube-apiserver 1.36: 175)
+MAX_NAMES = 100  # authorization modes (6), admission plugins (43), address types (5), cipher suites (~30), CIS ids
+MAX_SERVERS = 100  # DNS servers, resolvers, CA URLs
+MAX_TAINTS = 100  # taints a node registers with
+MAX_IMAGES = 500  # image archives imported on every node
+MAX_ZONES = 1_000  # CoreDNS stub domains and server blocks
+MAX_DIRECTIVES = 1_000  # lines of one CoreDNS server block
+MAX_ADDONS = 200  # add-on entries (each a file or a directory of manifests)
+
+
 def _flag_value(value: Any) -> str | int | bool:
     if isinstance(value, (str, int, bool)):
         return value
@@ -417,7 +442,7 @@ def _flag_value(value: Any) -> str | int | bool:
 
 
 FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]
-ExtraArgs = dict[str, FlagValue]
+ExtraArgs = Annotated[dict[str, FlagValue], at_most(MAX_EXTRA_ARGS, "flags", "a binary has at most ~180")]
 ExtraConfig = dict[str, Any]
 def _gate_name(value: str) -> str:
     """A feature gate's name: letters and digits. A name with `=` or `,` would add gates of its own to the
