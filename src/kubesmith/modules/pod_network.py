@@ -32,6 +32,7 @@ from kubesmith import layout
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.ranges import RangeIndex
 from kubesmith.spec.types import InterfaceName, StrictModel
 
 if TYPE_CHECKING:
@@ -164,9 +165,11 @@ def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:
     assigned = {host.name: ipaddress.ip_network(host.pod_cidr) for host in nodes if host.pod_cidr}
     if options.node_cidr_mask_size < cluster.prefixlen:
         raise ValueError(f"/{options.node_cidr_mask_size} node ranges do not fit in clusterCidr {cluster}")
-    pinned = tuple(assigned.values())  # ranges handed out below come in order and never meet each other
+    pinned: RangeIndex[str] = RangeIndex()  # ranges handed out below come in order and never meet each other
+    for name, taken in assigned.items():
+        pinned.add(taken, name)
     free = (subnet for subnet in cluster.subnets(new_prefix=options.node_cidr_mask_size)
-            if not any(subnet.overlaps(taken) for taken in pinned))
+            if not pinned.overlapping(subnet))
     for host in nodes:
         if host.name not in assigned:
             subnet = next(free, None)

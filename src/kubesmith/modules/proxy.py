@@ -149,8 +149,8 @@ def metrics_endpoint(bind_address: str) -> tuple[str, int | None]:
     if _bare_address(bind_address):
         return bind_address, DEFAULT_METRICS_PORT
     host, colon, port = bind_address.rpartition(":")
-    if not colon:
-        return bind_address, None
+    if not colon or bind_address.endswith("]"):  # `[::1]` alone, which kube-proxy refuses
+        return bind_address.removeprefix("[").removesuffix("]"), None
     return host.removeprefix("[").removesuffix("]"), int(port) if port.isascii() and port.isdigit() else None
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
+from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
@@ -134,29 +135,21 @@ def dns_domain_problem(domain: str) -> str | None:
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
     """A node's own pod range lies in the cluster's and overlaps no other node's (the first in host order is
-    named). Two ranges overlap only when one holds the other, so each range is looked up among its own
-    supernets and in the supernets of the ranges before it: linear, where comparing pairs took minutes for
-    10,000 hosts."""
+    named; RangeIndex keeps this linear for 10,000 hosts)."""
     pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
     findings: list[Finding] = []
-    seen: dict[tuple[int, int, int], int] = {}  # (version, prefix, leading bits) of each range -> first host
-    holding: dict[tuple[int, int, int], int] = {}  # the same of every supernet of a range seen -> first host
+    seen: RangeIndex[int] = RangeIndex()
     for index, host in enumerate(cluster.spec.hosts):
         if host.pod_cidr is None:
             continue
         where, own = ("spec", "hosts", index, "podCidr"), ipaddress.ip_network(host.pod_cidr)
-        value, bits = int(own.network_address), own.max_prefixlen
-        keys = [(own.version, prefix, value >> (bits - prefix)) for prefix in range(own.prefixlen + 1)]
-        other = min([seen[key] for key in keys if key in seen] + [holding.get(keys[-1], len(cluster.spec.hosts))])
         if "node" not in host.roles:
             findings.append((where, "only hosts with the node role run pods; remove podCidr", "error"))
         elif own.version != pods.version or not own.subnet_of(pods):  # type: ignore[arg-type]
             findings.append((where, f"{own} lies outside clusterCidr {pods}", "error"))
-        elif other < index:
+        elif (other := min(seen.overlapping(own), default=None)) is not None:
             findings.append((where, f"{own} overlaps the pod range of spec.hosts[{other}]", "error"))
-        seen.setdefault(keys[-1], index)
-        for key in keys:
-            holding.setdefault(key, index)
+        seen.add(own, index)
     return findings
 
 
