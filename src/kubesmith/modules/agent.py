@@ -55,11 +55,9 @@ class AgentOptions(StrictModel):
                                 "etcd, kube-apiserver and kubelet, 30 for the others. A component that is "
                                 "slow to start gets at least 120 s to become ready before it fails.")
     ca_urls: Annotated[list[HttpsUrl], at_most(MAX_SERVERS, "URLs", "one per CA service host")] | None = Field(
-                                      default=None,
-                                      description="CA service URLs, tried in order; default: https://<address>:"
-                                                  "<spec.components.caService.port> of every control-plane host.",
-                                      json_schema_extra={"x-derived-from": "control-plane hosts and "
-                                                                           "spec.components.caService.port"})
+        default=None, description="CA service URLs, tried in order; default: https://<address>:"
+        "<spec.components.caService.port> of every control-plane host.",
+        json_schema_extra={"x-derived-from": "control-plane hosts and spec.components.caService.port"})
 
 
 def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:

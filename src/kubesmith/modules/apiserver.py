@@ -42,7 +42,7 @@ AUDIT_POLICY = {
 
 
 # modes (6 exist), admission plugins (43), address types (5), cipher suites (~30): counted before each is checked
-Names = Annotated[list[ListItem], at_most(MAX_NAMES, "names", "this list names a few of fewer than 50 there are")]
+Names = Annotated[list[ListItem], at_most(MAX_NAMES, "names", "fewer than 50 of each kind exist")]
 
 
 class AuditLog(StrictModel):
