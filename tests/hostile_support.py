@@ -57,17 +57,19 @@ def assert_one_located_error(result: Result, name: str, path: str, fragment: str
     assert all(re.search(rf"\({re.escape(name)}:\d+:\d+\)$", line) for line in errors), result.stderr
 
 
-def validate_text(directory: Path, name: str, text: str, bound: bool = True) -> Result:
-    """`kubesmith validate NAME.yaml` of `text`, written in `directory`; under the alarm unless `bound` is
-    false."""
+def validate_text(directory: Path, name: str, text: str, bound: bool = True, seconds: float = BOUND_SECONDS
+                  ) -> Result:
+    """`kubesmith validate NAME.yaml` of `text`, written in `directory`; under an alarm of `seconds` unless
+    `bound` is false."""
     (directory / f"{name}.yaml").write_text(text)
-    with bounded(BOUND_SECONDS) if bound else contextlib.nullcontext():
+    with bounded(seconds) if bound else contextlib.nullcontext():
         return kubesmith("validate", f"{name}.yaml", cwd=directory)
 
 
-def assert_refused(directory: Path, name: str, text: str, path: str, fragment: str) -> Result:
-    """`text` ends, within the bound, in one located error whose first line names `path` and `fragment`."""
-    result = validate_text(directory, name, text)
+def assert_refused(directory: Path, name: str, text: str, path: str, fragment: str,
+                   seconds: float = BOUND_SECONDS) -> Result:
+    """`text` ends, within `seconds`, in one located error whose first line names `path` and `fragment`."""
+    result = validate_text(directory, name, text, seconds=seconds)
     assert_one_located_error(result, f"{name}.yaml", path, fragment)
     return result
 

@@ -161,7 +161,11 @@ def port_findings(cluster: Cluster) -> list[Finding]:
     range_loc = ("spec", "components", "apiserver",
                  type(apiserver).model_fields["service_node_port_range"].alias or "service_node_port_range")
     range_set = "service_node_port_range" in apiserver.model_fields_set
+    done: set[frozenset[str]] = set()
     for host in cluster.spec.hosts:
+        if frozenset(host.roles) in done:
+            continue  # a host's listeners follow from its roles: the first host of each set names its problems
+        done.add(frozenset(host.roles))
         owners: dict[int, Bound] = {}
         proxied = _runs(cluster, "proxy", host)
         for bound in host_listeners(cluster, host):
