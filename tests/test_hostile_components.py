@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kubesmith
+from conftest import kubesmith
+from hostile_support import assert_refused, assert_valid
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from test_hostile_values import HEAD, HOSTS, component, kubelet_config, kubelet_flag
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 KUBELET = "spec.components.kubelet"
 APISERVER = "spec.components.apiserver"
@@ -246,28 +247,16 @@ LEGITIMATE: dict[str, str] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the bounded runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_component_value_gets_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
     head = HEAD.replace('"1.33.2"', '"1.36.2"') if "gate" in name else HEAD  # a release whose gates are known
-    (tmp_path / f"{name}.yaml").write_text(head + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    assert_refused(tmp_path, name, head + text, path, fragment)
 
 
 @pytest.mark.parametrize("name", sorted(LEGITIMATE))
 def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
-    (tmp_path / f"{name}.yaml").write_text(HEAD + HOSTS + LEGITIMATE[name])
-    result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr, result.stderr
+    assert_valid(tmp_path, name, HEAD + HOSTS + LEGITIMATE[name], bound=False)
 
 
 def test_the_kubelet_of_1_28_keeps_its_in_tree_cloud_providers(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, kubesmith
+from hostile_support import BOUND_SECONDS, assert_refused, assert_valid, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from test_hostile_values import HEAD, HOSTS, component
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 from kubesmith.spec.types import MAX_EXTRA_SANS, MAX_FEATURE_GATES
 
@@ -77,28 +78,16 @@ ACCEPTED: dict[str, str] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_value_gets_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    result = assert_refused(tmp_path, name, HEAD + text, path, fragment)
     assert re.search(rf"^error: {re.escape(path)}: ", result.stderr, re.M), result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
-    (tmp_path / f"{name}.yaml").write_text(HEAD + ACCEPTED[name])
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr, result.stderr
+    assert_valid(tmp_path, name, HEAD + ACCEPTED[name])
 
 
 def test_unknown_gates_under_the_bound_are_reported_quickly(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
+from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
@@ -17,7 +18,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
-from kubesmith.spec.types import MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
+from kubesmith.spec.types import MAX_EXTRA_ARGS, MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
 from kubesmith.spec.ports import endpoint_findings, port_findings
@@ -134,10 +135,11 @@ def dns_domain_problem(domain: str) -> str | None:
 
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
-    """A node's own pod range lies in the cluster's and overlaps no other node's."""
+    """A node's own pod range lies in the cluster's and overlaps no other node's (the first in host order is
+    named; RangeIndex keeps this linear for 10,000 hosts)."""
     pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
     findings: list[Finding] = []
-    seen: list[tuple[int, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
+    seen: RangeIndex[int] = RangeIndex()
     for index, host in enumerate(cluster.spec.hosts):
         if host.pod_cidr is None:
             continue
@@ -146,9 +148,9 @@ def _pod_ranges(cluster: Cluster) -> list[Finding]:
             findings.append((where, "only hosts with the node role run pods; remove podCidr", "error"))
         elif own.version != pods.version or not own.subnet_of(pods):  # type: ignore[arg-type]
             findings.append((where, f"{own} lies outside clusterCidr {pods}", "error"))
-        elif (other := next((i for i, taken in seen if taken.overlaps(own)), None)) is not None:
+        elif (other := min(seen.overlapping(own), default=None)) is not None:
             findings.append((where, f"{own} overlaps the pod range of spec.hosts[{other}]", "error"))
-        seen.append((index, own))
+        seen.add(own, index)
     return findings
 
 
@@ -682,8 +684,8 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
     for module in MODULES:
         section = components.get(_alias(module.key))
         extra = section.get("extraArgs") if isinstance(section, dict) else None
-        if module.binary is None or not isinstance(extra, dict):
-            continue
+        if module.binary is None or not isinstance(extra, dict) or len(extra) > MAX_EXTRA_ARGS:
+            continue  # too many: the type check names that once, and no flag is searched for
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \

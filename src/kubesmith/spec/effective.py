@@ -121,6 +121,10 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
                 f"not {text!r}")
     if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
         return f"{binary} reads --{flag} as a Go duration: {problem}"
+    if kind == "duration" and flag in POSITIVE_DURATION_FLAGS and go_duration_ns(text) < SHORTEST_PERIOD_NS:
+        return (f"{text!r} is shorter than {SHORTEST_PERIOD}, the shortest kubesmith takes for --{flag}: a period "
+                "this short repeats its work without pause, as a zero one would (a kubelet at 1ns patches its Node "
+                "status on end)")
     if kind in GO_INT_RANGES and go_int(value, kind) is None:
         low, high = GO_INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
@@ -254,7 +258,11 @@ CONFIG_DURATIONS: dict[str, dict[tuple[str, ...], bool]] = {
         ("leaderElection", "retryPeriod"): False,
     },
 }
-# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there
+# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there, and so
+# is anything under SHORTEST_PERIOD (their defaults run from 1s to 2m: `1ns` passed "never zero" but spins as
+# zero does)
+SHORTEST_PERIOD = "1s"
+SHORTEST_PERIOD_NS = go_duration_ns(SHORTEST_PERIOD)
 POSITIVE_DURATION_FLAGS = frozenset({
     "sync-frequency", "file-check-frequency", "http-check-frequency", "node-status-update-frequency",
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
