@@ -10,6 +10,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -165,3 +166,11 @@ def test_a_cluster_of_the_operators_minor_needs_no_other_wheels(tmp_path: Path,
     assert runtime_bundle.build_bundle(tmp_path, [own, *others]).pythons == tuple(
         sorted({own, *others}, key=lambda minor: tuple(map(int, minor.split(".")))))
     assert sorted(fetched) == sorted(others)
+
+
+def test_the_bundle_covers_the_minors_the_hosts_were_seen_to_run() -> None:
+    def host(python: str | None) -> SimpleNamespace:
+        return SimpleNamespace(environment=SimpleNamespace(facts=SimpleNamespace(python=python)))
+
+    plan = SimpleNamespace(hosts=[host("3.13"), host("3.11"), host(None), host("3.13")])
+    assert runtime_bundle.host_pythons(plan) == {"3.11", "3.13"}  # type: ignore[arg-type]

@@ -599,8 +599,7 @@ class ApplySession:
     def desired(self, plan: Plan) -> tuple[dict[str, list[AnyHostFile]], runtime_bundle.RuntimeBundle]:
         """Every selected host's files and kubesmith's runtime, for each python3 minor the hosts run
         (PkiError, OSError on the state; BundleError: a minor's wheels could not be had)."""
-        pythons = {host.environment.facts.python for host in plan.hosts if host.environment.facts.python}
-        bundle = runtime_bundle.build_bundle(self.state_dir / "cache", pythons)
+        bundle = runtime_bundle.build_bundle(self.state_dir / "cache", runtime_bundle.host_pythons(plan))
         return desired_files(plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
 
     def leaving(self, record: Mapping[str, Bootstrap]) -> removal.Removal:

@@ -27,12 +27,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import kubesmith
 from kubesmith import layout
 from kubesmith.fsutil import atomic_write
 from kubesmith.hostfile import HostFile
 from kubesmith.images import PAUSE_BUNDLED, image_cache_dir, pause_archive
+
+if TYPE_CHECKING:
+    from kubesmith.plan.model import Plan
 
 COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"
@@ -138,6 +142,11 @@ def build_bundle(cache_dir: Path, pythons: Iterable[str] = ()) -> RuntimeBundle:
         atomic_write(cached, _tarball(files), 0o644)
     data = cached.read_bytes()
     return RuntimeBundle(data, hashlib.sha256(data).hexdigest(), tuple(sorted({own, *others}, key=_minor_key)))
+
+
+def host_pythons(plan: Plan) -> set[str]:
+    """The python3 minors the plan's hosts were observed to run (none when nothing was observed)."""
+    return {host.environment.facts.python for host in plan.hosts if host.environment.facts.python}
 
 
 def running_python() -> str:

@@ -50,7 +50,8 @@ def lab() -> None:
     \b
     Where things live (environment variables override):
       KUBESMITH_LAB_STATE   state dir: ssh_config, known_hosts, keys, hosts/  [/var/lib/kubesmith/lab]
-      KUBESMITH_LAB_CACHE   cached Debian image (built once, ~30-60 s)       [/var/cache/kubesmith/lab]
+      KUBESMITH_LAB_CACHE   cached Debian image (built once, ~30-60 s; one    [/var/cache/kubesmith/lab]
+                            per `up --suite`, in suites/<suite>)
       KUBESMITH_LAB_NETNS   network namespace name                            [kubesmith-lab]
       KUBESMITH_LAB_BOOT_TIMEOUT  seconds to wait for hosts to boot           [120]
       KUBESMITH_LAB_NSPAWN_ARGS   extra systemd-nspawn arguments, e.g. --bind-ro=/src:/opt/src
