@@ -69,12 +69,15 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
                               (ssh_config, known_hosts, identity), state)
     shipped = Shipped()
     if binaries_dir is not None or with_runtime:
-        from kubesmith.backends.runtime_bundle import build_bundle, host_files
+        from kubesmith.backends.runtime_bundle import BundleError, build_bundle, host_files, host_pythons
         from kubesmith.cli.host_commands import checked_binaries
 
         selected = list(hosts) or [host.name for host in plan.hosts]
         binaries = checked_binaries(plan, binaries_dir, selected).paths if binaries_dir is not None else {}
-        runtime = host_files(build_bundle(state / "cache")) if with_runtime else []
+        try:  # with --observe, for the hosts' python3 minors too, as apply builds it
+            runtime = host_files(build_bundle(state / "cache", host_pythons(plan))) if with_runtime else []
+        except BundleError as exc:
+            fail(str(exc), ExitCode.FAILED)
         shipped = Shipped(binaries, runtime, for_release(plan.kubernetes_version))  # as apply ships them
     with _user_errors():
         try:
