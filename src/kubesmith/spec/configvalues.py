@@ -11,11 +11,12 @@ import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, resolv_conf_problem, value_at
+from kubesmith.spec.effective import Finding, resolv_conf_problem, toml_type_findings, toml_value_at, value_at
 from kubesmith.spec.errors import yaml_text
-from kubesmith.spec.managed import config_field
+from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -104,8 +105,12 @@ CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 
 
 def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
-    """containerd settings that leave the kubelet without its runtime: the CRI plugin disabled, or the ttrpc
-    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them)."""
+    """containerd settings that stop it (a field of the wrong TOML type), or leave the kubelet without its
+    runtime: the CRI plugin disabled, or the ttrpc server put on the socket where the kubelet speaks gRPC
+    (keys matched as containerd matches them). Managed fields have their own check."""
+    for keys, problem in toml_type_findings(config, containerd_written(),
+                                            skip=frozenset(MANAGED_CONFIG["containerRuntime"])):
+        yield ("spec", "components", "containerRuntime", "extraConfig", *keys), problem, "error"
     disabled = config_field("containerRuntime", config, ("disabled_plugins",))
     for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
         if plugin == CRI_PLUGIN:
@@ -117,6 +122,76 @@ def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
         yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
                "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
                "server needs another path (empty: the socket's path with .ttrpc)", "error")
+    yield from _containerd_weakenings(config)
+
+
+def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
+    return ("spec", "components", "containerRuntime", "extraConfig", *keys)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+# containerd's debug and ttrpc sockets exist only with an address (containerd 1.6.20 cmd/containerd/command:
+# the ttrpc socket without one is the gRPC socket's path with .ttrpc, with its uid and gid)
+_SOCKET_OWNERS = {"debug": "it serves pprof and expvar (containerd's memory, registry credentials included, and "
+                           "profiling that loads the node)",
+                  "ttrpc": "it takes the task events containerd's shims forward, so whoever may open it could "
+                           "report containers exited or started"}
+
+
+def _containerd_weakenings(config: dict[str, Any]) -> Iterator[Finding]:
+    """containerd settings that weaken the node, refused outright (no CIS check names them, so
+    spec.security.allowInsecure, which takes CIS ids, has no opt-out for them): sockets handed to other
+    users, pprof on the network, images pulled without TLS or its verification, containers without
+    AppArmor, exec and attach streams served off loopback without TLS."""
+    for socket, what in _SOCKET_OWNERS.items():
+        address = config_field("containerRuntime", config, (socket, "address"))
+        if not address or not isinstance(address[1], str) or not address[1]:
+            continue
+        if socket == "debug" and not address[1].startswith("/") and \
+                not _loopback(address[1].rpartition(":")[0] if ":" in address[1] else address[1]):
+            yield (_runtime_loc(*address[0]), f"{address[1]!r} is a TCP address: containerd would serve pprof and "
+                   "expvar there to anyone, without authentication; give a unix socket path (root's alone)", "error")
+            continue
+        owners = (config_field("containerRuntime", config, (socket, field)) for field in ("uid", "gid"))
+        if owner := next((owner for owner in owners if owner and _int(owner[1]) not in (None, 0)), None):
+            yield (_runtime_loc(*owner[0]), f"containerd's {socket} socket stays owned by root (uid and gid 0), "
+                   f"as its API socket does: {what}", "error")
+    cri = ("plugins", CRI_PLUGIN)
+    apparmor = config_field("containerRuntime", config, (*cri, "disable_apparmor"))
+    if apparmor and apparmor[1] is True:
+        yield (_runtime_loc(*apparmor[0]), "containerd would run every container without AppArmor, those whose pod "
+               "asks for runtime/default or a profile too; it uses AppArmor only where the host supports it, so a "
+               "host without AppArmor needs no setting", "error")
+    configs = config_field("containerRuntime", config, (*cri, "registry", "configs"))
+    for host, registry in (configs[1].items() if configs and isinstance(configs[1], dict) else ()):
+        skip = toml_value_at(registry, {}, ("tls", "insecure_skip_verify"))
+        if skip and skip[1] is True:
+            yield (_runtime_loc(*configs[0], host, *skip[0]), f"containerd would pull from {host} without checking "
+                   "its certificate: anyone on the path could hand the nodes other images; give the registry's CA "
+                   "in ca_file instead", "error")
+    mirrors = config_field("containerRuntime", config, (*cri, "registry", "mirrors"))
+    for host, mirror in (mirrors[1].items() if mirrors and isinstance(mirrors[1], dict) else ()):
+        endpoints = toml_value_at(mirror, {}, ("endpoint",))
+        for index, url in enumerate(endpoints[1] if endpoints and isinstance(endpoints[1], list) else ()):
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts and parts.scheme.lower() == "http" and not _loopback(parts.hostname or ""):
+                yield (_runtime_loc(*mirrors[0], host, *endpoints[0], index), f"{url} is plain HTTP: containerd "
+                       f"would pull {host}'s images from it without TLS, and anyone on the path could swap them; "
+                       "use https:// (a private CA goes in registry.configs.<host>.tls.ca_file)", "error")
+    address = config_field("containerRuntime", config, (*cri, "stream_server_address"))
+    tls = config_field("containerRuntime", config, (*cri, "enable_tls_streaming"))
+    if address and isinstance(address[1], str) and not _loopback(address[1]) and not (tls and tls[1] is True):
+        shown = repr(address[1]) if address[1] else "'' (the node's address)"
+        yield (_runtime_loc(*address[0]), f"{shown} is off loopback: containerd would serve exec, attach and "
+               "port-forward streams there without TLS (enable_tls_streaming is off), and anyone on the path could "
+               "read or join them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
