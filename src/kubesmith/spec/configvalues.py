@@ -255,8 +255,10 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 
 def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterator[Finding]:
-    """Duplicate profile names and plugins the release lacks (both stop kube-scheduler); an extender reached
-    without TLS (it receives every pod and node the scheduler considers, and its answers place pods)."""
+    """Duplicate profile names and enabled plugins the release lacks (both stop kube-scheduler); an extender
+    reached without TLS or without checking its certificate (it receives every pod and node the scheduler
+    considers, and its answers place pods). A plugin the release lacks under `disabled` or `pluginConfig` is
+    a warning: kube-scheduler v1.36.2 starts and ignores it, so what was meant for a plugin reaches none."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
@@ -267,16 +269,8 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
-        points = profile.get("plugins")
-        for point, sets in (points.items() if isinstance(points, dict) and plugins is not None else ()):
-            enabled = sets.get("enabled") if isinstance(sets, dict) else None
-            for item, plugin in enumerate(enabled if isinstance(enabled, list) else ()):
-                named = plugin.get("name") if isinstance(plugin, dict) else None
-                if isinstance(named, str) and named not in plugins:
-                    close = difflib.get_close_matches(named, sorted(plugins), n=1, cutoff=0.75)
-                    hint = f"; did you mean {close[0]!r}?" if close else ""
-                    yield (_loc("scheduler", "profiles", index, "plugins", point, "enabled", item, "name"),
-                           f"kube-scheduler has no plugin {named!r}: it refuses to start{hint}", "error")
+        if plugins is not None:
+            yield from _scheduler_plugins(profile, index, plugins)
     extenders = config.get("extenders")
     for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
         url = extender.get("urlPrefix") if isinstance(extender, dict) else None
@@ -284,6 +278,38 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
             yield (_loc("scheduler", "extenders", index, "urlPrefix"), f"{yaml_text(url)} is no https:// URL: "
                    "kube-scheduler would send the extender every pod and node it considers, and take its answers, "
                    "without TLS", "error")
+        present, insecure = value_at(extender, ("tlsConfig", "insecure"))
+        if present and insecure is True:
+            yield (_loc("scheduler", "extenders", index, "tlsConfig", "insecure"), "kube-scheduler would not check "
+                   "the extender's certificate: anyone on the path could read every pod and node it considers and "
+                   "answer in its place; give the extender's CA in tlsConfig.caFile (or caData)", "error")
+
+
+def _scheduler_plugins(profile: dict[str, Any], index: int, plugins: frozenset[str]) -> Iterator[Finding]:
+    """Plugins a profile names that the release lacks: enabled, an error (kube-scheduler: 'ScorePlugin
+    "NoSuchPlugin" does not exist'); disabled or configured, a warning (it starts, and ignores them)."""
+    named: list[tuple[tuple[Any, ...], Any, str]] = []
+    points = profile.get("plugins")
+    for point, sets in (points.items() if isinstance(points, dict) else ()):
+        for kind in ("enabled", "disabled"):
+            items = sets.get(kind) if isinstance(sets, dict) else None
+            named += [(("plugins", point, kind, item, "name"), plugin.get("name"), kind)
+                      for item, plugin in enumerate(items if isinstance(items, list) else ()) if isinstance(plugin, dict)]
+    configs = profile.get("pluginConfig")
+    named += [(("pluginConfig", item, "name"), entry.get("name"), "pluginConfig")
+              for item, entry in enumerate(configs if isinstance(configs, list) else ()) if isinstance(entry, dict)]
+    for loc, plugin, kind in named:
+        if not isinstance(plugin, str) or plugin in plugins or (kind == "disabled" and plugin == "*"):
+            continue
+        close = difflib.get_close_matches(plugin, sorted(plugins), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        if kind == "enabled":
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"refuses to start{hint}", "error")
+        else:
+            what = "disables nothing" if kind == "disabled" else "configures nothing"
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"ignores the name, so this {what}{hint}", "warning")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's
