@@ -54,9 +54,11 @@ CASES: dict[str, tuple[str, str, str]] = {
     "table-given-string": (cri("{cni: x}"), f"{CRI_PATH}.cni", "as a table"),
     # "unmarshal text: time: missing unit in duration \"5\""; the CRI plugin: "invalid stream idle timeout"
     "duration-unreadable": (runtime("{plugins: {'io.containerd.internal.v1.restart': {interval: '5'}}}"),
-                            f"{RUNTIME}.plugins.io.containerd.internal.v1.restart.interval", "not a Go duration"),
+                            f"{RUNTIME}.plugins.io.containerd.internal.v1.restart.interval", "not '5'"),
     "stream-idle-unreadable": (cri("{stream_idle_timeout: abc}"), f"{CRI_PATH}.stream_idle_timeout",
                                "a Go duration"),
+    # cmd/containerd/command/main.go setLogLevel: logrus.ParseLevel, 'not a valid logrus Level: "bogus"' (CR06)
+    "debug-level-unknown": (runtime("{debug: {level: bogus}}"), f"{RUNTIME}.debug.level", "one of panic"),
     # weakenings (CR01, CR07, CR02, CR18, CR16)
     "registry-skip-verify": (cri("{registry: {configs: {'docker.io': {tls: {insecure_skip_verify: true}}}}}"),
                              f"{CRI_PATH}.registry.configs.docker.io.tls.insecure_skip_verify",
@@ -88,7 +90,7 @@ CASES: dict[str, tuple[str, str, str]] = {
 
 # name -> what follows `spec.kubernetesVersion: "1.36.2"`: valid, and without a warning about it
 LEGITIMATE: dict[str, str] = {
-    "types-as-containerd-takes-them": runtime("{oom_score: -500, debug: {level: info}, plugins: {"
+    "types-as-containerd-takes-them": runtime("{oom_score: -500, debug: {level: WARNING}, plugins: {"
                                              "'io.containerd.gc.v1.scheduler': {pause_threshold: 0.05, "
                                              "schedule_delay: 1s}, 'io.containerd.grpc.v1.cri': {"
                                              "max_container_log_line_size: -1, stream_server_port: '0', "

@@ -122,7 +122,15 @@ def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
         yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
                "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
                "server needs another path (empty: the socket's path with .ttrpc)", "error")
+    level = config_field("containerRuntime", config, ("debug", "level"))
+    if level and isinstance(level[1], str) and level[1] and level[1].lower() not in _LOG_LEVELS:
+        yield (_runtime_loc(*level[0]), f"containerd takes debug.level as one of {', '.join(_LOG_LEVELS)}, not "
+               f"{level[1]!r}: it refuses to start ('not a valid logrus Level')", "error")
     yield from _containerd_weakenings(config)
+
+
+# logrus.ParseLevel, which containerd 1.6.20 reads debug.level with (case-insensitive)
+_LOG_LEVELS = ("panic", "fatal", "error", "warn", "warning", "info", "debug", "trace")
 
 
 def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
