@@ -59,6 +59,9 @@ CASES: dict[str, tuple[str, str, str]] = {
                                "a Go duration"),
     # cmd/containerd/command/main.go setLogLevel: logrus.ParseLevel, 'not a valid logrus Level: "bogus"' (CR06)
     "debug-level-unknown": (runtime("{debug: {level: bogus}}"), f"{RUNTIME}.debug.level", "one of panic"),
+    # a directory a typed option sets: one error, the option's
+    "typed-directory-wrong-type": (runtime("{root: 5}"), f"{RUNTIME}.root",
+                                   "spec.components.containerRuntime.rootDir"),
     # weakenings (CR01, CR07, CR02, CR18, CR16)
     "registry-skip-verify": (cri("{registry: {configs: {'docker.io': {tls: {insecure_skip_verify: true}}}}}"),
                              f"{CRI_PATH}.registry.configs.docker.io.tls.insecure_skip_verify",
@@ -99,6 +102,8 @@ LEGITIMATE: dict[str, str] = {
     # fields containerd 1.6.20 does not have, and a runtime's options, are left to it
     "unknown-fields-left-alone": cri("{image_pull_progress_timeout: 5m, containerd: {runtimes: {runc: {options: "
                                      "{IoUid: 0}}}}}"),
+    # kubesmith's own `state` comes first; containerd reads no OOM_score (not a spelling it tries)
+    "shadowed-and-untried-spellings": runtime("{STATE: [a], OOM_score: x}"),
     "registry-own-ca": cri("{registry: {configs: {'r.example': {tls: {ca_file: /etc/containerd/r.pem, "
                            "insecure_skip_verify: false}}}, mirrors: {'docker.io': {endpoint: "
                            "['https://m.example', 'https://registry-1.docker.io']}}}}"),

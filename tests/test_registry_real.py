@@ -115,7 +115,7 @@ def test_unknown_gates_are_warnings_and_locked_gates_located_errors(tmp_path: Pa
 
 
 def test_a_release_without_gate_facts_says_its_gates_go_unchecked(tmp_path: Path) -> None:
-    """The registry read gates from the 1.36 binaries only: for another release it must not pretend."""
+    """The registry read gates from the 1.35 and 1.36 binaries only: for another release it must not pretend."""
     from conftest import kubesmith
 
     text = ("apiVersion: kubesmith.io/v1alpha1\nkind: Cluster\nmetadata: {name: fg}\nspec:\n"
@@ -124,8 +124,8 @@ def test_a_release_without_gate_facts_says_its_gates_go_unchecked(tmp_path: Path
     (tmp_path / "old.yaml").write_text(text)
     result = kubesmith("validate", "old.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert ("warning: spec.kubernetesVersion: kubesmith knows the feature gates of Kubernetes 1.35 and 1.36 only: the gates "
-            "in this file are passed on unchecked for 1.33") in result.stderr
+    assert ("warning: spec.kubernetesVersion: kubesmith knows the feature gates of Kubernetes 1.35 and 1.36 only: "
+            "the gates in this file are passed on unchecked for 1.33") in result.stderr
     (tmp_path / "plain.yaml").write_text(text.replace("  featureGates: {NoSuchGate: true}\n", ""))
     assert "feature gates" not in kubesmith("validate", "plain.yaml", cwd=tmp_path).stderr
 

@@ -5,11 +5,12 @@
 Reads each Kubernetes binary's `--help` (flags, deprecated flags, alpha and beta feature gates)
 and asks the binary about every registry flag `--help` does not show and every candidate gate
 name (GA and deprecated gates are not listed in `--help`; FILE holds names to ask about, one per
-line or space-separated: `tools/gate_candidates.py` lists them from the binaries themselves). Where registry and binary disagree, the binary wins: a history entry
-with the evidence is added for the flag, and the release's gate table is rewritten. The release
-is the one the binaries report. Rerun after a new release is added; the tests compare again.
---gates-only writes the release's gate table alone: the flag facts (and their types) stay those of
-the release the tests compare against (an older release's binaries would rewrite the types).
+line or space-separated: `tools/gate_candidates.py` lists them from the binaries themselves).
+Where registry and binary disagree, the binary wins: a history entry with the evidence is added
+for the flag, and the release's gate table is rewritten. The release is the one the binaries
+report. Rerun after a new release is added; the tests compare again. `--gates-only` writes the
+release's gate table alone: the flag facts (and their types) stay those of the release the tests
+compare against (an older release's binaries would rewrite the types).
 """
 
 from __future__ import annotations

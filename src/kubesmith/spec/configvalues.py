@@ -17,6 +17,7 @@ from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import Finding, resolv_conf_problem, toml_type_findings, toml_value_at, value_at
 from kubesmith.spec.errors import yaml_text
 from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
+from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -107,9 +108,11 @@ CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
     """containerd settings that stop it (a field of the wrong TOML type), or leave the kubelet without its
     runtime: the CRI plugin disabled, or the ttrpc server put on the socket where the kubelet speaks gRPC
-    (keys matched as containerd matches them). Managed fields have their own check."""
-    for keys, problem in toml_type_findings(config, containerd_written(),
-                                            skip=frozenset(MANAGED_CONFIG["containerRuntime"])):
+    (keys matched as containerd matches them). Managed fields and the directories typed options set have
+    their own checks."""
+    checked = {*MANAGED_CONFIG["containerRuntime"],
+               *(path for section, path, _ in TYPED_CONFIG_DIRECTORIES if section == "containerRuntime")}
+    for keys, problem in toml_type_findings(config, containerd_written(), skip=frozenset(checked)):
         yield ("spec", "components", "containerRuntime", "extraConfig", *keys), problem, "error"
     disabled = config_field("containerRuntime", config, ("disabled_plugins",))
     for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
@@ -302,7 +305,8 @@ def _scheduler_plugins(profile: dict[str, Any], index: int, plugins: frozenset[s
         for kind in ("enabled", "disabled"):
             items = sets.get(kind) if isinstance(sets, dict) else None
             named += [(("plugins", point, kind, item, "name"), plugin.get("name"), kind)
-                      for item, plugin in enumerate(items if isinstance(items, list) else ()) if isinstance(plugin, dict)]
+                      for item, plugin in enumerate(items if isinstance(items, list) else ())
+                      if isinstance(plugin, dict)]
     configs = profile.get("pluginConfig")
     named += [(("pluginConfig", item, "name"), entry.get("name"), "pluginConfig")
               for item, entry in enumerate(configs if isinstance(configs, list) else ()) if isinstance(entry, dict)]
