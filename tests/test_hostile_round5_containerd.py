@@ -62,6 +62,14 @@ CASES: dict[str, tuple[str, str, str]] = {
     # a directory a typed option sets: one error, the option's
     "typed-directory-wrong-type": (runtime("{root: 5}"), f"{RUNTIME}.root",
                                    "spec.components.containerRuntime.rootDir"),
+    # pkg/cri/server/service.go (v1.6.20): 'failed to find snapshotter "bogus"', and the CRI does not load (CR13)
+    "snapshotter-unknown": (cri("{containerd: {snapshotter: bogus}}"), f"{CRI_PATH}.containerd.snapshotter",
+                            "no snapshotter 'bogus'"),
+    "snapshotter-typo-upper": (cri("{containerd: {SNAPSHOTTER: overlayfss}}"), f"{CRI_PATH}.containerd.SNAPSHOTTER",
+                               "did you mean 'overlayfs'"),
+    "snapshotter-disabled": (runtime("{disabled_plugins: [io.containerd.snapshotter.v1.overlayfs]}"),
+                             f"{RUNTIME}.disabled_plugins[0]", "overlayfs is the CRI's snapshotter (containerd "
+                                                               "default)"),
     # weakenings (CR01, CR07, CR02, CR18, CR16)
     "registry-skip-verify": (cri("{registry: {configs: {'docker.io': {tls: {insecure_skip_verify: true}}}}}"),
                              f"{CRI_PATH}.registry.configs.docker.io.tls.insecure_skip_verify",
@@ -102,8 +110,16 @@ LEGITIMATE: dict[str, str] = {
     # fields containerd 1.6.20 does not have, and a runtime's options, are left to it
     "unknown-fields-left-alone": cri("{image_pull_progress_timeout: 5m, containerd: {runtimes: {runc: {options: "
                                      "{IoUid: 0}}}}}"),
-    # kubesmith's own `state` comes first; containerd reads no OOM_score (not a spelling it tries)
-    "shadowed-and-untried-spellings": runtime("{STATE: [a], OOM_score: x}"),
+    # kubesmith's own `state` and CRI `containerd` table come first; containerd reads no OOM_score (not a
+    # spelling it tries)
+    "shadowed-and-untried-spellings": runtime("{STATE: [a], OOM_score: x, plugins: {'io.containerd.grpc.v1.cri': "
+                                              "{CONTAINERD: {snapshotter: bogus}}}}"),
+    "snapshotter-native": cri("{containerd: {snapshotter: native}}"),
+    "snapshotter-proxy": runtime("{proxy_plugins: {stargz: {type: snapshot, address: "
+                                 "/run/containerd-stargz-grpc/containerd-stargz-grpc.sock}}, plugins: {"
+                                 "'io.containerd.grpc.v1.cri': {containerd: {snapshotter: stargz}}}}"),
+    "snapshotter-other-disabled": runtime("{disabled_plugins: [io.containerd.snapshotter.v1.overlayfs], plugins: {"
+                                          "'io.containerd.grpc.v1.cri': {containerd: {snapshotter: native}}}}"),
     "registry-own-ca": cri("{registry: {configs: {'r.example': {tls: {ca_file: /etc/containerd/r.pem, "
                            "insecure_skip_verify: false}}}, mirrors: {'docker.io': {endpoint: "
                            "['https://m.example', 'https://registry-1.docker.io']}}}}"),

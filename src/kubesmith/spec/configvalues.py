@@ -106,10 +106,10 @@ CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 
 
 def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
-    """containerd settings that stop it (a field of the wrong TOML type), or leave the kubelet without its
-    runtime: the CRI plugin disabled, or the ttrpc server put on the socket where the kubelet speaks gRPC
-    (keys matched as containerd matches them). Managed fields and the directories typed options set have
-    their own checks."""
+    """containerd settings that stop it (a field of the wrong TOML type, a log level logrus lacks), or leave
+    the kubelet without its runtime: the CRI plugin disabled, a snapshotter it lacks or disabled, the ttrpc
+    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them). Managed
+    fields and the directories typed options set have their own checks."""
     checked = {*MANAGED_CONFIG["containerRuntime"],
                *(path for section, path, _ in TYPED_CONFIG_DIRECTORIES if section == "containerRuntime")}
     for keys, problem in toml_type_findings(config, containerd_written(), skip=frozenset(checked)):
@@ -120,6 +120,7 @@ def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
             yield (("spec", "components", "containerRuntime", "extraConfig", *disabled[0], index), f"{CRI_PLUGIN} "
                    "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
                    "error")
+    yield from _snapshotter(config, disabled)
     ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
     if ttrpc and ttrpc[1] == socket:
         yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
@@ -134,6 +135,35 @@ def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
 
 # logrus.ParseLevel, which containerd 1.6.20 reads debug.level with (case-insensitive)
 _LOG_LEVELS = ("panic", "fatal", "error", "warn", "warning", "info", "debug", "trace")
+
+
+# the snapshotters Debian's containerd 1.6.20 builds in (cmd/containerd/builtins*_linux.go; `containerd config
+# default` lists each plugin); a proxy plugin of type snapshot adds its own name
+SNAPSHOTTERS = ("overlayfs", "native", "btrfs", "zfs", "devmapper", "aufs")
+_SNAPSHOT_PLUGIN = "io.containerd.snapshotter.v1"
+
+
+def _snapshotter(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] | None) -> Iterator[Finding]:
+    """The CRI's snapshotter is one containerd has, and is not disabled: else the CRI plugin fails to load
+    (pkg/cri/server/service.go: 'failed to find snapshotter "bogus"'), and the kubelet has no runtime."""
+    found = config_field("containerRuntime", config, ("plugins", CRI_PLUGIN, "containerd", "snapshotter"))
+    name = found[1] if found else "overlayfs"
+    if not isinstance(name, str):
+        return  # the type check names it
+    proxies = config_field("containerRuntime", config, ("proxy_plugins",))
+    proxied = [key for key, plugin in (proxies[1].items() if proxies and isinstance(proxies[1], dict) else ())
+               if isinstance(plugin, dict) and plugin.get("type") in ("snapshot", _SNAPSHOT_PLUGIN)]
+    if found and name not in (*SNAPSHOTTERS, *proxied):
+        close = difflib.get_close_matches(name, SNAPSHOTTERS, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (it has {', '.join(SNAPSHOTTERS)}, and proxy plugins)"
+        yield (_runtime_loc(*found[0]), f"containerd has no snapshotter {name!r}: its CRI would not load, and no pod "
+               f"would start{hint}", "error")
+    items = disabled[1] if disabled and isinstance(disabled[1], list) else []
+    if f"{_SNAPSHOT_PLUGIN}.{name}" in items:
+        index = items.index(f"{_SNAPSHOT_PLUGIN}.{name}")
+        yield (_runtime_loc(*disabled[0], index), f"{name} is the CRI's snapshotter"
+               f"{'' if found else ' (containerd default)'}: disabled, its CRI would not load, and no pod would "
+               "start", "error")
 
 
 def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
