@@ -115,7 +115,7 @@ LEGITIMATE: dict[str, str] = {
     "shadowed-and-untried-spellings": runtime("{STATE: [a], OOM_score: x, plugins: {'io.containerd.grpc.v1.cri': "
                                               "{CONTAINERD: {snapshotter: bogus}}}}"),
     "snapshotter-native": cri("{containerd: {snapshotter: native}}"),
-    "snapshotter-proxy": runtime("{proxy_plugins: {stargz: {type: snapshot, address: "
+    "snapshotter-proxy": runtime("{proxy_plugins: {stargz: {TYPE: snapshot, address: "
                                  "/run/containerd-stargz-grpc/containerd-stargz-grpc.sock}}, plugins: {"
                                  "'io.containerd.grpc.v1.cri': {containerd: {snapshotter: stargz}}}}"),
     "snapshotter-other-disabled": runtime("{disabled_plugins: [io.containerd.snapshotter.v1.overlayfs], plugins: {"

@@ -152,7 +152,7 @@ def _snapshotter(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] |
         return  # the type check names it
     proxies = config_field("containerRuntime", config, ("proxy_plugins",))
     proxied = [key for key, plugin in (proxies[1].items() if proxies and isinstance(proxies[1], dict) else ())
-               if isinstance(plugin, dict) and plugin.get("type") in ("snapshot", _SNAPSHOT_PLUGIN)]
+               if (kind := toml_value_at(plugin, {}, ("type",))) and kind[1] in ("snapshot", _SNAPSHOT_PLUGIN)]
     if found and name not in (*SNAPSHOTTERS, *proxied):
         close = difflib.get_close_matches(name, SNAPSHOTTERS, n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else f" (it has {', '.join(SNAPSHOTTERS)}, and proxy plugins)"
@@ -232,7 +232,7 @@ def _containerd_weakenings(config: dict[str, Any]) -> Iterator[Finding]:
         shown = repr(address[1]) if address[1] else "'' (the node's address)"
         yield (_runtime_loc(*address[0]), f"{shown} is off loopback: containerd would serve exec, attach and "
                "port-forward streams there without TLS (enable_tls_streaming is off), and anyone on the path could "
-               "read or join them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
+               "read them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
