@@ -597,7 +597,7 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
             getattr(components, key).feature_gates for key in takers) or any(
             config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
-                         f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
+                         f"{' and '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
                          f"{cluster.minor} (a locked gate set against its lock stops the component at start; an "
                          "unknown gate the v1.35 and v1.36 binaries only warn about may stop an older release's)",
                          "warning"))

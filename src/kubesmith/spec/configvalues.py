@@ -11,11 +11,13 @@ import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, resolv_conf_problem, value_at
+from kubesmith.spec.effective import Finding, resolv_conf_problem, toml_type_findings, toml_value_at, value_at
 from kubesmith.spec.errors import yaml_text
-from kubesmith.spec.managed import config_field
+from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
+from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -104,19 +106,133 @@ CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 
 
 def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
-    """containerd settings that leave the kubelet without its runtime: the CRI plugin disabled, or the ttrpc
-    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them)."""
+    """containerd settings that stop it (a field of the wrong TOML type, a log level logrus lacks), or leave
+    the kubelet without its runtime: the CRI plugin disabled, a snapshotter it lacks or disabled, the ttrpc
+    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them). Managed
+    fields and the directories typed options set have their own checks."""
+    checked = {*MANAGED_CONFIG["containerRuntime"],
+               *(path for section, path, _ in TYPED_CONFIG_DIRECTORIES if section == "containerRuntime")}
+    for keys, problem in toml_type_findings(config, containerd_written(), skip=frozenset(checked)):
+        yield ("spec", "components", "containerRuntime", "extraConfig", *keys), problem, "error"
     disabled = config_field("containerRuntime", config, ("disabled_plugins",))
     for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
         if plugin == CRI_PLUGIN:
             yield (("spec", "components", "containerRuntime", "extraConfig", *disabled[0], index), f"{CRI_PLUGIN} "
                    "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
                    "error")
+    yield from _snapshotter(config, disabled)
     ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
     if ttrpc and ttrpc[1] == socket:
         yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
                "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
                "server needs another path (empty: the socket's path with .ttrpc)", "error")
+    level = config_field("containerRuntime", config, ("debug", "level"))
+    if level and isinstance(level[1], str) and level[1] and level[1].lower() not in _LOG_LEVELS:
+        yield (_runtime_loc(*level[0]), f"containerd takes debug.level as one of {', '.join(_LOG_LEVELS)}, not "
+               f"{level[1]!r}: it refuses to start ('not a valid logrus Level')", "error")
+    yield from _containerd_weakenings(config)
+
+
+# logrus.ParseLevel, which containerd 1.6.20 reads debug.level with (case-insensitive)
+_LOG_LEVELS = ("panic", "fatal", "error", "warn", "warning", "info", "debug", "trace")
+
+
+# the snapshotters Debian's containerd 1.6.20 builds in (cmd/containerd/builtins*_linux.go; `containerd config
+# default` lists each plugin); a proxy plugin of type snapshot adds its own name
+SNAPSHOTTERS = ("overlayfs", "native", "btrfs", "zfs", "devmapper", "aufs")
+_SNAPSHOT_PLUGIN = "io.containerd.snapshotter.v1"
+
+
+def _snapshotter(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] | None) -> Iterator[Finding]:
+    """The CRI's snapshotter is one containerd has, and is not disabled: else the CRI plugin fails to load
+    (pkg/cri/server/service.go: 'failed to find snapshotter "bogus"'), and the kubelet has no runtime."""
+    found = config_field("containerRuntime", config, ("plugins", CRI_PLUGIN, "containerd", "snapshotter"))
+    name = found[1] if found else "overlayfs"
+    if not isinstance(name, str):
+        return  # the type check names it
+    proxies = config_field("containerRuntime", config, ("proxy_plugins",))
+    proxied = [key for key, plugin in (proxies[1].items() if proxies and isinstance(proxies[1], dict) else ())
+               if (kind := toml_value_at(plugin, {}, ("type",))) and kind[1] in ("snapshot", _SNAPSHOT_PLUGIN)]
+    if found and name not in (*SNAPSHOTTERS, *proxied):
+        close = difflib.get_close_matches(name, SNAPSHOTTERS, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (it has {', '.join(SNAPSHOTTERS)}, and proxy plugins)"
+        yield (_runtime_loc(*found[0]), f"containerd has no snapshotter {name!r}: its CRI would not load, and no pod "
+               f"would start{hint}", "error")
+    items = disabled[1] if disabled and isinstance(disabled[1], list) else []
+    if f"{_SNAPSHOT_PLUGIN}.{name}" in items:
+        index = items.index(f"{_SNAPSHOT_PLUGIN}.{name}")
+        yield (_runtime_loc(*disabled[0], index), f"{name} is the CRI's snapshotter"
+               f"{'' if found else ' (containerd default)'}: disabled, its CRI would not load, and no pod would "
+               "start", "error")
+
+
+def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
+    return ("spec", "components", "containerRuntime", "extraConfig", *keys)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+# containerd's debug and ttrpc sockets exist only with an address (containerd 1.6.20 cmd/containerd/command:
+# the ttrpc socket without one is the gRPC socket's path with .ttrpc, with its uid and gid)
+_SOCKET_OWNERS = {"debug": "it serves pprof and expvar (containerd's memory, registry credentials included, and "
+                           "profiling that loads the node)",
+                  "ttrpc": "it takes the task events containerd's shims forward, so whoever may open it could "
+                           "report containers exited or started"}
+
+
+def _containerd_weakenings(config: dict[str, Any]) -> Iterator[Finding]:
+    """containerd settings that weaken the node, refused outright (no CIS check names them, so
+    spec.security.allowInsecure, which takes CIS ids, has no opt-out for them): sockets handed to other
+    users, pprof on the network, images pulled without TLS or its verification, containers without
+    AppArmor, exec and attach streams served off loopback without TLS."""
+    for socket, what in _SOCKET_OWNERS.items():
+        address = config_field("containerRuntime", config, (socket, "address"))
+        if not address or not isinstance(address[1], str) or not address[1]:
+            continue
+        if socket == "debug" and not address[1].startswith("/") and \
+                not _loopback(address[1].rpartition(":")[0] if ":" in address[1] else address[1]):
+            yield (_runtime_loc(*address[0]), f"{address[1]!r} is a TCP address: containerd would serve pprof and "
+                   "expvar there to anyone, without authentication; give a unix socket path (root's alone)", "error")
+            continue
+        owners = (config_field("containerRuntime", config, (socket, field)) for field in ("uid", "gid"))
+        if owner := next((owner for owner in owners if owner and _int(owner[1]) not in (None, 0)), None):
+            yield (_runtime_loc(*owner[0]), f"containerd's {socket} socket stays owned by root (uid and gid 0), "
+                   f"as its API socket does: {what}", "error")
+    cri = ("plugins", CRI_PLUGIN)
+    apparmor = config_field("containerRuntime", config, (*cri, "disable_apparmor"))
+    if apparmor and apparmor[1] is True:
+        yield (_runtime_loc(*apparmor[0]), "containerd would run every container without AppArmor, those whose pod "
+               "asks for runtime/default or a profile too; it uses AppArmor only where the host supports it, so a "
+               "host without AppArmor needs no setting", "error")
+    configs = config_field("containerRuntime", config, (*cri, "registry", "configs"))
+    for host, registry in (configs[1].items() if configs and isinstance(configs[1], dict) else ()):
+        skip = toml_value_at(registry, {}, ("tls", "insecure_skip_verify"))
+        if skip and skip[1] is True:
+            yield (_runtime_loc(*configs[0], host, *skip[0]), f"containerd would pull from {host} without checking "
+                   "its certificate: anyone on the path could hand the nodes other images; give the registry's CA "
+                   "in ca_file instead", "error")
+    mirrors = config_field("containerRuntime", config, (*cri, "registry", "mirrors"))
+    for host, mirror in (mirrors[1].items() if mirrors and isinstance(mirrors[1], dict) else ()):
+        endpoints = toml_value_at(mirror, {}, ("endpoint",))
+        for index, url in enumerate(endpoints[1] if endpoints and isinstance(endpoints[1], list) else ()):
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts and parts.scheme.lower() == "http" and not _loopback(parts.hostname or ""):
+                yield (_runtime_loc(*mirrors[0], host, *endpoints[0], index), f"{url} is plain HTTP: containerd "
+                       f"would pull {host}'s images from it without TLS, and anyone on the path could swap them; "
+                       "use https:// (a private CA goes in registry.configs.<host>.tls.ca_file)", "error")
+    address = config_field("containerRuntime", config, (*cri, "stream_server_address"))
+    tls = config_field("containerRuntime", config, (*cri, "enable_tls_streaming"))
+    if address and isinstance(address[1], str) and not _loopback(address[1]) and not (tls and tls[1] is True):
+        shown = repr(address[1]) if address[1] else "'' (the node's address)"
+        yield (_runtime_loc(*address[0]), f"{shown} is off loopback: containerd would serve exec, attach and "
+               "port-forward streams there without TLS (enable_tls_streaming is off), and anyone on the path could "
+               "read them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
@@ -180,8 +296,10 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 
 def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterator[Finding]:
-    """Duplicate profile names and plugins the release lacks (both stop kube-scheduler); an extender reached
-    without TLS (it receives every pod and node the scheduler considers, and its answers place pods)."""
+    """Duplicate profile names and enabled plugins the release lacks (both stop kube-scheduler); an extender
+    reached without TLS or without checking its certificate (it receives every pod and node the scheduler
+    considers, and its answers place pods). A plugin the release lacks under `disabled` or `pluginConfig` is
+    a warning: kube-scheduler v1.36.2 starts and ignores it, so what was meant for a plugin reaches none."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
@@ -192,16 +310,8 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
-        points = profile.get("plugins")
-        for point, sets in (points.items() if isinstance(points, dict) and plugins is not None else ()):
-            enabled = sets.get("enabled") if isinstance(sets, dict) else None
-            for item, plugin in enumerate(enabled if isinstance(enabled, list) else ()):
-                named = plugin.get("name") if isinstance(plugin, dict) else None
-                if isinstance(named, str) and named not in plugins:
-                    close = difflib.get_close_matches(named, sorted(plugins), n=1, cutoff=0.75)
-                    hint = f"; did you mean {close[0]!r}?" if close else ""
-                    yield (_loc("scheduler", "profiles", index, "plugins", point, "enabled", item, "name"),
-                           f"kube-scheduler has no plugin {named!r}: it refuses to start{hint}", "error")
+        if plugins is not None:
+            yield from _scheduler_plugins(profile, index, plugins)
     extenders = config.get("extenders")
     for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
         url = extender.get("urlPrefix") if isinstance(extender, dict) else None
@@ -209,6 +319,39 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
             yield (_loc("scheduler", "extenders", index, "urlPrefix"), f"{yaml_text(url)} is no https:// URL: "
                    "kube-scheduler would send the extender every pod and node it considers, and take its answers, "
                    "without TLS", "error")
+        present, insecure = value_at(extender, ("tlsConfig", "insecure"))
+        if present and insecure is True:
+            yield (_loc("scheduler", "extenders", index, "tlsConfig", "insecure"), "kube-scheduler would not check "
+                   "the extender's certificate: anyone on the path could read every pod and node it considers and "
+                   "answer in its place; give the extender's CA in tlsConfig.caFile (or caData)", "error")
+
+
+def _scheduler_plugins(profile: dict[str, Any], index: int, plugins: frozenset[str]) -> Iterator[Finding]:
+    """Plugins a profile names that the release lacks: enabled, an error (kube-scheduler: 'ScorePlugin
+    "NoSuchPlugin" does not exist'); disabled or configured, a warning (it starts, and ignores them)."""
+    named: list[tuple[tuple[Any, ...], Any, str]] = []
+    points = profile.get("plugins")
+    for point, sets in (points.items() if isinstance(points, dict) else ()):
+        for kind in ("enabled", "disabled"):
+            items = sets.get(kind) if isinstance(sets, dict) else None
+            named += [(("plugins", point, kind, item, "name"), plugin.get("name"), kind)
+                      for item, plugin in enumerate(items if isinstance(items, list) else ())
+                      if isinstance(plugin, dict)]
+    configs = profile.get("pluginConfig")
+    named += [(("pluginConfig", item, "name"), entry.get("name"), "pluginConfig")
+              for item, entry in enumerate(configs if isinstance(configs, list) else ()) if isinstance(entry, dict)]
+    for loc, plugin, kind in named:
+        if not isinstance(plugin, str) or plugin in plugins or (kind == "disabled" and plugin == "*"):
+            continue
+        close = difflib.get_close_matches(plugin, sorted(plugins), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        if kind == "enabled":
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"refuses to start{hint}", "error")
+        else:
+            what = "disables nothing" if kind == "disabled" else "configures nothing"
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"ignores the name, so this {what}{hint}", "warning")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's

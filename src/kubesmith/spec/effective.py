@@ -349,8 +349,10 @@ def toml_keys(name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((name, name.lower(), name.upper(), name[:1].lower() + name[1:])))
 
 
-# tables of containerd's config.toml whose keys are names (plugin ids, runtime names): matched as spelled
-_TOML_NAME_TABLES = ("plugins", "runtimes")
+# tables of containerd's config.toml whose keys are names (plugin ids, runtime names, registry hosts, proxy
+# plugins, stream processors, timeouts): go-toml v1 takes a map's keys as spelled
+_TOML_NAME_TABLES = ("plugins", "runtimes", "mirrors", "configs", "auths", "headers", "proxy_plugins",
+                     "stream_processors", "timeouts")
 
 
 def toml_value_at(extra: Any, written: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
@@ -551,4 +553,135 @@ def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if wrong:
         hint = " (one item per line, or [A, B])" if kind == "strings" and isinstance(value, str) else ""
         return f"the component reads {field} as {_KIND_NAMES[kind]}{hint}; got {yaml_text(value)}"
+    return None
+
+
+# The TOML type of every field of containerd 1.6's config.toml (version 2): `containerd config default`
+# (Debian's 1.6.20), with the CRI registry's tables it leaves empty (pkg/cri/config: Mirror, RegistryConfig,
+# TLSConfig, AuthConfig) and the runtime tables (runtimes.<name> as default_runtime). go-toml v1 converts
+# no type, not even an integer into a float, and `containerd config dump` and its start stop at the first
+# mismatch ("Can't convert 1.5(float64) to int", "Can't convert 10010(int64) to string", "Can't convert
+# 1(int64) to float64"); a duration that does not parse stops it too ("time: missing unit in duration").
+# "*": a table of names. Fields not listed are left alone (containerd ignores unknown keys), and so are a
+# runtime's options, which it decodes for the runtime type when it creates a container.
+_CONTAINERD_RUNTIME: dict[str, Any] = {
+    **dict.fromkeys(("runtime_type", "runtime_engine", "runtime_root", "runtime_path", "base_runtime_spec",
+                     "cni_conf_dir"), "str"),
+    "cni_max_conf_num": "int", "container_annotations": "strings", "pod_annotations": "strings",
+    "privileged_without_host_devices": "bool", "options": "map",
+}
+_CRI_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("device_ownership_from_security_context", "disable_apparmor", "disable_cgroup",
+                     "disable_hugetlb_controller", "disable_proc_mount", "disable_tcp_service", "enable_selinux",
+                     "enable_tls_streaming", "enable_unprivileged_icmp", "enable_unprivileged_ports",
+                     "ignore_image_defined_volumes", "netns_mounts_under_state_dir", "restrict_oom_score_adj",
+                     "systemd_cgroup", "tolerate_missing_hugetlb_controller"), "bool"),
+    **dict.fromkeys(("max_concurrent_downloads", "max_container_log_line_size", "selinux_category_range",
+                     "stats_collect_period"), "int"),
+    **dict.fromkeys(("sandbox_image", "stream_server_address", "stream_server_port", "unset_seccomp_profile"),
+                    "str"),
+    # read by the CRI plugin as it starts ("invalid stream idle timeout"): without it, no pod
+    "stream_idle_timeout": "duration",
+    "cni": {**dict.fromkeys(("bin_dir", "conf_dir", "conf_template", "ip_pref"), "str"), "max_conf_num": "int"},
+    "containerd": {
+        **dict.fromkeys(("default_runtime_name", "snapshotter"), "str"),
+        **dict.fromkeys(("disable_snapshot_annotations", "discard_unpacked_layers", "ignore_rdt_not_enabled_errors",
+                         "no_pivot"), "bool"),
+        "default_runtime": _CONTAINERD_RUNTIME, "untrusted_workload_runtime": _CONTAINERD_RUNTIME,
+        "runtimes": {"*": _CONTAINERD_RUNTIME},
+    },
+    "image_decryption": {"key_model": "str"},
+    "registry": {
+        "config_path": "str", "mirrors": {"*": {"endpoint": "strings"}}, "headers": {"*": "strings"},
+        "auths": {"*": dict.fromkeys(("username", "password", "auth", "identitytoken"), "str")},
+        "configs": {"*": {"auth": dict.fromkeys(("username", "password", "auth", "identitytoken"), "str"),
+                          "tls": {"insecure_skip_verify": "bool",
+                                  **dict.fromkeys(("ca_file", "cert_file", "key_file"), "str")}}},
+    },
+    "x509_key_pair_streaming": dict.fromkeys(("tls_cert_file", "tls_key_file"), "str"),
+}
+CONTAINERD_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("version", "oom_score"), "int"),
+    **dict.fromkeys(("root", "state", "temp", "plugin_dir"), "str"),
+    **dict.fromkeys(("disabled_plugins", "required_plugins", "imports"), "strings"),
+    "cgroup": {"path": "str"},
+    "debug": {**dict.fromkeys(("address", "format", "level"), "str"), **dict.fromkeys(("uid", "gid"), "int")},
+    "grpc": {**dict.fromkeys(("address", "tcp_address", "tcp_tls_ca", "tcp_tls_cert", "tcp_tls_key"), "str"),
+             **dict.fromkeys(("uid", "gid", "max_recv_message_size", "max_send_message_size"), "int")},
+    "ttrpc": {"address": "str", **dict.fromkeys(("uid", "gid"), "int")},
+    "metrics": {"address": "str", "grpc_histogram": "bool"},
+    "timeouts": {"*": "duration"},
+    "proxy_plugins": {"*": dict.fromkeys(("type", "address"), "str")},
+    "stream_processors": {"*": {**dict.fromkeys(("accepts", "args", "env"), "strings"),
+                                **dict.fromkeys(("returns", "path"), "str")}},
+    "plugins": {
+        "io.containerd.grpc.v1.cri": _CRI_TYPES,
+        "io.containerd.gc.v1.scheduler": {**dict.fromkeys(("deletion_threshold", "mutation_threshold"), "int"),
+                                          "pause_threshold": "float",
+                                          **dict.fromkeys(("schedule_delay", "startup_delay"), "duration")},
+        "io.containerd.internal.v1.opt": {"path": "str"},
+        "io.containerd.internal.v1.restart": {"interval": "duration"},
+        "io.containerd.metadata.v1.bolt": {"content_sharing_policy": "str"},
+        "io.containerd.monitor.v1.cgroups": {"no_prometheus": "bool"},
+        "io.containerd.runtime.v1.linux": {**dict.fromkeys(("runtime", "runtime_root", "shim"), "str"),
+                                           **dict.fromkeys(("no_shim", "shim_debug"), "bool")},
+        "io.containerd.runtime.v2.task": {"platforms": "strings", "sched_core": "bool"},
+        "io.containerd.service.v1.diff-service": {"default": "strings"},
+        "io.containerd.service.v1.tasks-service": {"rdt_config_file": "str"},
+        **dict.fromkeys(("io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                         "io.containerd.snapshotter.v1.native", "io.containerd.snapshotter.v1.zfs"),
+                        {"root_path": "str"}),
+        "io.containerd.snapshotter.v1.devmapper": {
+            **dict.fromkeys(("base_image_size", "fs_options", "fs_type", "pool_name", "root_path"), "str"),
+            **dict.fromkeys(("async_remove", "discard_blocks"), "bool")},
+        "io.containerd.snapshotter.v1.overlayfs": {"root_path": "str", "upperdir_label": "bool"},
+    },
+}
+_TOML_KINDS = {"int": "an integer", "float": "a number with a decimal point (such as 0.5)", "str": "a string",
+               "bool": "a boolean (true or false)", "strings": "a list of strings", "map": "a table",
+               "duration": "a Go duration in a string (such as 10s)"}
+
+
+def toml_type_findings(extra: Any, written: Any, types: dict[str, Any] = CONTAINERD_TYPES,
+                       skip: frozenset[tuple[str, ...]] = frozenset(), path: tuple[str, ...] = (),
+                       spelled: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(keys as spelled, why) for every field of containerd's extraConfig whose TOML type CONTAINERD_TYPES
+    contradicts, keys matched as containerd matches them (toml_keys); `skip`: fields checked elsewhere."""
+    if not isinstance(extra, dict):
+        return
+    written = written if isinstance(written, dict) else {}
+    by_name = bool(path) and path[-1] in _TOML_NAME_TABLES
+    for field, kind in types.items():
+        if field == "*":
+            matched = [(str(key), key) for key in extra if key not in types]
+        else:
+            candidates = (field,) if by_name else toml_keys(field)
+            key = next((key for key in candidates if key in extra or key in written), None)
+            matched = [(field, key)] if key is not None and key in extra else []
+        for name, key in matched:
+            where, keys = (*path, name), (*spelled, str(key))
+            if where in skip or extra[key] is None:
+                continue
+            if isinstance(kind, dict):
+                if isinstance(extra[key], dict):
+                    yield from toml_type_findings(extra[key], written.get(key), kind, skip, where, keys)
+                    continue
+                kind = "map"
+            if problem := _toml_type_problem(kind, extra[key]):
+                yield keys, f"containerd reads {keys[-1]} as {_TOML_KINDS[kind]}, {problem}"
+
+
+def _toml_type_problem(kind: str, value: Any) -> str | None:
+    """Why go-toml v1 refuses `value` for a field of `kind` (it converts no type), or None."""
+    expected = {"int": int, "float": float, "str": str, "duration": str, "bool": bool, "strings": list,
+                "map": dict}[kind]
+    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
+        return f"not {yaml_text(value)}: it refuses to start (it converts no TOML type into another)"
+    if kind == "strings" and (odd := next((item for item in value if not isinstance(item, str)), None)) is not None:
+        return f"and item {value.index(odd)} is {yaml_text(odd)}: it refuses to start"
+    if kind == "duration":
+        try:
+            go_duration_ns(value)
+        except ValueError:
+            return f"not {yaml_text(value)}: it refuses to start"
     return None

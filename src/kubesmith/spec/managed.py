@@ -271,13 +271,13 @@ def config_field(section: str, config: Any, path: tuple[str, ...]) -> tuple[tupl
     v1.36.2 kubelet and kube-proxy ignore MaxPods or MetricsBindAddress as unknown fields), containerd as
     go-toml v1 does, past the tables kubesmith writes itself. None: not set there."""
     if section == "containerRuntime":
-        return toml_value_at(config, _containerd_written(), path)
+        return toml_value_at(config, containerd_written(), path)
     present, value = value_at(config, path)
     return (path, value) if present else None
 
 
 @functools.cache
-def _containerd_written() -> dict[str, Any]:
+def containerd_written() -> dict[str, Any]:
     """kubesmith's own config.toml (its keys decide which spellings of extraConfig containerd reads)."""
     from kubesmith.modules.container_runtime import ContainerRuntimeOptions, containerd_config
     from kubesmith.plan.environment import HostEnvironment
