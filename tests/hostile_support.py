@@ -25,19 +25,30 @@ class TookTooLong(Exception):
     pass
 
 
+# A run blocked on I/O (a FIFO, a device) uses no CPU: the wall-clock alarm ends it, this many times later
+WALL_FACTOR = 30
+
+
 @contextlib.contextmanager
 def bounded(seconds: float) -> Iterator[None]:
-    """Fail a Python-level loop that runs longer than `seconds` (SIGALRM interrupts it)."""
+    """Fail a run that spends more than `seconds` of CPU (SIGPROF), or blocks for WALL_FACTOR times as
+    long (SIGALRM). CPU time, not wall time, is the bound: four workers on two cores stretch a 0.5 s
+    validation past 2 s of wall time, and timing must not decide a test, only a runaway loop or a hang."""
     def expire(signum: int, frame: object) -> None:
-        raise TookTooLong(f"still running after {seconds} s")
+        spent = "of CPU" if signum == signal.SIGPROF else "of wall time, blocked"
+        raise TookTooLong(f"still running after {seconds * (1 if signum == signal.SIGPROF else WALL_FACTOR):g} s "
+                          f"{spent}")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {number: signal.signal(number, expire) for number in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @pytest.fixture(scope="module", autouse=True)
