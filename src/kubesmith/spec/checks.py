@@ -9,6 +9,7 @@ from typing import Any
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
 from kubesmith.modules.core_dns import forward_targets
+from kubesmith.pki.certlist import apiserver_name_problem
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
@@ -254,6 +255,8 @@ def _hosts(cluster: Cluster) -> list[Finding]:
     findings: list[Finding] = [(("spec", "hosts", index, "labels", key), problem, "error")
                                for index, host in enumerate(hosts) for key in host.labels
                                if (problem := label_problem(key))]
+    findings += [(("spec", "hosts", index, "name"), problem, "error") for index, host in enumerate(hosts)
+                 if (problem := apiserver_name_problem(host.name))]
     for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
         first_index: dict[str, int] = {}
         for index, value in enumerate(values):
