@@ -1,5 +1,5 @@
 """Hostile command lines and host names, audit round 5: a blank $KUBESMITH_STATE_DIR, a state directory
-inside the rendered tree (every CA's private key in a node's tree) or holding it, and the names every
+inside the rendered tree (every CA's private key in a node's tree), and the names every
 API server certificate carries (`localhost`, `kubernetes`) as a host or a token's node. Each is refused
 with one line naming its flag, variable or option (exit 2 on the command line, 1 with file:line:col in
 the cluster file), before anything is written; the legitimate neighbours still work.
@@ -17,7 +17,7 @@ from test_hostile_values import HEAD
 from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 SINGLE = ROOT / "examples" / "single-node.yaml"
-OVERLAP = "overlap: the rendered tree (DIR/<host>/<path on host>) is copied to the hosts"
+OVERLAP = "the rendered tree (DIR/<host>/<path on host>) is copied to the hosts"
 
 
 def test_a_blank_state_dir_variable_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,10 +43,9 @@ def test_the_state_dir_variable_still_names_the_state(tmp_path: Path, monkeypatc
 
 # --out-dir, --state-dir (None: the variable or the default), what the error names
 OVERLAPS: dict[str, tuple[str, str | None, str]] = {
-    "state-in-a-host-tree": ("out", "out/node1", "--out-dir 'out' and --state-dir 'out/node1' overlap"),
-    "state-is-the-tree": ("st", "st", "--state-dir 'st' overlap"),
-    "tree-in-the-state": ("st/pki", "st", "--out-dir 'st/pki' and --state-dir 'st' overlap"),
-    "tree-holds-the-default-state": (".", None, "and the default state directory"),
+    "state-in-a-host-tree": ("out", "out/node1", "--state-dir 'out/node1' lies inside --out-dir 'out'"),
+    "state-is-the-tree": ("st", "st", "--state-dir 'st' lies inside --out-dir 'st'"),
+    "tree-holds-the-default-state": (".", None, "the default state directory"),
 }
 
 
@@ -61,10 +60,12 @@ def test_a_state_dir_and_a_rendered_tree_that_overlap_are_refused(name: str, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
 
 
-def test_a_state_dir_beside_the_rendered_tree_works(tmp_path: Path) -> None:
-    result = kubesmith("render", str(SINGLE), "--out-dir", "out/trees", "--state-dir", "out-state", cwd=tmp_path)
+@pytest.mark.parametrize("out_dir", ["out/trees", "state/rendered"])
+def test_a_state_dir_beside_or_holding_the_rendered_tree_works(out_dir: str, tmp_path: Path) -> None:
+    """`kubesmith run` itself renders into STATE/rendered: a tree inside the state directory ships no key."""
+    result = kubesmith("render", str(SINGLE), "--out-dir", out_dir, "--state-dir", "state", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "out-state" / "pki" / "cas").is_dir() and (tmp_path / "out" / "trees" / "node1").is_dir()
+    assert (tmp_path / "state" / "pki" / "cas").is_dir() and (tmp_path / out_dir / "node1").is_dir()
 
 
 # names every API server certificate carries (pki/certlist.py APISERVER_NAMES)

@@ -189,16 +189,16 @@ def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
 
 
 def _check_apart(out_dir: Path, state: Path, state_dir: str | None) -> None:
-    """The rendered tree and the state directory hold each other in neither direction: DIR/<host> is
-    copied to that host, so a state directory inside it would ship every CA's private key, and a tree
-    inside the state directory would write host files among the CAs (a host named `cas`)."""
+    """The state directory is neither the rendered tree nor inside it: DIR/<host> is copied to that host,
+    and a state directory there would ship every CA's private key. (The tree may lie inside the state
+    directory: `kubesmith run` renders into STATE/rendered.)"""
     out, kept = Path(os.path.realpath(out_dir)), Path(os.path.realpath(state))
-    if out == kept or out.is_relative_to(kept) or kept.is_relative_to(out):
+    if kept.is_relative_to(out):
         source = f"--state-dir {state_dir!r}" if state_dir else (
             f"$KUBESMITH_STATE_DIR ({str(state)!r})" if os.environ.get("KUBESMITH_STATE_DIR") else
             f"the default state directory {str(state)!r}")
-        fail(f"--out-dir {str(out_dir)!r} and {source} overlap: the rendered tree (DIR/<host>/<path on host>) is "
-             "copied to the hosts, and the state directory holds every CA's private key; keep them apart",
+        fail(f"{source} lies inside --out-dir {str(out_dir)!r}: the rendered tree (DIR/<host>/<path on host>) is "
+             "copied to the hosts, and the state directory holds every CA's private key; keep it outside",
              ExitCode.USAGE)
 
 
