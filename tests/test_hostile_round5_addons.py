@@ -65,6 +65,9 @@ CASES: dict[str, tuple[str, str]] = {
                           "at most 1,000,000,000"),
     "priority-system-name": (obj("scheduling.k8s.io/v1", "PriorityClass", "name: system-mine", "value: 5\n"),
                              "system- are the API server's own"),
+    "deployment-selector": (obj("apps/v1", "Deployment", "name: d", "spec: {selector: {matchLabels: {a: b}}, "
+                                "template: {metadata: {labels: {a: c}}, spec: {containers: [{name: c, image: x}]}}}\n"),
+                            "selector does not match template labels"),
     # a ServiceCIDR takes the rules of spec.network.serviceCidr
     "servicecidr-pod-range": (service_cidr("10.200.0.0/16"), "overlaps clusterCidr 10.200.0.0/16"),
     "servicecidr-hosts": (service_cidr("10.0.0.0/24"), "holds h1's address 10.0.0.11"),
@@ -115,6 +118,9 @@ ACCEPTED: dict[str, str] = {
     "---\n" + obj("v1", "Secret", "name: s", "data: {a: YQ==}\nstringData: {b: 'not base64!'}\n"),
     "priorities": obj("scheduling.k8s.io/v1", "PriorityClass", "name: high", "value: 1000000000\n") + "---\n" +
     obj("scheduling.k8s.io/v1", "PriorityClass", "name: low", "value: -5\n"),
+    "deployment-selector": obj("apps/v1", "Deployment", "name: d", "spec: {selector: {matchLabels: {a: b}}, "
+                               "template: {metadata: {labels: {a: b, tier: web}}, spec: {containers: "
+                               "[{name: c, image: x}]}}}\n"),
     "servicecidr-elsewhere": service_cidr("10.96.0.0/16"),
     "kubernetes-names-elsewhere": obj(*CONFIGMAP, "name: kubesmith-addons, namespace: apps") + "---\n" +
     obj("v1", "Service", "name: kubernetes, namespace: apps", "spec: {}\n") + "---\n" +

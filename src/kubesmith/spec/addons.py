@@ -392,7 +392,8 @@ def api_server_problem(document: dict[str, Any], key: tuple[str, str, str], clus
         return (f"{document['apiVersion']} no longer serves {document['kind']} (removed in Kubernetes {removed[0]}): "
                 f"the API server would answer \"no matches for kind\"; write {removed[1]}")
     return _name_problem(document) or _data_problem(document) or _webhook_problem(document) or \
-        _priority_problem(document) or (_service_cidr_problem(document, cluster) if cluster is not None else None)
+        _priority_problem(document) or _selector_problem(document) or \
+        (_service_cidr_problem(document, cluster) if cluster is not None else None)
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -479,6 +480,27 @@ def _priority_problem(document: dict[str, Any]) -> str | None:
     if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value <= HIGHEST_USER_PRIORITY:
         return (f"value {yaml_text(value)} is no integer of at most {HIGHEST_USER_PRIORITY:,} (an int32; the API server "
                 "refuses a higher one: above are system-cluster-critical and system-node-critical)")
+    return None
+
+
+_WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
+
+
+def _selector_problem(document: dict[str, Any]) -> str | None:
+    """apps/v1 refuses a workload whose selector does not select its own pod template ("selector does
+    not match template labels"): each matchLabels pair must be among the template's labels."""
+    spec = document.get("spec")
+    if document["kind"] not in _WORKLOADS or document["apiVersion"] != "apps/v1" or not isinstance(spec, dict):
+        return None
+    selector, template = spec.get("selector"), spec.get("template")
+    wanted = selector.get("matchLabels") if isinstance(selector, dict) else None
+    labels = (template.get("metadata") or {}).get("labels") if isinstance(template, dict) else None
+    if not isinstance(wanted, dict) or not isinstance(labels, dict):
+        return None
+    missing = next((key for key, value in wanted.items() if labels.get(key) != value), None)
+    if missing is not None:
+        return (f"spec.selector.matchLabels {missing}={yaml_text(wanted[missing])} is not among "
+                "spec.template.metadata.labels: the API server refuses it (selector does not match template labels)")
     return None
 
 
