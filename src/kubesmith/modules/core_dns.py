@@ -30,7 +30,8 @@ from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, ImageReference, StrictModel, canonical_ip, resolver_unusable
+from kubesmith.spec.types import (MAX_DIRECTIVES, MAX_SERVERS, MAX_ZONES, AbsolutePath, ImageReference, StrictModel,
+                                  at_most, canonical_ip, resolver_unusable)
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -88,6 +89,12 @@ def _too_many(count: int) -> str:
             "name fewer")
 
 
+# counted before each is checked (CoreDNS itself takes MAX_UPSTREAMS resolvers: check() says so)
+Resolvers = Annotated[list[str], at_most(MAX_SERVERS, "resolvers", f"CoreDNS forwards to at most {MAX_UPSTREAMS}")]
+Directives = Annotated[list[str], at_most(MAX_DIRECTIVES, "directives", "a server block needs a few lines")]
+ZONES_WHY = "a cluster forwards a few zones"
+
+
 class CoreDnsOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run CoreDNS as the cluster DNS (Service kube-dns at "
                           "spec.network.dnsServiceIp); off removes it at the next apply.")
@@ -95,13 +102,13 @@ class CoreDnsOptions(StrictModel):
                                  "default: 2, or 1 when the cluster has one node (a second pod there would only "
                                  "hold up drains: its disruption budget allows one pod down).",
                                  json_schema_extra={"x-derived-from": "the number of node hosts"})
-    upstream: list[str] = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
+    upstream: Resolvers = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
                                 "ADDRESS:PORT); default: each node's own /etc/resolv.conf.")
-    stub_domains: dict[StubZone, list[str]] = Field(default={}, description="Domains answered by other resolvers: "
-                                                   "domain -> resolvers (ADDRESS or ADDRESS:PORT).")
+    stub_domains: Annotated[dict[StubZone, Resolvers], at_most(MAX_ZONES, "stub domains", ZONES_WHY)] = Field(
+        default={}, description="Domains answered by other resolvers: domain -> resolvers (ADDRESS or ADDRESS:PORT).")
     cache_ttl: int = Field(default=30, ge=0, le=86400, description="Longest time (seconds) an answer is cached; "
                            "0 turns the cache off.")
-    extra_server_blocks: dict[str, list[str]] = Field(
+    extra_server_blocks: Annotated[dict[str, Directives], at_most(MAX_ZONES, "server blocks", ZONES_WHY)] = Field(
         default={}, description="Further Corefile server blocks: ZONE[:PORT] -> its directives, one line each "
         "(\"forward . 192.0.2.1\"); CoreDNS checks them when its pods start.")
 
@@ -136,17 +143,11 @@ class CoreDnsModule(Module):
         return Contribution(files=files)
 
     def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:
-        problems = [OptionProblem(("upstream", index), message) for index, server in enumerate(options.upstream)
-                    if (message := resolver_problem(server))]
-        if len(options.upstream) > MAX_UPSTREAMS:
-            problems.insert(0, OptionProblem(("upstream",), _too_many(len(options.upstream))))
+        problems = _resolver_problems(("upstream",), options.upstream)
         for domain, servers in options.stub_domains.items():
             if not servers:
                 problems.append(OptionProblem(("stubDomains", domain), "name at least one resolver"))
-            if len(servers) > MAX_UPSTREAMS:
-                problems.append(OptionProblem(("stubDomains", domain), _too_many(len(servers))))
-            problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
-                         enumerate(servers) if (message := resolver_problem(server))]
+            problems += _resolver_problems(("stubDomains", domain), servers)
         for zone, lines in options.extra_server_blocks.items():
             if not zone or any(c in zone for c in " {},") or not lines:  # one zone a block: each is checked
                 problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (one zone: no "
@@ -159,6 +160,14 @@ class CoreDnsModule(Module):
         if options.enabled and options.binary:
             problems += _binary_problems(options.binary)
         return problems
+
+
+def _resolver_problems(loc: tuple[str, ...], servers: list[str]) -> list[OptionProblem]:
+    """More resolvers than CoreDNS takes is one problem; otherwise each unusable resolver is one."""
+    if len(servers) > MAX_UPSTREAMS:
+        return [OptionProblem(loc, _too_many(len(servers)))]
+    return [OptionProblem((*loc, index), message) for index, server in enumerate(servers)
+            if (message := resolver_problem(server))]
 
 
 def corefile_tokens(line: str) -> list[str]:

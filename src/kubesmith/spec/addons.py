@@ -22,6 +22,7 @@ from kubesmith import fsutil
 from kubesmith.spec.checks import Finding
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.errors import Location, format_path, yaml_text
+from kubesmith.spec.types import label_key_problem, label_value_problem
 from kubesmith.spec.values import json_findings
 from kubesmith.spec.yamlsource import Loader, YamlDocument, nesting_problem, structure_problems, with_alias_name
 
@@ -168,10 +169,16 @@ def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
     findings: list[Finding] = []
     seen: dict[tuple[str, str, str], str] = {}
     names: set[str] = set()
+    entries_seen: dict[Path, int] = {}
     for index, entry in enumerate(entries):
         loc = ("spec", "addons", index)
         if (refused := _entry_problem(entry, base, cluster_file)) is not None:
             findings.append((loc, refused, "error"))
+            continue
+        first = entries_seen.setdefault((base / entry).resolve(), index)
+        if first != index:  # read once: its objects would all be given twice
+            findings.append((loc, f"{entry!r} names the same manifests as spec.addons[{first}]; list it once",
+                             "error"))
             continue
         objects, problems = _read_entry(base / entry)
         findings += [(loc, message, "error") for message in problems]
@@ -361,6 +368,9 @@ def object_problem(document: Any) -> str | None:
     labels = metadata.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return f"{_describe(document)}: metadata.labels must map strings to strings"
+    for key, value in labels.items():  # the API server refuses the object otherwise, at every apply
+        if problem := label_key_problem(key) or label_value_problem(value):
+            return f"{_describe(document)}: metadata.labels: {problem}"
     mode = labels.get(MODE_LABEL, "Reconcile")
     if mode not in MODES:
         return f"{_describe(document)}: label {MODE_LABEL}={mode!r}: expected Reconcile or EnsureExists"

@@ -6,14 +6,16 @@ defaults make reachable. Only what the binary refuses is refused; a field not na
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, value_at
+from kubesmith.spec.effective import Finding, resolv_conf_problem, value_at
 from kubesmith.spec.errors import yaml_text
+from kubesmith.spec.managed import config_field
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -57,8 +59,25 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def config_value_findings(components: Any) -> Iterator[Finding]:
-    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start, located."""
+# The plugins kube-scheduler registers (its in-tree registry, read from the v1.35.6 and v1.36.2 binaries by
+# enabling each name in a profile, all alpha and beta gates on): "ScorePlugin "NoSuchPlugin" does not exist"
+# stops it. Other releases are not checked.
+_SCHEDULER_PLUGINS_135 = frozenset({
+    "DefaultBinder", "DefaultPreemption", "DynamicResources", "GangScheduling", "ImageLocality", "InterPodAffinity",
+    "NodeAffinity", "NodeDeclaredFeatures", "NodeName", "NodePorts", "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit", "NodeUnschedulable", "NodeVolumeLimits", "PodTopologySpread", "PrioritySort",
+    "SchedulingGates", "TaintToleration", "VolumeBinding", "VolumeRestrictions", "VolumeZone",
+})
+SCHEDULER_PLUGINS: dict[str, frozenset[str]] = {"1.35": _SCHEDULER_PLUGINS_135,
+                                                "1.36": _SCHEDULER_PLUGINS_135 | {"PodGroupPodsCount"}}
+# The kernel's IPVS schedulers (net/netfilter/ipvs, ip_vs_<name>): kube-proxy v1.36.2 passes any name on
+# unchecked, and the kernel refuses to create a virtual server with another, so no Service would work
+IPVS_SCHEDULERS = ("rr", "wrr", "lc", "wlc", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "sed", "nq", "twos")
+
+
+def config_value_findings(components: Any, minor: str) -> Iterator[Finding]:
+    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start (or that leaves
+    it without a working function), located."""
     configs = {"kubelet": components.kubelet.extra_config, "proxy": components.proxy.extra_config,
                "scheduler": components.scheduler.extra_config}
     for section, fields in ENUMS.items():
@@ -75,12 +94,34 @@ def config_value_findings(components: Any) -> Iterator[Finding]:
                 span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
-    yield from _scheduler(configs["scheduler"])
+    yield from _scheduler(configs["scheduler"], SCHEDULER_PLUGINS.get(minor))
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
     yield from _proxy(configs["proxy"])
+    yield from _containerd(components.container_runtime.extra_config, components.container_runtime.socket)
+
+
+CRI_PLUGIN = "io.containerd.grpc.v1.cri"
+
+
+def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
+    """containerd settings that leave the kubelet without its runtime: the CRI plugin disabled, or the ttrpc
+    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them)."""
+    disabled = config_field("containerRuntime", config, ("disabled_plugins",))
+    for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
+        if plugin == CRI_PLUGIN:
+            yield (("spec", "components", "containerRuntime", "extraConfig", *disabled[0], index), f"{CRI_PLUGIN} "
+                   "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
+                   "error")
+    ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
+    if ttrpc and ttrpc[1] == socket:
+        yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
+               "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
+               "server needs another path (empty: the socket's path with .ttrpc)", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
+    if isinstance(config.get("resolvConf"), str) and (problem := resolv_conf_problem(config["resolvConf"])):
+        yield _loc("kubelet", "resolvConf"), problem, "error"
     if "containerLogMaxSize" in config and isinstance(config["containerLogMaxSize"], str) and \
             (problem := quantity_problem(config["containerLogMaxSize"])):
         yield _loc("kubelet", "containerLogMaxSize"), f"the kubelet refuses containerLogMaxSize: {problem}", "error"
@@ -138,7 +179,9 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
     return False
 
 
-def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
+def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterator[Finding]:
+    """Duplicate profile names and plugins the release lacks (both stop kube-scheduler); an extender reached
+    without TLS (it receives every pod and node the scheduler considers, and its answers place pods)."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
@@ -149,6 +192,23 @@ def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
+        points = profile.get("plugins")
+        for point, sets in (points.items() if isinstance(points, dict) and plugins is not None else ()):
+            enabled = sets.get("enabled") if isinstance(sets, dict) else None
+            for item, plugin in enumerate(enabled if isinstance(enabled, list) else ()):
+                named = plugin.get("name") if isinstance(plugin, dict) else None
+                if isinstance(named, str) and named not in plugins:
+                    close = difflib.get_close_matches(named, sorted(plugins), n=1, cutoff=0.75)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    yield (_loc("scheduler", "profiles", index, "plugins", point, "enabled", item, "name"),
+                           f"kube-scheduler has no plugin {named!r}: it refuses to start{hint}", "error")
+    extenders = config.get("extenders")
+    for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
+        url = extender.get("urlPrefix") if isinstance(extender, dict) else None
+        if isinstance(url, str) and not url.startswith("https://"):
+            yield (_loc("scheduler", "extenders", index, "urlPrefix"), f"{yaml_text(url)} is no https:// URL: "
+                   "kube-scheduler would send the extender every pod and node it considers, and take its answers, "
+                   "without TLS", "error")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's
@@ -190,8 +250,14 @@ def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Fin
 
 
 def _proxy(config: dict[str, Any]) -> Iterator[Finding]:
-    """kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR", and "can't use both 'primary' and
-    CIDRs"."""
+    """The IPVS scheduler the kernel has; kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR",
+    and "can't use both 'primary' and CIDRs"."""
+    ipvs = config.get("ipvs")
+    scheduler = ipvs.get("scheduler") if isinstance(ipvs, dict) else None
+    if isinstance(scheduler, str) and scheduler not in ("", *IPVS_SCHEDULERS):
+        yield (_loc("proxy", "ipvs", "scheduler"), f"the kernel has no IPVS scheduler {scheduler!r} (it has "
+               f"{', '.join(IPVS_SCHEDULERS)}; empty is rr): it would refuse every Service kube-proxy programs",
+               "error")
     items = config.get("nodePortAddresses")
     if not isinstance(items, list):
         return

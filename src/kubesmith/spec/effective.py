@@ -121,6 +121,10 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
                 f"not {text!r}")
     if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
         return f"{binary} reads --{flag} as a Go duration: {problem}"
+    if kind == "duration" and flag in POSITIVE_DURATION_FLAGS and go_duration_ns(text) < SHORTEST_PERIOD_NS:
+        return (f"{text!r} is shorter than {SHORTEST_PERIOD}, the shortest kubesmith takes for --{flag}: a period "
+                "this short repeats its work without pause, as a zero one would (a kubelet at 1ns patches its Node "
+                "status on end)")
     if kind in GO_INT_RANGES and go_int(value, kind) is None:
         low, high = GO_INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
@@ -142,6 +146,10 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         if plain := next((url for url in servers if not url.startswith("https://")), None):
             return (f"{plain} is no https:// URL: the API server would store those resources in an etcd it reaches "
                     "without TLS and without kubesmith's client certificate")
+    if binary == "kube-apiserver" and flag == "oidc-issuer-url" and not text.startswith("https://"):
+        # v1.36.2: 'jwt[0].issuer.url: Invalid value: "http://evil": URL scheme must be https'
+        return (f"{text!r} is no https:// URL: kube-apiserver refuses an OIDC issuer reached without TLS (anyone "
+                "on the path could mint tokens it accepts)")
     if binary == "kube-apiserver" and flag == "audit-log-format" and text not in ("legacy", "json"):
         return f"kube-apiserver writes the audit log as legacy or json only, not {text!r}: it refuses to start"
     if binary == "kube-apiserver" and flag == "service-account-max-token-expiration":
@@ -158,6 +166,8 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         number = go_int(text)
         if number is not None and number < 0:
             return f"kube-apiserver refuses a negative --{flag} ({number}); 0 means no limit"
+    if binary == "kubelet" and flag == "resolv-conf" and (problem := resolv_conf_problem(text)):
+        return problem
     # 1.28's kubelet still has in-tree providers (DisableCloudProviders turned on by default in 1.29)
     if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external") and minor != "1.28":
         return (f"the kubelet takes --cloud-provider only as external or empty: the in-tree cloud providers such "
@@ -167,6 +177,20 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
             if problem := admission_plugin_problem(plugin):
                 return problem
     return None
+
+
+# systemd-resolved's stub file: it names only 127.0.0.53, resolved's listener on the host's loopback
+SYSTEMD_STUB_RESOLV_CONF = "/run/systemd/resolve/stub-resolv.conf"
+
+
+def resolv_conf_problem(path: str) -> str | None:
+    """Why the kubelet may not hand pods `path` as their resolv.conf: pods with dnsPolicy Default (CoreDNS
+    among them, forwarding there) would query 127.0.0.53 in their own network namespace, where nothing answers."""
+    if path.rstrip("/") != SYSTEMD_STUB_RESOLV_CONF:
+        return None
+    return (f"{path} is systemd-resolved's stub, naming only 127.0.0.53 on the host's loopback: pods with "
+            "dnsPolicy Default (CoreDNS, which forwards there) would query their own loopback, where nothing "
+            "answers; use /run/systemd/resolve/resolv.conf, which names the upstream servers")
 
 
 # The admission plugins kube-apiserver registers in the supported releases (its --help lists them under
@@ -234,7 +258,11 @@ CONFIG_DURATIONS: dict[str, dict[tuple[str, ...], bool]] = {
         ("leaderElection", "retryPeriod"): False,
     },
 }
-# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there
+# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there, and so
+# is anything under SHORTEST_PERIOD (their defaults run from 1s to 2m: `1ns` passed "never zero" but spins as
+# zero does)
+SHORTEST_PERIOD = "1s"
+SHORTEST_PERIOD_NS = go_duration_ns(SHORTEST_PERIOD)
 POSITIVE_DURATION_FLAGS = frozenset({
     "sync-frequency", "file-check-frequency", "http-check-frequency", "node-status-update-frequency",
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
@@ -312,6 +340,33 @@ def value_at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
             return False, None
         value = value[part]
     return True, value
+
+
+def toml_keys(name: str) -> tuple[str, ...]:
+    """The keys containerd 1.6 (go-toml v1's Unmarshal) reads a field named `name` from, in its order: the name,
+    lower case, upper case, first letter lowered; the first the table holds wins. `containerd config dump`
+    (1.6.20) reads grpc.TCP_ADDRESS, UID and a [GRPC] table, and ignores Address, Tcp_Address and Uid."""
+    return tuple(dict.fromkeys((name, name.lower(), name.upper(), name[:1].lower() + name[1:])))
+
+
+# tables of containerd's config.toml whose keys are names (plugin ids, runtime names): matched as spelled
+_TOML_NAME_TABLES = ("plugins", "runtimes")
+
+
+def toml_value_at(extra: Any, written: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """(keys as spelled, value) of the field at `path` where containerd reads it from `extra` (extraConfig,
+    merged key by key over kubesmith's `written` document); None when it reads kubesmith's value, or nothing."""
+    keys: list[str] = []
+    for index, part in enumerate(path):
+        extra_level = extra if isinstance(extra, dict) else {}
+        written_level = written if isinstance(written, dict) else {}
+        candidates = (part,) if index and path[index - 1] in _TOML_NAME_TABLES else toml_keys(part)
+        key = next((key for key in candidates if key in extra_level or key in written_level), None)
+        if key is None or key not in extra_level:
+            return None
+        keys.append(key)
+        extra, written = extra_level[key], written_level.get(key)
+    return tuple(keys), extra
 
 
 def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
@@ -428,16 +483,7 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
         for field, kind in fields.items():
             if field in config and (problem := _json_type_problem(field, kind, config[field])):
                 yield ("spec", "components", section, "extraConfig", field), problem, "error"
-    # kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and
-    # exits; the kubelet and kube-proxy fall back to lenient decoding. CONFIG_TYPES holds every field of
-    # KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes.
-    for field in getattr(getattr(components, aliases["scheduler"]), "extra_config", {}):
-        if field not in CONFIG_TYPES["scheduler"] and field not in ("apiVersion", "kind"):
-            close = difflib.get_close_matches(str(field), sorted(CONFIG_TYPES["scheduler"]), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(CONFIG_TYPES['scheduler']))}"
-            yield (("spec", "components", "scheduler", "extraConfig", field),
-                   f"KubeSchedulerConfiguration has no field {yaml_text(field)}, and kube-scheduler refuses to start "
-                   f"on an unknown field: {hint}", "error")
+    yield from _unknown_scheduler_fields(getattr(getattr(components, aliases["scheduler"]), "extra_config", {}))
     # the scheduler's own validation: "podMaxBackoffSeconds ... must be greater than or equal to
     # PodInitialBackoffSeconds" (defaults 1 and 10)
     config = getattr(getattr(components, aliases["scheduler"]), "extra_config", {})
@@ -450,6 +496,46 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
                f"podMaxBackoffSeconds ({maximum}{'' if set_max else ', its default'}) is below "
                f"podInitialBackoffSeconds ({initial}), where the backoff starts: kube-scheduler refuses to start",
                "error")
+
+
+# The fields of the objects inside KubeSchedulerConfiguration v1 that kubesmith checks (each set accepted by
+# v1.36.2): kube-scheduler decodes the whole document strictly, nested objects too ('strict decoding error:
+# unknown field "leaderElection.LeaderElect"', or "extenders[0].Bogus"). Keys of a list's items: "name[]".
+SCHEDULER_NESTED_FIELDS: dict[str, frozenset[str]] = {
+    "leaderElection": frozenset({"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+                                 "resourceName", "resourceNamespace"}),
+    "clientConnection": frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}),
+    "profiles[]": frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}),
+    "extenders[]": frozenset({"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                              "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                              "ignorable"}),
+}
+
+
+def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
+    """kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and exits;
+    the kubelet and kube-proxy fall back to lenient decoding and ignore such a field. Keys are matched
+    exactly, as its decoder does: `LeaderElection` is no `leaderElection`. CONFIG_TYPES holds every field of
+    KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes."""
+    known = frozenset(CONFIG_TYPES["scheduler"]) | {"apiVersion", "kind"}
+    objects: list[tuple[Loc, str, Any, frozenset[str]]] = [((), "KubeSchedulerConfiguration", config, known)]
+    for field, fields in SCHEDULER_NESTED_FIELDS.items():
+        name = field.removesuffix("[]")
+        value = config.get(name)
+        if field.endswith("[]"):
+            objects += [((name, index), f"{name}[{index}]", item, fields)
+                        for index, item in enumerate(value if isinstance(value, list) else ())]
+        else:
+            objects.append(((name,), name, value, fields))
+    for loc, what, value, fields in objects:
+        for key in (value if isinstance(value, dict) else ()):
+            if key in fields:
+                continue
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
+            shown = sorted(fields - {"apiVersion", "kind"})
+            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(shown)}"
+            yield (("spec", "components", "scheduler", "extraConfig", *loc, key), f"{what} has no field "
+                   f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
 
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
