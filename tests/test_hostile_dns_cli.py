@@ -68,7 +68,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "dns-unknown-plugin-after-nested": (HOSTS + component("coreDns", "{extraServerBlocks: {example.org: ["
                                                                      "'forward . 10.0.0.2 {', 'max_concurrent 5', "
                                                                      "'}', 'import x']}}"),
-                                        f"{DNS}.extraServerBlocks.example.org[3]", "'import' is not a plugin"),
+                                        f"{DNS}.extraServerBlocks.example.org[3]", "File to import not found"),
     "dns-block-two-zones": (HOSTS + component("coreDns", "{extraServerBlocks: {'x.org,cluster.local': [whoami]}}"),
                             f"{DNS}.extraServerBlocks.x.org,cluster.local", "one zone: no spaces, commas or braces"),
     **{f"agent-ca-url-{label}": (HOSTS + component("agent", f"{{caUrls: [{url}]}}"),

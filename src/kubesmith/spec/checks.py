@@ -8,6 +8,8 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
+from kubesmith.modules.core_dns import forward_targets
+from kubesmith.pki.certlist import apiserver_name_problem
 from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.types import THIS_NETWORK
@@ -192,20 +194,27 @@ def _cluster_dns(cluster: Cluster) -> list[Finding]:
                              "DNS query: pods would have no cluster DNS; remove it (the default is "
                              "spec.network.dnsServiceIp)", "error"))
     core_dns = cluster.spec.components.core_dns
-    lists = [(("upstream",), core_dns.upstream)]
-    lists += [(("stubDomains", domain), servers) for domain, servers in core_dns.stub_domains.items()]
-    for where, servers in lists:
-        for index, server in enumerate(servers):
-            host = server[1:].partition("]")[0] if server.startswith("[") else \
-                server.split(":")[0] if server.count(":") == 1 else server
-            try:
-                address = ipaddress.ip_address(host)
-            except ValueError:
-                continue  # core_dns.resolver_problem names it
-            if address == dns:
-                findings.append((("spec", "components", "coreDns", *where, index), f"{server} is the cluster DNS "
-                                 "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
-                                 "and its loop check stops it; name resolvers outside the cluster", "error"))
+    targets = [(("upstream", index), server) for index, server in enumerate(core_dns.upstream)]
+    targets += [(("stubDomains", domain, index), server) for domain, servers in core_dns.stub_domains.items()
+                for index, server in enumerate(servers)]
+    targets += [(("extraServerBlocks", zone, index), server) for zone, lines in core_dns.extra_server_blocks.items()
+                for index, server in forward_targets(lines)]
+    for where, server in targets:
+        host = server[1:].partition("]")[0] if server.startswith("[") else \
+            server.split(":")[0] if server.count(":") == 1 else server
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            continue  # core_dns.resolver_problem names it
+        if address == dns:
+            findings.append((("spec", "components", "coreDns", *where), f"{server} is the cluster DNS "
+                             "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
+                             "and its loop check stops it (a block without `loop` sends each query round until it "
+                             "times out); name resolvers outside the cluster", "error"))
+        elif problem := api_service_ip_problem(address, services):
+            findings.append((("spec", "components", "coreDns", *where), f"{problem}, where kube-proxy forwards "
+                             "only the API server's port 443/TCP: no DNS query would be answered; name resolvers "
+                             "outside the cluster", "error"))
     return findings
 
 
@@ -249,6 +258,8 @@ def _hosts(cluster: Cluster) -> list[Finding]:
     findings: list[Finding] = [(("spec", "hosts", index, "labels", key), problem, "error")
                                for index, host in enumerate(hosts) for key in host.labels
                                if (problem := label_problem(key))]
+    findings += [(("spec", "hosts", index, "name"), problem, "error") for index, host in enumerate(hosts)
+                 if (problem := apiserver_name_problem(host.name))]
     for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
         first_index: dict[str, int] = {}
         for index, value in enumerate(values):
