@@ -35,6 +35,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
 import kubesmith
 from kubesmith import layout
 from kubesmith.fsutil import atomic_write
@@ -194,8 +197,6 @@ def minor_extensions(minor: str, wheel_dir: Path) -> dict[str, tuple[bytes, bool
 def _check_supports(dist: metadata.Distribution, minor: str) -> None:
     """BundleError when the release of `dist` installed here is not for python3 `minor` (its Requires-Python):
     the bundle ships that release, so the remedy is another one here, which pip's own error would not say."""
-    from packaging.specifiers import SpecifierSet  # operator side only: apply and render build bundles
-
     supported = dist.metadata.get("Requires-Python") or ""
     if supported and not SpecifierSet(supported).contains(f"{minor}.99"):
         name = dist.metadata["Name"]
@@ -214,8 +215,6 @@ def _stable_floor(dist: metadata.Distribution) -> tuple[int, ...]:
 def minor_requirements(minor: str) -> list[tuple[str, str]]:
     """(name, version specifier) of each requirement of the shipped distributions whose marker holds on
     python3 `minor` but that is not installed here (its marker did not hold on this machine's)."""
-    from packaging.requirements import Requirement  # operator side only: apply and render build bundles
-
     environment = {"python_version": minor, "python_full_version": f"{minor}.0", "extra": ""}
     found: dict[str, str] = {}
     for dist in [metadata.distribution("kubesmith"), *_dependency_closure("kubesmith")]:
@@ -281,8 +280,6 @@ def fetch_wheel(name: str, version: str, minor: str, wheel_dir: Path, abi: str =
 def _cached_wheels(wheel_dir: Path, name: str, specifier: str, minor: str, abi: str) -> list[Path]:
     """The wheels in `wheel_dir` of `name` in `specifier` that python3 `minor` loads, built with `abi`,
     oldest release first (by file name)."""
-    from packaging.specifiers import SpecifierSet  # operator side only: apply and render build bundles
-
     wanted, found = SpecifierSet(specifier), []
     for wheel in sorted(wheel_dir.glob(f"{re.sub(r'[-_.]+', '_', name).lower()}-*.whl")):
         parts = WHEEL_NAME.match(wheel.name)
