@@ -153,6 +153,67 @@ def test_a_wheel_pip_cannot_fetch_says_how_to_bring_it(tmp_path: Path, monkeypat
         runtime_bundle.fetch_wheel("cffi", "2.0.0", "3.13", tmp_path)
 
 
+def _dist(name: str, version: str, files: tuple[str, ...] = (), requires: tuple[str, ...] = (),
+          python: str = ">=3.9", wheel: str = "") -> SimpleNamespace:
+    """An installed distribution as importlib.metadata shows one, reduced to what the bundle reads."""
+    return SimpleNamespace(metadata={"Name": name, "Requires-Python": python}, version=version, files=files,
+                           requires=requires, read_text=lambda file: wheel if file == "WHEEL" else None)
+
+
+def test_an_older_minor_gets_stable_abi_modules_built_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cryptography's `_rust.abi3.so` installed here is `cp311-abi3`: 3.10 cannot load it (undefined symbol
+    PyType_GetName), so an older minor gets the same release's build for the oldest abi3 it loads."""
+    so = "cryptography/hazmat/bindings/_rust.abi3.so"
+    _wheel(tmp_path / "cryptography-48.0.1-cp311-abi3-manylinux_2_34_x86_64.whl", {so: b"311"})
+    _wheel(tmp_path / "cryptography-48.0.1-cp39-abi3-manylinux2014_x86_64.whl", {so: b"39"})
+    _wheel(tmp_path / "cryptography-47.0.0-cp37-abi3-manylinux2014_x86_64.whl", {so: b"other release"})
+    dist = _dist("cryptography", "48.0.1", (so,), wheel="Tag: cp311-abi3-manylinux_2_34_x86_64\n")
+    monkeypatch.setattr(runtime_bundle, "_dependency_closure", lambda root: [dist])
+    monkeypatch.setattr(runtime_bundle, "minor_requirements", lambda minor: [])
+    monkeypatch.setattr(runtime_bundle.subprocess, "run", _no_pip)
+    assert runtime_bundle.minor_extensions("3.10", tmp_path) == {so: (b"39", True)}
+    assert runtime_bundle.minor_extensions("3.12", tmp_path) == {}  # loads the one installed here
+
+
+def test_a_requirement_only_an_older_minor_has_is_shipped_from_its_wheel(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp needs async-timeout below 3.11: not installed on a 3.11 machine, so the bundle brings its wheel
+    for the hosts' 3.10 (else every command that imports aiohttp fails there)."""
+    aiohttp = _dist("aiohttp", "3.14.5", requires=('async-timeout<6.0,>=4.0; python_version < "3.11"',
+                                                   'typing_extensions>=4.4; python_version < "3.13"', "yarl<2,>=1.17"))
+    installed = {"kubesmith": _dist("kubesmith", "0.1.0"), "typing_extensions": _dist("typing_extensions", "4.15.0")}
+
+    def distribution(name: str) -> SimpleNamespace:
+        if name not in installed:
+            raise runtime_bundle.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(runtime_bundle, "_dependency_closure", lambda root: [aiohttp])
+    monkeypatch.setattr(runtime_bundle.metadata, "distribution", distribution)
+    assert runtime_bundle.minor_requirements("3.10") == [("async-timeout", "<6.0,>=4.0")]
+    assert runtime_bundle.minor_requirements("3.11") == []
+    fits = _wheel(tmp_path / "async_timeout-5.0.1-py3-none-any.whl", {"async_timeout/__init__.py": b"5"})
+    _wheel(tmp_path / "async_timeout-6.0.0-py3-none-any.whl", {"async_timeout/__init__.py": b"6"})
+    monkeypatch.setattr(runtime_bundle.subprocess, "run", _no_pip)
+    assert runtime_bundle.fetch_wheel("async-timeout", "<6.0,>=4.0", "3.10", tmp_path, abi="none") == fits
+    assert runtime_bundle.wheel_files(fits) == {"async_timeout/__init__.py": (b"5", False)}
+
+
+def test_a_release_that_left_the_hosts_minor_behind_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multidict 7 needs 3.11: pip's own error ("no matching distribution") would not say that the remedy is
+    another release on this machine, since the bundle ships what is installed here."""
+    monkeypatch.setattr(runtime_bundle, "_dependency_closure",
+                        lambda root: [_dist("multidict", "7.2.1", python=">=3.11")])
+    monkeypatch.setattr(runtime_bundle.subprocess, "run", _no_pip)
+    with pytest.raises(runtime_bundle.BundleError, match=r"python 3.10 ships multidict 7.2.1 as installed here, which "
+                                                         r"needs Python >=3.11: install a release of multidict"):
+        runtime_bundle.minor_extensions("3.10", tmp_path)
+
+
+def _no_pip(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a cached wheel is used without pip")
+
+
 def test_a_cluster_of_the_operators_minor_needs_no_other_wheels(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     fetched: list[str] = []
@@ -165,7 +226,8 @@ def test_a_cluster_of_the_operators_minor_needs_no_other_wheels(tmp_path: Path,
     others = {"3.9", "3.13"} - {own}
     assert runtime_bundle.build_bundle(tmp_path, [own, *others]).pythons == tuple(
         sorted({own, *others}, key=lambda minor: tuple(map(int, minor.split(".")))))
-    assert sorted(fetched) == sorted(others)
+    assert fetched == sorted(others, key=lambda minor: tuple(map(int, minor.split("."))), reverse=True)  # the oldest
+    # last: its stable-ABI modules are the ones shipped, and they load on every later minor
 
 
 def test_the_bundle_covers_the_minors_the_hosts_were_seen_to_run() -> None:

@@ -116,12 +116,14 @@ def test_the_install_line_follows_the_distribution(tmp_path: Path) -> None:
 def test_a_python_older_than_the_runtime_needs_fails(tmp_path: Path) -> None:
     plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry())
     host, check = plan.hosts[0], next(c for c in preflight.CHECKS if c.name == "packages")
-    for seen, expected in (("3.7", 1), ("3.9", 0), ("3.13", 0)):
+    for seen, expected in (("3.7", 1), ("3.9", 1), ("3.10", 0), ("3.13", 0)):
         facts = parse_facts(f"program=/usr/bin/python3\t/usr/bin/python3\npython3={seen}\nos_id=debian\n", 0.0)
         found = check.evaluate(host, facts, preflight.Inputs(plan))
         assert len(found) == expected, (seen, found)
-    (old,) = check.evaluate(host, parse_facts("python3=3.7\n", 0.0), preflight.Inputs(plan))
-    assert old.problem == "/usr/bin/python3 is Python 3.7; kubesmith's runtime needs 3.9 or newer"
+    (old,) = check.evaluate(host, parse_facts("python3=3.9\n", 0.0), preflight.Inputs(plan))
+    assert old.problem == "/usr/bin/python3 is Python 3.9; kubesmith's runtime needs 3.10 or newer"
+    assert old.fix == ("install python3 3.10 or newer as /usr/bin/python3 (Debian 12 and Ubuntu 22.04 have it, "
+                       "as do later releases)")
     facts = parse_facts("program=/usr/bin/python3\t-\nos_id=debian\n", 0.0)
     (finding,) = check.evaluate(host, facts, preflight.Inputs(plan))
     assert finding.problem == "not installed: /usr/bin/python3" and finding.fix == "`apt-get install -y python3`"

@@ -224,7 +224,7 @@ class Keeper:
                 LOG.error("configuration keeper: %s", exc)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 pass
 
 

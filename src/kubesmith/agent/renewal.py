@@ -422,7 +422,7 @@ def _pause(config: AgentConfig, next_due: dt.datetime | None, now: dt.datetime) 
 async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
+    except asyncio.TimeoutError:
         pass
 
 

@@ -42,7 +42,9 @@ MIN_FREE_MIB = {"etcd": 1024, "kubelet": 2048, "containerd": 4096}
 MIN_FREE_DEFAULT_MIB = 64
 KUBELET_CONFIG = layout.config_path("kubelet.yaml")
 HERE = "this machine"  # where the binaries apply ships are checked
-MIN_HOST_PYTHON = (3, 9)  # the oldest python3 kubesmith's runtime on a host can run on
+# The oldest python3 kubesmith's runtime on a host runs on: its own code uses dataclass(slots=True), and
+# the dependencies it ships (click 8.2+, tenacity 9.1+, aiohttp 3.13+) have left 3.9 behind.
+MIN_HOST_PYTHON = (3, 10)
 # The distribution package of each program the hosts' components need (Debian's and Fedora's names agree)
 PACKAGES = {"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "runc": "runc",
             "haproxy": "haproxy", "keepalived": "keepalived", "python3": "python3", "iptables": "iptables",
@@ -339,7 +341,8 @@ def _old_python(facts: HostFacts) -> Finding | None:
         return None
     least = ".".join(map(str, MIN_HOST_PYTHON))
     return Finding(f"{HOST_PYTHON} is Python {facts.python}; kubesmith's runtime needs {least} or newer",
-                   f"install python3 {least} or newer as {HOST_PYTHON} (a newer release of the distribution has it)")
+                   f"install python3 {least} or newer as {HOST_PYTHON} (Debian 12 and Ubuntu 22.04 have it, "
+                   "as do later releases)")
 
 
 def install_command(distribution: Sequence[str], missing: Sequence[Missing]) -> str:

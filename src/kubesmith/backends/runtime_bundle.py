@@ -4,12 +4,18 @@ The bundle is kubesmith plus the installed distributions it depends on, as one d
 tarball (sorted, fixed mtimes and owners), so its hash changes only when the code does and a
 re-apply uploads nothing.
 
-Hosts run it on their own python3, whose minor need not be this machine's. What is pure Python or
-built for the stable ABI (`abi3`) runs on any minor; an extension module built for one minor
-(`_pydantic_core.cpython-311-*.so`, cffi's `_cffi_backend`) loads only there. Those are shipped as
-installed here for this machine's minor and, for each other minor the hosts run, taken from the
-same release's wheel for that minor (fetched once with pip, then cached). Each interpreter imports
-the file named for its own minor, so one bundle serves every host.
+Hosts run it on their own python3, whose minor need not be this machine's. What is pure Python runs
+on any minor; an extension module built for one minor (`_pydantic_core.cpython-311-*.so`, cffi's
+`_cffi_backend`) loads only there. Those are shipped as installed here for this machine's minor and,
+for each other minor the hosts run, taken from the same release's wheel for that minor (fetched once
+with pip, then cached). Each interpreter imports the file named for its own minor, so one bundle
+serves every host. Two things differ on a minor older than this machine's:
+
+* a stable-ABI module (`abi3`) loads on the minor it was built for and every later one, and the one
+  installed here may be built for this minor (cryptography's `_rust.abi3.so` is `cp311-abi3`): the
+  bundle then carries the same release's build for the oldest minor, which loads on all of them;
+* a requirement whose marker holds only there (aiohttp's `async-timeout; python_version < "3.11"`)
+  is not installed here: its wheel for that minor is shipped too.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
 import kubesmith
 from kubesmith import layout
 from kubesmith.fsutil import atomic_write
@@ -44,8 +53,12 @@ REMOTE_TARBALL = f"{REMOTE_ROOT}/runtime.tar.gz"
 WRAPPER_PATH = "/usr/local/bin/kubesmith"
 MARKER = ".kubesmith-bundle"  # in an unpacked bundle: its tarball's sha256, written once the unpack is complete
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
-# An extension module built for one CPython minor: "cpython-311" in its name (not "abi3", which loads on any).
+# An extension module built for one CPython minor: "cpython-311" in its name.
 MINOR_EXTENSION = re.compile(r"\.cpython-(3\d+)-[^/]*\.so$")
+# One built for the stable ABI: loads on the minor of its wheel's tag ("cp311-abi3") and every later one.
+STABLE_EXTENSION = re.compile(r"\.abi3\.so$")
+# A wheel's file name: name-version(-build)?-python-abi-platform.whl
+WHEEL_NAME = re.compile(r"^[^-]+-(?P<version>[^-]+)(-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-[^-]+\.whl$")
 # Wheels of the platform this machine's extensions were built for (glibc 2.17 and 2.28 baselines:
 # Debian 11 and newer have both).
 WHEEL_PLATFORMS = ("manylinux2014", "manylinux_2_17", "manylinux_2_28")
@@ -129,7 +142,7 @@ def build_bundle(cache_dir: Path, pythons: Iterable[str] = ()) -> RuntimeBundle:
     own = running_python()
     others = sorted(set(pythons) - {own}, key=_minor_key)
     members = {name: (path.read_bytes(), bool(path.stat().st_mode & 0o111)) for name, path in _runtime_files().items()}
-    for minor in others:
+    for minor in reversed(others):  # the oldest last: its stable-ABI modules load on every later minor
         members.update(minor_extensions(minor, wheel_cache_dir()))
     members[f"kubesmith/images/{PAUSE_BUNDLED.name}"] = (pause_archive(image_cache_dir()), False)
     files = sorted(members.items())
@@ -163,14 +176,57 @@ def wheel_cache_dir() -> Path:
 
 
 def minor_extensions(minor: str, wheel_dir: Path) -> dict[str, tuple[bytes, bool]]:
-    """The extension modules for python3 `minor` of every shipped distribution that has some for this
-    machine's minor: from that distribution's wheel of the same version for `minor`."""
+    """What python3 `minor` needs besides the files installed here: the extension modules for it of every
+    shipped distribution that has some for this machine's minor (from that distribution's wheel of the
+    same version), stable-ABI modules built for a later minor, and the requirements only it has."""
     members: dict[str, tuple[bytes, bool]] = {}
     for dist in _dependency_closure("kubesmith"):
-        if any(MINOR_EXTENSION.search(str(entry)) for entry in dist.files or ()):
+        _check_supports(dist, minor)
+        files = [str(entry) for entry in dist.files or ()]
+        if any(MINOR_EXTENSION.search(name) for name in files):
             wheel = fetch_wheel(dist.metadata["Name"], dist.version, minor, wheel_dir)
             members.update(wheel_extensions(wheel, minor))
+        if any(STABLE_EXTENSION.search(name) for name in files) and _minor_key(minor) < _stable_floor(dist):
+            wheel = fetch_wheel(dist.metadata["Name"], dist.version, minor, wheel_dir, abi="abi3")
+            members.update(wheel_stable_extensions(wheel))
+    for name, specifier in minor_requirements(minor):
+        members.update(wheel_files(fetch_wheel(name, specifier, minor, wheel_dir, abi="none")))
     return members
+
+
+def _check_supports(dist: metadata.Distribution, minor: str) -> None:
+    """BundleError when the release of `dist` installed here is not for python3 `minor` (its Requires-Python):
+    the bundle ships that release, so the remedy is another one here, which pip's own error would not say."""
+    supported = dist.metadata.get("Requires-Python") or ""
+    if supported and not SpecifierSet(supported).contains(f"{minor}.99"):
+        name = dist.metadata["Name"]
+        raise BundleError(f"kubesmith's runtime for python {minor} ships {name} {dist.version} as installed here, "
+                          f"which needs Python {supported}: install a release of {name} that supports {minor} here, "
+                          "or give the hosts a newer python3")
+
+
+def _stable_floor(dist: metadata.Distribution) -> tuple[int, ...]:
+    """The oldest minor the installed stable-ABI modules of `dist` load on, from its wheel's tags
+    ("Tag: cp311-abi3-manylinux_2_34_x86_64" in WHEEL: 3.11); (3,) when no tag says."""
+    tags = re.findall(r"^Tag:\s*cp3(\d+)-abi3-", dist.read_text("WHEEL") or "", re.MULTILINE)
+    return min(((3, int(minor)) for minor in tags), default=(3,))
+
+
+def minor_requirements(minor: str) -> list[tuple[str, str]]:
+    """(name, version specifier) of each requirement of the shipped distributions whose marker holds on
+    python3 `minor` but that is not installed here (its marker did not hold on this machine's)."""
+    environment = {"python_version": minor, "python_full_version": f"{minor}.0", "extra": ""}
+    found: dict[str, str] = {}
+    for dist in [metadata.distribution("kubesmith"), *_dependency_closure("kubesmith")]:
+        for line in dist.requires or ():
+            requirement = Requirement(line)
+            if requirement.marker is None or not requirement.marker.evaluate(environment):
+                continue
+            try:
+                metadata.distribution(requirement.name)
+            except metadata.PackageNotFoundError:
+                found[requirement.name] = str(requirement.specifier)
+    return sorted(found.items())
 
 
 def wheel_extensions(wheel: Path, minor: str) -> dict[str, tuple[bytes, bool]]:
@@ -181,31 +237,58 @@ def wheel_extensions(wheel: Path, minor: str) -> dict[str, tuple[bytes, bool]]:
                 if (found := MINOR_EXTENSION.search(name)) and found.group(1) == tag}
 
 
-def fetch_wheel(name: str, version: str, minor: str, wheel_dir: Path) -> Path:
-    """The wheel of `name`==`version` for CPython `minor` on this platform: cached, or fetched with pip
-    (the operator's own index, proxy and certificates, as for installing kubesmith)."""
+def wheel_stable_extensions(wheel: Path) -> dict[str, tuple[bytes, bool]]:
+    """A wheel's stable-ABI extension modules, by their path in site-packages."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: (archive.read(name), True) for name in archive.namelist() if STABLE_EXTENSION.search(name)}
+
+
+def wheel_files(wheel: Path) -> dict[str, tuple[bytes, bool]]:
+    """Every file of a pure-Python wheel, by its path in site-packages."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: (archive.read(name), False) for name in archive.namelist() if not name.endswith("/")}
+
+
+def fetch_wheel(name: str, version: str, minor: str, wheel_dir: Path, abi: str = "") -> Path:
+    """The wheel of `name` at `version` (or a specifier: ">=4.0,<6.0") for CPython `minor` on this platform,
+    built for `minor` itself (abi ""), for the stable ABI ("abi3") or pure Python ("none"): cached, or
+    fetched with pip (the operator's own index, proxy and certificates, as for installing kubesmith)."""
     tag = "cp" + minor.replace(".", "")
-    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-{tag}-{tag}-*.whl"
-    cached = sorted(wheel_dir.glob(pattern))
+    specifier = version if version[:1] in "<>=!~" else f"=={version}"
+    cached = _cached_wheels(wheel_dir, name, specifier, minor, abi or tag)
     if cached:
-        return cached[0]
+        return cached[-1]
     wheel_dir.mkdir(parents=True, exist_ok=True)
     machine = platform.machine()
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", minor, "--abi", tag,
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", minor, "--abi", abi or tag,
             *(f"--platform={base}_{machine}" for base in WHEEL_PLATFORMS),
-            "--dest", str(wheel_dir), f"{name}=={version}"]
+            "--dest", str(wheel_dir), f"{name}{specifier}"]
     try:
         result = subprocess.run(argv, capture_output=True, text=True, timeout=FETCH_TIMEOUT, check=False,
                                 env={**os.environ, "PIP_NO_INPUT": "1"})
     except subprocess.TimeoutExpired:
         raise BundleError(f"fetching {name} {version} for python {minor} took over {FETCH_TIMEOUT:.0f}s") from None
-    fetched = sorted(wheel_dir.glob(pattern))
+    fetched = _cached_wheels(wheel_dir, name, specifier, minor, abi or tag)
     if result.returncode != 0 or not fetched:
         detail = (result.stderr.strip().splitlines() or ["no such wheel"])[-1]
         raise BundleError(f"kubesmith's runtime for python {minor} needs the {name} {version} wheel for {tag} "
                           f"({machine}); pip could not fetch it: {detail}. Put it in {wheel_dir} to use it offline")
-    return fetched[0]
+    return fetched[-1]
+
+
+def _cached_wheels(wheel_dir: Path, name: str, specifier: str, minor: str, abi: str) -> list[Path]:
+    """The wheels in `wheel_dir` of `name` in `specifier` that python3 `minor` loads, built with `abi`,
+    oldest release first (by file name)."""
+    wanted, found = SpecifierSet(specifier), []
+    for wheel in sorted(wheel_dir.glob(f"{re.sub(r'[-_.]+', '_', name).lower()}-*.whl")):
+        parts = WHEEL_NAME.match(wheel.name)
+        if parts is None or parts["abi"] != abi or not wanted.contains(parts["version"]):
+            continue
+        floors = [(3, int(python[3:])) for python in parts["python"].split(".") if python.startswith("cp3")]
+        if abi != "abi3" or min(floors, default=(3,)) <= _minor_key(minor):
+            found.append(wheel)
+    return found
 
 
 def _runtime_files() -> dict[str, Path]:

@@ -16,6 +16,7 @@ our public key, with the subject we asked for. A CA that answers with something 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import json
@@ -134,7 +135,7 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any, context: ssl
         async with session.post(url, json=body, ssl=context, timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
             text = (await answer.read()).decode("utf-8", errors="replace")
             status, retry_after = answer.status, answer.headers.get("Retry-After", "")
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         raise CaUnavailable(f"{url}: {exc.__class__.__name__}: {exc}") from None
     try:
         document = json.loads(text)
