@@ -1,6 +1,12 @@
 """Hostile input, round 5: each refusal an exit-1 located error at validate, next to the legitimate
 neighbour that stays valid.
 
+extraArgs values of every flag type (spec.flagtypes: one parser per type the binary's --help names), the
+values the binaries' option validation refuses (effective.FLAG_CHOICES, FLAG_BOUNDS, emulated versions,
+runtime-config keys), and the kubelet's flags read as the configuration fields they set. Each checked
+against the v1.36.2 binaries: `BIN --flag=VALUE --version` for the flag types, and for the API server's
+validation a run that cannot start (--secure-port=0 is itself refused, so every error is listed).
+
 Paths a system service runs, loads or keeps its state in, inside a tree other users write to or a boot
 empties (spec.paths.UNSAFE_TREES). containerd's `config dump` of an `imports: ['/tmp/*.toml']` holding
 `[grpc] tcp_address` showed the planted file taking effect (audit round 5, CR26).
@@ -18,6 +24,8 @@ from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 RUNTIME = "spec.components.containerRuntime"
 KUBELET = "spec.components.kubelet"
+APISERVER = "spec.components.apiserver"
+HEAD36 = HEAD.replace("1.33.2", "1.36.2")
 CRI = "plugins: {'io.containerd.grpc.v1.cri': "
 TMP = "lies inside /tmp, which every user may write to"
 
@@ -101,6 +109,136 @@ SAFE_PATHS: dict[str, str] = {
 }
 
 
+
+
+def flag(component: str, name: str, value: str) -> str:
+    return HOSTS + component_args(component, f"{{{name}: {value}}}")
+
+
+def component_args(component: str, args: str) -> str:
+    return f"  components:\n    {component}: {{extraArgs: {args}}}\n"
+
+
+def kubelet(name: str, value: str) -> str:
+    return flag("kubelet", name, value)
+
+
+def apiserver(name: str, value: str) -> str:
+    return flag("apiserver", name, value)
+
+
+FLAG_VALUES: dict[str, tuple[str, str, str]] = {
+    # flag types ("invalid argument ... for --flag")
+    "curve-not-a-number": (apiserver("tls-curve-preferences", "abc"), f"{APISERVER}.extraArgs.tls-curve-preferences",
+                           "'abc' is no 32-bit integer"),
+    "curve-out-of-range": (apiserver("tls-curve-preferences", "'23,99999999999'"),
+                           f"{APISERVER}.extraArgs.tls-curve-preferences", "no 32-bit integer"),
+    "eviction-not-langle": (kubelet("eviction-hard", "'memory.available=100Mi'"), f"{KUBELET}.extraArgs.eviction-hard",
+                            "signal<threshold"),
+    "buffer-not-quantity": (apiserver("log-json-info-buffer-size", "abc"),
+                            f"{APISERVER}.extraArgs.log-json-info-buffer-size", "resource quantity"),
+    "sni-one-file": (apiserver("tls-sni-cert-key", "/etc/k/a.crt"), f"{APISERVER}.extraArgs.tls-sni-cert-key",
+                     "certificate and a key file"),
+    "sni-empty-names": (apiserver("tls-sni-cert-key", "'/etc/k/a.crt,/etc/k/a.key:'"),
+                        f"{APISERVER}.extraArgs.tls-sni-cert-key", "names after ':' are empty"),
+    "claim-no-pair": (apiserver("oidc-required-claim", "x"), f"{APISERVER}.extraArgs.oidc-required-claim",
+                      "one key=value pair"),
+    "vmodule-no-level": (flag("scheduler", "vmodule", "abc"), "spec.components.scheduler.extraArgs.vmodule",
+                         "'abc' is not pattern=N"),
+    "vmodule-negative": (flag("scheduler", "vmodule", "'a=-1'"), "spec.components.scheduler.extraArgs.vmodule",
+                         "is not pattern=N"),
+    "metric-labels-no-pair": (flag("controllerManager", "allow-metric-labels", "abc"),
+                              "spec.components.controllerManager.extraArgs.allow-metric-labels", "key=value"),
+    "reserved-no-pair": (kubelet("kube-reserved", "'cpu=100m,memory'"), f"{KUBELET}.extraArgs.kube-reserved",
+                         "'memory' is no key=value pair"),
+    "kubelet-address": (kubelet("address", "' 10.0.0.11'"), f"{KUBELET}.extraArgs.address", "an IP address"),
+    "proxy-healthz-port": (flag("proxy", "bind-address", "abc"), "spec.components.proxy.extraArgs.bind-address",
+                           "an IP address"),
+    # values the binaries' validation refuses
+    "reserved-quantity": (kubelet("system-reserved", "'cpu=abc'"), f"{KUBELET}.extraArgs.system-reserved",
+                          "systemReserved.cpu: 'abc' is no resource quantity"),
+    "storage-media-type": (apiserver("storage-media-type", "application/xml"),
+                           f"{APISERVER}.extraArgs.storage-media-type", "not 'application/xml'"),
+    "audit-log-mode": (apiserver("audit-log-mode", "bogus"), f"{APISERVER}.extraArgs.audit-log-mode",
+                       "'batch' or 'blocking' or 'blocking-strict'"),
+    "audit-log-version": (apiserver("audit-log-version", "audit.k8s.io/v1beta1"),
+                          f"{APISERVER}.extraArgs.audit-log-version", "as 'audit.k8s.io/v1'"),
+    "goaway-chance": (apiserver("goaway-chance", "'0.5'"), f"{APISERVER}.extraArgs.goaway-chance", "from 0 to 0.02"),
+    "min-request-timeout": (apiserver("min-request-timeout", "-5"), f"{APISERVER}.extraArgs.min-request-timeout",
+                            "0 or more, not -5"),
+    "watch-cache-sizes": (apiserver("watch-cache-sizes", "'pods#-1'"), f"{APISERVER}.extraArgs.watch-cache-sizes",
+                          "resource[.group]#size"),
+    "runtime-config-key": (apiserver("runtime-config", "apps=true"), f"{APISERVER}.extraArgs.runtime-config",
+                           "no API 'apps'"),
+    "runtime-config-all-off": (apiserver("runtime-config", "'api/all=false'"), f"{APISERVER}.extraArgs.runtime-config",
+                               "api/all=false alone"),
+    "lock-endpoints": (flag("controllerManager", "leader-elect-resource-lock", "endpoints"),
+                       "spec.components.controllerManager.extraArgs.leader-elect-resource-lock", "as 'leases'"),
+    "logging-format": (apiserver("logging-format", "xml"), f"{APISERVER}.extraArgs.logging-format",
+                       "'text' or 'json'"),
+    "logging-format-kubelet": (kubelet("logging-format", "xml"), f"{KUBELET}.extraArgs.logging-format",
+                               "'text' or 'json'"),
+    "endpoint-reconciler": (apiserver("endpoint-reconciler-type", "bogus"),
+                            f"{APISERVER}.extraArgs.endpoint-reconciler-type", "not 'bogus'"),
+    "endpoint-reconciler-none": (apiserver("endpoint-reconciler-type", "none"),
+                                 f"{APISERVER}.extraArgs.endpoint-reconciler-type", "nothing keeps"),
+    "emulated-too-old": (apiserver("emulated-version", "'1.30'"), f"{APISERVER}.extraArgs.emulated-version",
+                         "not between 1.33 and 1.36"),
+    "emulated-too-new": (flag("controllerManager", "emulated-version", "'kube=1.37'"),
+                         "spec.components.controllerManager.extraArgs.emulated-version", "not between 1.33 and 1.36"),
+    "emulated-patch": (apiserver("emulated-version", "'1.36.1'"), f"{APISERVER}.extraArgs.emulated-version",
+                       "major.minor"),
+    "emulated-component": (apiserver("emulated-version", "'wardle=1.2'"), f"{APISERVER}.extraArgs.emulated-version",
+                           "no component 'wardle'"),
+    "compatibility-too-new": (apiserver("min-compatibility-version", "'1.37'"),
+                              f"{APISERVER}.extraArgs.min-compatibility-version", "not between 1.33 and 1.36"),
+    "always-deny": (HOSTS + component("apiserver", "{enableAdmissionPlugins: [NodeRestriction, AlwaysDeny]}"),
+                    f"{APISERVER}.enableAdmissionPlugins[1]", "AlwaysDeny refuses every request"),
+    # the kubelet's flags are its configuration's fields (round 4 checked those in extraConfig only)
+    "hairpin-mode": (kubelet("hairpin-mode", "bogus"), f"{KUBELET}.extraArgs.hairpin-mode",
+                     "--hairpin-mode sets the kubelet's hairpinMode"),
+    "oom-score-adj": (kubelet("oom-score-adj", "-2000"), f"{KUBELET}.extraArgs.oom-score-adj", "-1000 to 1000"),
+    "pods-per-core": (kubelet("pods-per-core", "-1"), f"{KUBELET}.extraArgs.pods-per-core", "podsPerCore: -1"),
+    "log-max-files": (kubelet("container-log-max-files", "1"), f"{KUBELET}.extraArgs.container-log-max-files",
+                      "2 or more"),
+    "registry-qps": (kubelet("registry-qps", "-1"), f"{KUBELET}.extraArgs.registry-qps", "registryPullQPS: -1"),
+    "kube-api-qps": (kubelet("kube-api-qps", "-1"), f"{KUBELET}.extraArgs.kube-api-qps", "kubeAPIQPS: -1"),
+    "cpu-manager": (kubelet("cpu-manager-policy", "bogus"), f"{KUBELET}.extraArgs.cpu-manager-policy",
+                    "one of none, static"),
+    "soft-eviction-no-grace": (kubelet("eviction-soft", "'memory.available<100Mi'"),
+                               f"{KUBELET}.extraArgs.eviction-soft", "no evictionSoftGracePeriod"),
+    "no-qos-cgroups": (kubelet("cgroups-per-qos", "false"), f"{KUBELET}.extraArgs.cgroups-per-qos",
+                       "without cgroupsPerQOS"),
+    "lease-zero": (HOSTS + component("kubelet", "{extraConfig: {nodeLeaseDurationSeconds: 0}}"),
+                   f"{KUBELET}.extraConfig.nodeLeaseDurationSeconds", "1 or more"),
+    "api-burst": (HOSTS + component("kubelet", "{extraConfig: {kubeAPIBurst: -1}}"),
+                  f"{KUBELET}.extraConfig.kubeAPIBurst", "0 or more"),
+    "config-logging-format": (HOSTS + component("proxy", "{extraConfig: {logging: {format: xml}}}"),
+                              "spec.components.proxy.extraConfig.logging.format", "one of text, json"),
+}
+FLAG_VALUES_LEGITIMATE: dict[str, str] = {
+    "flag-types": HOSTS + "  components:\n"
+                          "    apiserver: {extraArgs: {tls-curve-preferences: '23,29', log-json-info-buffer-size: 1Mi, "
+                          "tls-sni-cert-key: '/etc/k/a.crt,/etc/k/a.key:a.example.com', oidc-required-claim: 'x=y,z', "
+                          "vmodule: 'a=2,b=0,', allow-metric-labels: 'a,b=c'}}\n"
+                          "    kubelet: {extraArgs: {eviction-hard: 'memory.available<100Mi,nodefs.available<10%', "
+                          "kube-reserved: 'cpu=100m,memory=1Gi', address: 0.0.0.0, pods-per-core: 10, "
+                          "hairpin-mode: hairpin-veth, oom-score-adj: -999, container-log-max-files: 2}}\n"
+                          "    proxy: {extraArgs: {bind-address: 01.2.3.4}}\n",
+    "api-values": HOSTS + component_args("apiserver", "{storage-media-type: application/json, audit-log-mode: batch, "
+                                         "audit-log-version: audit.k8s.io/v1, goaway-chance: '0.001', "
+                                         "min-request-timeout: 0, watch-cache-sizes: 'pods#0,apps.deployments#10', "
+                                         "runtime-config: 'api/beta=true,v1=true,apps/v1/deployments=true', "
+                                         "logging-format: json, endpoint-reconciler-type: lease, "
+                                         "emulated-version: 'kube=1.33', min-compatibility-version: 'v1.33'}"),
+    "leases": HOSTS + component_args("controllerManager", "{leader-elect-resource-lock: leases, emulated-version: "
+                                                          "'1.36'}"),
+    "soft-eviction-with-grace": kubelet("eviction-soft", "'memory.available<100Mi'").replace(
+        "}}\n", ", eviction-soft-grace-period: 'memory.available=1m30s'}}\n"),
+    "lease-long": HOSTS + component("kubelet", "{extraConfig: {nodeLeaseDurationSeconds: 40, kubeAPIBurst: 0}}"),
+}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def warm() -> None:
     """Imports and the release registry load once, outside the bounded runs."""
@@ -124,5 +262,23 @@ def test_a_service_path_another_user_writes_is_one_located_error(name: str, tmp_
 @pytest.mark.parametrize("name", sorted(SAFE_PATHS))
 def test_a_root_owned_service_path_stays_valid(name: str, tmp_path: Path) -> None:
     result = _validate(tmp_path, name, SAFE_PATHS[name])
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_VALUES))
+def test_a_flag_value_the_binary_refuses_is_one_located_error(name: str, tmp_path: Path) -> None:
+    text, path, fragment = FLAG_VALUES[name]
+    (tmp_path / f"{name}.yaml").write_text(HEAD36 + text)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    assert result.stderr.count("error: ") == 1, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_VALUES_LEGITIMATE))
+def test_a_flag_value_the_binary_takes_stays_valid(name: str, tmp_path: Path) -> None:
+    (tmp_path / f"{name}.yaml").write_text(HEAD36 + FLAG_VALUES_LEGITIMATE[name])
+    result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr

@@ -42,7 +42,7 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
-    findings += config_value_findings(cluster.spec.components)
+    findings += config_value_findings(cluster.spec.components, lambda flag: registry.flag_type("kubelet", flag))
     findings += _idle_timeout(cluster)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
@@ -372,19 +372,28 @@ _REQUIRED_ADMISSION = {"ServiceAccount": "CIS 1.2.12", "NamespaceLifecycle": "CI
                        "NodeRestriction": "CIS 1.2.14"}
 
 
+# plugins kube-apiserver still registers that no cluster of kubesmith's can run with
+_REFUSED_ADMISSION = {
+    "AlwaysAdmit": "AlwaysAdmit admits every request and is deprecated (CIS 1.2.10); remove it",
+    "AlwaysDeny": ("AlwaysDeny refuses every request that writes (it exists for tests): no controller, kubelet or "
+                   "kubesmith's own apply could change an object; remove it"),
+}
+
+
 def _admission(cluster: Cluster) -> list[Finding]:
     """`disable-admission-plugins` in extraArgs, as the API server reads it, may not turn off a plugin that
-    enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything."""
+    enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything, AlwaysDeny
+    nothing."""
     options = cluster.spec.components.apiserver
     findings: list[Finding] = []
     if "NodeRestriction" not in options.enable_admission_plugins:
         findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins"),
                          "NodeRestriction is missing: it keeps each kubelet to its own Node and pods (CIS 1.2.14), "
                          "and it is not on by default; list it with the plugins you add", "error"))
-    if "AlwaysAdmit" in options.enable_admission_plugins:
-        index = options.enable_admission_plugins.index("AlwaysAdmit")
-        findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index),
-                         "AlwaysAdmit admits every request and is deprecated (CIS 1.2.10); remove it", "error"))
+    for plugin, why in _REFUSED_ADMISSION.items():
+        if plugin in options.enable_admission_plugins:
+            index = options.enable_admission_plugins.index(plugin)
+            findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index), why, "error"))
     if "disable-admission-plugins" not in options.extra_args:
         return findings
     where = ("spec", "components", "apiserver", "extraArgs", "disable-admission-plugins")

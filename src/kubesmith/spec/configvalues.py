@@ -2,18 +2,22 @@
 pkg/kubelet/apis/config/validation, kube-proxy's and kube-scheduler's config validation): enumerations,
 ranges, resource quantities, eviction thresholds, and the few rules across fields that kubesmith's
 defaults make reachable. Only what the binary refuses is refused; a field not named here is left to it.
+The kubelet's flags set the same fields of its configuration (and win over the file), so its extraArgs
+are read as the fields they set and pass the same checks (kubelet_flag_fields).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, value_at
+from kubesmith.spec.effective import CONFIG_TYPES, Finding, go_bool, go_strings, value_at
+from kubesmith.spec.flagtypes import QUANTITY, quantity_problem
 from kubesmith.spec.errors import yaml_text
+from kubesmith.spec.types import go_int
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -23,7 +27,10 @@ ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         ("cpuManagerPolicy",): ("none", "static"),
         ("memoryManagerPolicy",): ("None", "Static"),
         ("configMapAndSecretChangeDetectionStrategy",): ("Get", "Cache", "Watch"),
+        ("logging", "format"): ("text", "json"),
     },
+    # component-base's logsapi: the formats registered in the Kubernetes binaries
+    "proxy": {("logging", "format"): ("text", "json")},
 }
 # (lowest, highest) an integer field takes; None: no bound
 RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
@@ -32,35 +39,94 @@ RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
         ("maxParallelImagePulls",): (1, None), ("imageGCHighThresholdPercent",): (0, 100),
         ("imageGCLowThresholdPercent",): (0, 100), ("podsPerCore",): (0, None), ("eventRecordQPS",): (0, None),
         ("eventBurst",): (0, None), ("registryPullQPS",): (0, None), ("registryBurst",): (0, None),
-        ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None),
+        ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None), ("kubeAPIQPS",): (0, None),
+        ("kubeAPIBurst",): (0, None), ("nodeLeaseDurationSeconds",): (1, None),
     },
     "proxy": {("conntrack", "maxPerCore"): (0, None), ("conntrack", "min"): (0, None),
               ("oomScoreAdj",): (-1000, 1000)},
     "scheduler": {("percentageOfNodesToScore",): (0, 100), ("parallelism",): (1, None),
                   ("podInitialBackoffSeconds",): (1, None)},
 }
-# resource.Quantity's text: a signed decimal, then a binary (Ki...), decimal (n, u, m, k, M...) or exponent suffix
-_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
 _BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler"}
 _RESERVED = ("systemReserved", "kubeReserved")
 _EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
-
-
-def quantity_problem(value: Any) -> str | None:
-    """Why the text `value` is no resource.Quantity, or None (other types: the number and type checks)."""
-    if not isinstance(value, str) or _QUANTITY.fullmatch(value):
-        return None
-    return f"{yaml_text(value)} is no resource quantity (such as 500m, 1Gi or 2)"
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def config_value_findings(components: Any) -> Iterator[Finding]:
-    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start, located."""
-    configs = {"kubelet": components.kubelet.extra_config, "proxy": components.proxy.extra_config,
+# kubelet flags whose KubeletConfiguration field is not their name in camelCase (the rest are: hairpin-mode
+# is hairpinMode, kube-api-qps kubeAPIQPS); the image GC thresholds are the kubelet module's own check, and
+# --logging-format every binary's (effective.FLAG_CHOICES)
+_KUBELET_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "event-qps": ("eventRecordQPS",), "registry-qps": ("registryPullQPS",), "pod-max-pids": ("podPidsLimit",),
+    "contention-profiling": ("enableContentionProfiling",),
+}
+_CAMEL = {field.lower(): field for field in CONFIG_TYPES["kubelet"]}
+
+
+def kubelet_flag_fields(flags: dict[str, Any], kind_of: Callable[[str], str | None]) -> dict[tuple[str, ...], tuple[str, Any]]:
+    """The KubeletConfiguration fields the kubelet's `flags` set, each with its flag and the value as the
+    field holds it (a value its flag's type refuses is left out: the flag check names it). `kind_of` gives
+    a flag's type (the registry's), which says how a map flag separates its pairs."""
+    fields: dict[tuple[str, ...], tuple[str, Any]] = {}
+    for flag, value in flags.items():
+        path = _KUBELET_FLAG_FIELDS.get(str(flag)) or \
+            ((_CAMEL[key],) if (key := str(flag).replace("-", "")) in _CAMEL else None)
+        if path is None or isinstance(value, (dict, list)):
+            continue
+        kind = CONFIG_TYPES["kubelet"].get(path[0], "str") if len(path) == 1 else "str"
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        converted = _as_field(kind, text, "<" if kind_of(str(flag)) == "langleSeparatedMapStringString" else "=")
+        if converted is not None:
+            fields[path] = (str(flag), converted)
+    return fields
+
+
+def _as_field(kind: str, text: str, separator: str) -> Any:
+    """`text` of a flag as its configuration field of JSON kind `kind` holds it, or None when it cannot."""
+    if kind == "int":
+        return go_int(text, "int32")
+    if kind == "bool":
+        return go_bool(text)
+    if kind == "strings":
+        return go_strings(text)
+    if kind == "map":
+        pairs = [item.split(separator, 1) for item in text.split(",") if item]
+        return {key.strip(): value.strip() for key, value in pairs} if all(len(p) == 2 for p in pairs) else None
+    return text
+
+
+def config_value_findings(components: Any, kind_of: Callable[[str], str | None] = lambda flag: None) \
+        -> Iterator[Finding]:
+    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start, and every kubelet
+    flag that sets such a value (located at the flag), `kind_of` giving a kubelet flag's type."""
+    from_flags = kubelet_flag_fields(components.kubelet.extra_args, kind_of)
+    kubelet = dict(components.kubelet.extra_config)
+    for path, (_, value) in from_flags.items():
+        kubelet = _with(kubelet, path, value)
+    configs = {"kubelet": kubelet, "proxy": components.proxy.extra_config,
                "scheduler": components.scheduler.extra_config}
+    flags = {path: flag for path, (flag, _) in from_flags.items()}
+    for loc, message, severity in _config_values(components, configs):
+        path = next((path for path in flags if loc[:3] == _loc("kubelet")[:3] and
+                     tuple(loc[4:4 + len(path)]) == path), None)
+        if path is None:
+            yield loc, message, severity
+        else:
+            yield (("spec", "components", "kubelet", "extraArgs", flags[path]),
+                   f"--{flags[path]} sets the kubelet's {'.'.join(path)}: {message}", severity)
+
+
+def _with(document: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of `document` with the field at `path` set to `value`."""
+    inner = document.get(path[0]) if len(path) > 1 else None
+    return {**document, path[0]: _with(inner if isinstance(inner, dict) else {}, path[1:], value)
+            if len(path) > 1 else value}
+
+
+def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
     for section, fields in ENUMS.items():
         for path, allowed in fields.items():
             present, value = value_at(configs[section], path)
@@ -132,7 +198,7 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
     for field in _RESERVED:
         reserved = config.get(field)
         cpu = reserved.get("cpu") if isinstance(reserved, dict) else None
-        match = _QUANTITY.fullmatch(str(cpu)) if cpu is not None and not isinstance(cpu, bool) else None
+        match = QUANTITY.fullmatch(str(cpu)) if cpu is not None and not isinstance(cpu, bool) else None
         if match and not str(cpu).startswith("-") and re.search(r"[1-9]", match.group(1)):
             return True
     return False
