@@ -216,6 +216,56 @@ FLAG_VALUES: dict[str, tuple[str, str, str]] = {
     "config-logging-format": (HOSTS + component("proxy", "{extraConfig: {logging: {format: xml}}}"),
                               "spec.components.proxy.extraConfig.logging.format", "one of text, json"),
 }
+# settings valid alone that the kubelet (or the cluster) refuses next to another, kubesmith's defaults included
+COMBINATIONS: dict[str, tuple[str, str, str]] = {
+    "shutdown-gate-off": (HOSTS + "  featureGates: {GracefulNodeShutdown: false}\n",
+                          "spec.featureGates.GracefulNodeShutdown", "shutdownGracePeriod is 30s (kubesmith default)"),
+    "shutdown-gate-off-kubelet": (HOSTS + component("kubelet", "{featureGates: {GracefulNodeShutdown: false}}"),
+                                  f"{KUBELET}.featureGates.GracefulNodeShutdown", "shutdownGracePeriod: 0s as well"),
+    "shutdown-gate-off-config": (HOSTS + component("kubelet", "{shutdownGracePeriod: 1m, extraConfig: {featureGates: "
+                                                              "{GracefulNodeShutdown: false}}}"),
+                                 f"{KUBELET}.extraConfig.featureGates.GracefulNodeShutdown",
+                                 "shutdownGracePeriod is 1m:"),
+    "shutdown-by-priority": (HOSTS + component("kubelet", "{extraConfig: {shutdownGracePeriodByPodPriority: "
+                                                          "[{priority: 0, shutdownGracePeriodSeconds: 30}]}}"),
+                             f"{KUBELET}.extraConfig.shutdownGracePeriodByPodPriority", "refuses both at once"),
+    "parallel-pulls": (HOSTS + component("kubelet", "{extraConfig: {maxParallelImagePulls: 5}}"),
+                       f"{KUBELET}.extraConfig.maxParallelImagePulls", "needs serializeImagePulls off"),
+    "parallel-pulls-flag": (HOSTS + component("kubelet", "{extraArgs: {serialize-image-pulls: 'true'}, extraConfig: "
+                                                         "{maxParallelImagePulls: 5, serializeImagePulls: false}}"),
+                            f"{KUBELET}.extraConfig.maxParallelImagePulls", "--serialize-image-pulls"),
+    "enforce-system-reserved": (HOSTS + component("kubelet", "{extraConfig: {enforceNodeAllocatable: "
+                                                             "[pods, system-reserved]}}"),
+                                f"{KUBELET}.extraConfig.enforceNodeAllocatable[1]", "set systemReservedCgroup"),
+    "enforce-unknown": (HOSTS + component("kubelet", "{extraConfig: {enforceNodeAllocatable: [bogus]}}"),
+                        f"{KUBELET}.extraConfig.enforceNodeAllocatable[0]", "not 'bogus'"),
+    "enforce-none-and-pods": (HOSTS + component("kubelet", "{extraConfig: {enforceNodeAllocatable: [pods, none]}}"),
+                              f"{KUBELET}.extraConfig.enforceNodeAllocatable[1]", "none stands alone"),
+    "log-monitor-interval": (HOSTS + component("kubelet", "{extraConfig: {containerLogMonitorInterval: 1ms}}"),
+                             f"{KUBELET}.extraConfig.containerLogMonitorInterval", "3s or more"),
+    "swap-behavior": (HOSTS + component("kubelet", "{extraConfig: {memorySwap: {swapBehavior: bogus}}}"),
+                      f"{KUBELET}.extraConfig.memorySwap.swapBehavior", "not 'bogus'"),
+    "lease-beyond-grace": (HOSTS + component("kubelet", "{extraConfig: {nodeLeaseDurationSeconds: 600}}"),
+                           f"{KUBELET}.extraConfig.nodeLeaseDurationSeconds", "flap NotReady"),
+    "grace-below-renewal": (HOSTS + component_args("controllerManager", "{node-monitor-grace-period: 5s}"),
+                            "spec.components.controllerManager.extraArgs.node-monitor-grace-period",
+                            "not longer than the 10s"),
+}
+COMBINATIONS_LEGITIMATE: dict[str, str] = {
+    "shutdown-off": HOSTS + "  featureGates: {GracefulNodeShutdown: false}\n" +
+                    component("kubelet", "{shutdownGracePeriod: 0s}"),
+    "shutdown-by-priority": HOSTS + component("kubelet", "{shutdownGracePeriod: 0s, extraConfig: "
+                                                         "{shutdownGracePeriodByPodPriority: [{priority: 0, "
+                                                         "shutdownGracePeriodSeconds: 30}]}}"),
+    "parallel-pulls": HOSTS + component("kubelet", "{extraConfig: {maxParallelImagePulls: 5, serializeImagePulls: "
+                                                   "false, containerLogMonitorInterval: 10s, memorySwap: "
+                                                   "{swapBehavior: LimitedSwap}}}"),
+    "enforce-with-cgroups": HOSTS + component("kubelet", "{extraConfig: {enforceNodeAllocatable: [pods, "
+                                                         "system-reserved, kube-reserved], systemReservedCgroup: "
+                                                         "/system.slice, kubeReservedCgroup: /kubelet.slice}}"),
+    "lease-and-grace": HOSTS + "  components:\n    kubelet: {extraConfig: {nodeLeaseDurationSeconds: 120}}\n"
+                               "    controllerManager: {extraArgs: {node-monitor-grace-period: 40s}}\n",
+}
 FLAG_VALUES_LEGITIMATE: dict[str, str] = {
     "flag-types": HOSTS + "  components:\n"
                           "    apiserver: {extraArgs: {tls-curve-preferences: '23,29', log-json-info-buffer-size: 1Mi, "
@@ -279,6 +329,24 @@ def test_a_flag_value_the_binary_refuses_is_one_located_error(name: str, tmp_pat
 @pytest.mark.parametrize("name", sorted(FLAG_VALUES_LEGITIMATE))
 def test_a_flag_value_the_binary_takes_stays_valid(name: str, tmp_path: Path) -> None:
     (tmp_path / f"{name}.yaml").write_text(HEAD36 + FLAG_VALUES_LEGITIMATE[name])
+    result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(COMBINATIONS))
+def test_a_combination_the_kubelet_refuses_is_one_located_error(name: str, tmp_path: Path) -> None:
+    text, path, fragment = COMBINATIONS[name]
+    (tmp_path / f"{name}.yaml").write_text(HEAD36 + text)
+    with bounded(BOUND_SECONDS):
+        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
+    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    assert result.stderr.count("error: ") == 1, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(COMBINATIONS_LEGITIMATE))
+def test_a_combination_the_kubelet_takes_stays_valid(name: str, tmp_path: Path) -> None:
+    (tmp_path / f"{name}.yaml").write_text(HEAD36 + COMBINATIONS_LEGITIMATE[name])
     result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr

@@ -51,7 +51,9 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
-        findings += _feature_gates(cluster, registry)
+        gates = _feature_gates(cluster, registry)
+        refused = {finding[0] for finding in gates}
+        findings += gates + [finding for finding in _kubelet_defaults(cluster) if finding[0] not in refused]
     return findings
 
 
@@ -553,6 +555,46 @@ def _bridge(cluster: Cluster) -> list[Finding]:
     return [(("spec", "components", "podNetwork", "bridge"), f"{bridge!r} is {reason}: the bridge plugin "
              "cannot turn an interface the host already has into a bridge, so no pod would get a network; keep the "
              "default cni0 or name a new interface", "error")]
+
+
+def kubelet_gate(cluster: Cluster, name: str) -> tuple[tuple[LocPart, ...], bool] | None:
+    """Where the kubelet's gate `name` is set and to what, as the kubelet gets it (its configuration's
+    featureGates over its own featureGates over the cluster's), or None when the file leaves it unset."""
+    kubelet = cluster.spec.components.kubelet
+    present, config = config_value(kubelet, ("featureGates",))
+    if present and isinstance(config, dict) and isinstance(config.get(name), bool):
+        return ("spec", "components", "kubelet", "extraConfig", "featureGates", name), config[name]
+    if name in (kubelet.feature_gates or {}):
+        return ("spec", "components", "kubelet", "featureGates", name), kubelet.feature_gates[name]
+    if name in cluster.spec.feature_gates:
+        return ("spec", "featureGates", name), cluster.spec.feature_gates[name]
+    return None
+
+
+def _kubelet_defaults(cluster: Cluster) -> list[Finding]:
+    """Settings the kubelet refuses next to the graceful shutdown period kubesmith writes (30s unless told
+    0s): "specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate
+    GracefulNodeShutdown", and "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod
+    at the same time"."""
+    kubelet = cluster.spec.components.kubelet
+    grace = config_value(kubelet, ("shutdownGracePeriod",))[1] or kubelet.shutdown_grace_period
+    try:
+        on = go_duration_ns(str(grace)) > 0
+    except ValueError:
+        return []  # the duration check names it
+    if not on:
+        return []
+    shown = f"{grace}{'' if 'shutdown_grace_period' in kubelet.model_fields_set else ' (kubesmith default)'}"
+    fix = "set spec.components.kubelet.shutdownGracePeriod: 0s as well"
+    if (found := kubelet_gate(cluster, "GracefulNodeShutdown")) is not None and not found[1]:
+        return [(found[0], f"GracefulNodeShutdown off, while the kubelet's shutdownGracePeriod is {shown}: the "
+                 f"kubelet refuses a shutdown grace period without the gate; {fix}", "error")]
+    present, by_priority = config_value(kubelet, ("shutdownGracePeriodByPodPriority",))
+    if present and isinstance(by_priority, list) and by_priority:
+        return [(("spec", "components", "kubelet", "extraConfig", "shutdownGracePeriodByPodPriority"),
+                 f"shutdownGracePeriodByPodPriority replaces shutdownGracePeriod ({shown}), and the kubelet refuses "
+                 f"both at once; {fix}", "error")]
+    return []
 
 
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:

@@ -28,6 +28,8 @@ ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         ("memoryManagerPolicy",): ("None", "Static"),
         ("configMapAndSecretChangeDetectionStrategy",): ("Get", "Cache", "Watch"),
         ("logging", "format"): ("text", "json"),
+        # "" is the default (NoSwap); UnlimitedSwap is 1.28's and 1.29's
+        ("memorySwap", "swapBehavior"): ("", "NoSwap", "LimitedSwap", "UnlimitedSwap"),
     },
     # component-base's logsapi: the formats registered in the Kubernetes binaries
     "proxy": {("logging", "format"): ("text", "json")},
@@ -66,7 +68,8 @@ _KUBELET_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
 _CAMEL = {field.lower(): field for field in CONFIG_TYPES["kubelet"]}
 
 
-def kubelet_flag_fields(flags: dict[str, Any], kind_of: Callable[[str], str | None]) -> dict[tuple[str, ...], tuple[str, Any]]:
+def kubelet_flag_fields(flags: dict[str, Any],
+                        kind_of: Callable[[str], str | None]) -> dict[tuple[str, ...], tuple[str, Any]]:
     """The KubeletConfiguration fields the kubelet's `flags` set, each with its flag and the value as the
     field holds it (a value its flag's type refuses is left out: the flag check names it). `kind_of` gives
     a flag's type (the registry's), which says how a map flag separates its pairs."""
@@ -127,11 +130,14 @@ def _with(document: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[s
 
 
 def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+    """The checks, on each component's configuration as it takes effect (`configs`: the kubelet's with its
+    flags applied)."""
     for section, fields in ENUMS.items():
         for path, allowed in fields.items():
             present, value = value_at(configs[section], path)
             if present and isinstance(value, str) and value not in allowed:
-                yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {', '.join(allowed)}, "
+                shown = ", ".join(item for item in allowed if item)  # "": the field's default
+                yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {shown}, "
                        f"not {value!r}: it refuses to start", "error")
     for section, bounds in RANGES.items():
         for path, (low, high) in bounds.items():
@@ -141,6 +147,7 @@ def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Itera
                 span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
+    yield from _node_monitor(configs["kubelet"], components.controller_manager.extra_args)
     yield from _scheduler(configs["scheduler"])
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
     yield from _proxy(configs["proxy"])
@@ -185,10 +192,82 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
         yield (_loc("kubelet", "cgroupsPerQOS"), "without cgroupsPerQOS the kubelet refuses to enforce node "
                "allocatable, which it does by default (enforceNodeAllocatable: [pods]); set enforceNodeAllocatable: "
                "[] as well", "error")
+    # "maxParallelImagePulls ... cannot be larger than 1 unless SerializeImagePulls ... is set to false" (its
+    # default is true)
+    pulls = _int(config.get("maxParallelImagePulls"))
+    if pulls is not None and pulls > 1 and config.get("serializeImagePulls", True) is not False:
+        yield (_loc("kubelet", "maxParallelImagePulls"), f"maxParallelImagePulls {pulls} needs serializeImagePulls "
+               "off, and the kubelet pulls one image at a time by default (serializeImagePulls true, or "
+               "--serialize-image-pulls) and refuses both; set serializeImagePulls: false (no flag)", "error")
+    yield from _enforced(config)
+    # "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s" (0: the default)
+    interval = config.get("containerLogMonitorInterval")
+    try:
+        nanoseconds = go_duration_ns(interval) if isinstance(interval, str) else None
+    except ValueError:
+        nanoseconds = None  # the duration check names it
+    if nanoseconds is not None and 0 < nanoseconds < 3 * 10**9:
+        yield (_loc("kubelet", "containerLogMonitorInterval"), f"the kubelet refuses containerLogMonitorInterval "
+               f"{interval}: it takes 3s or more (0 for its default, 10s)", "error")
     if config.get("cpuManagerPolicy") == "static" and not _reserves_cpu(config, flags):
         yield (_loc("kubelet", "cpuManagerPolicy"), "the static CPU manager policy needs CPUs reserved for the "
                "system (reservedSystemCPUs, or a cpu in kubeReserved or systemReserved): the kubelet refuses to "
                "start without", "error")
+
+
+# The kubelet renews its node Lease every quarter of nodeLeaseDurationSeconds (default 40: every 10s,
+# pkg/kubelet/nodelease's renewIntervalFraction 0.25); kube-controller-manager marks a node NotReady once its
+# Lease is older than --node-monitor-grace-period (50s since 1.32, 40s before), and then evicts its pods
+_LEASE_SECONDS, _RENEW_FRACTION, _GRACE_DEFAULT = 40, 0.25, "50s"
+
+
+def _node_monitor(config: dict[str, Any], manager_flags: dict[str, Any]) -> Iterator[Finding]:
+    """Nodes whose Lease is renewed less often than the controller manager waits for it flap NotReady,
+    and lose their pods to taint-based eviction: the renew interval stays below the grace period."""
+    lease = _int(config.get("nodeLeaseDurationSeconds", _LEASE_SECONDS))
+    grace_text = manager_flags.get("node-monitor-grace-period", _GRACE_DEFAULT)
+    try:
+        grace = go_duration_ns(str(grace_text)) / 10**9
+    except ValueError:
+        return  # the flag check names it
+    if lease is None or lease < 1 or lease * _RENEW_FRACTION < grace:
+        return
+    renew = f"{lease * _RENEW_FRACTION:g}s"
+    if "node-monitor-grace-period" in manager_flags:
+        yield (("spec", "components", "controllerManager", "extraArgs", "node-monitor-grace-period"),
+               f"{grace_text} is not longer than the {renew} between the kubelets' Lease renewals (a quarter of "
+               f"nodeLeaseDurationSeconds, {lease}): every node would flap NotReady and lose its pods to eviction",
+               "error")
+    else:
+        yield (_loc("kubelet", "nodeLeaseDurationSeconds"), f"the kubelet would renew its Lease every {renew} (a "
+               f"quarter of {lease}), not within kube-controller-manager's node-monitor-grace-period ({grace_text}): "
+               "every node would flap NotReady and lose its pods to eviction; keep it under "
+               f"{int(grace / _RENEW_FRACTION)} or raise node-monitor-grace-period", "error")
+
+
+# what enforceNodeAllocatable may list, with the cgroup field each one needs (the kubelet's validation:
+# 'systemReservedCgroup (--system-reserved-cgroup) must be specified when "system-reserved" contained in
+# enforceNodeAllocatable'; the compressible forms arrived in 1.31, and older releases refuse them themselves)
+_ENFORCED = {"pods": None, "none": None, "system-reserved": "systemReservedCgroup",
+             "kube-reserved": "kubeReservedCgroup", "system-reserved-compressible": "systemReservedCgroup",
+             "kube-reserved-compressible": "kubeReservedCgroup"}
+
+
+def _enforced(config: dict[str, Any]) -> Iterator[Finding]:
+    """Each enforceNodeAllocatable item is one the kubelet knows, with the cgroup it enforces on; none alone."""
+    items = config.get("enforceNodeAllocatable")
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        if not isinstance(item, str):
+            continue  # the type check names it
+        if item not in _ENFORCED:
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), f"the kubelet enforces node allocatable on "
+                   f"{', '.join(_ENFORCED)} only, not {item!r}: it refuses to start", "error")
+        elif (cgroup := _ENFORCED[item]) and not config.get(cgroup):
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), f"enforcing {item} needs the cgroup it limits: "
+                   f"set {cgroup} as well; the kubelet refuses to start without", "error")
+        elif item == "none" and len(items) > 1:
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), "none stands alone: the kubelet refuses it "
+                   "next to other enforcements", "error")
 
 
 def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
