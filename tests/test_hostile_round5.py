@@ -152,8 +152,23 @@ FLAG_VALUES: dict[str, tuple[str, str, str]] = {
     "reserved-no-pair": (kubelet("kube-reserved", "'cpu=100m,memory'"), f"{KUBELET}.extraArgs.kube-reserved",
                          "'memory' is no key=value pair"),
     "kubelet-address": (kubelet("address", "' 10.0.0.11'"), f"{KUBELET}.extraArgs.address", "an IP address"),
-    "proxy-healthz-port": (flag("proxy", "bind-address", "abc"), "spec.components.proxy.extraArgs.bind-address",
-                           "an IP address"),
+    # kube-proxy reads its settings from kubesmith's --config alone (v1.36.2 starts with --proxy-mode=bogus)
+    "proxy-flag-ignored": (flag("proxy", "proxy-mode", "ipvs"), "spec.components.proxy.extraArgs.proxy-mode",
+                           "ignores --proxy-mode next to the configuration file"),
+    "proxy-master": (flag("proxy", "master", "'http://10.0.0.9:8080'"), "spec.components.proxy.extraArgs.master",
+                     "kubesmith sets --master itself"),
+    "proxy-cleanup": (flag("proxy", "cleanup", "'true'"), "spec.components.proxy.extraArgs.cleanup", "and exit"),
+    "scheduler-flag-ignored": (flag("scheduler", "kube-api-qps", "'100'"),
+                               "spec.components.scheduler.extraArgs.kube-api-qps", "ignores --kube-api-qps"),
+    "proxy-detect-local-interface": (HOSTS + component("proxy", "{extraConfig: {detectLocalMode: BridgeInterface}}"),
+                                     "spec.components.proxy.extraConfig.detectLocalMode",
+                                     "needs detectLocal.bridgeInterface"),
+    "proxy-detect-local-unknown": (HOSTS + component("proxy", "{extraConfig: {detectLocalMode: bogus}}"),
+                                   "spec.components.proxy.extraConfig.detectLocalMode", "not 'bogus'"),
+    "proxy-min-sync": (HOSTS + component("proxy", "{extraConfig: {iptables: {minSyncPeriod: 10m, syncPeriod: 1m}}}"),
+                       "spec.components.proxy.extraConfig.iptables.minSyncPeriod", "longer than iptables.syncPeriod"),
+    "proxy-bind-address": (HOSTS + component("proxy", "{extraConfig: {bindAddress: abc}}"),
+                           "spec.components.proxy.extraConfig.bindAddress", "no IP address"),
     # values the binaries' validation refuses
     "reserved-quantity": (kubelet("system-reserved", "'cpu=abc'"), f"{KUBELET}.extraArgs.system-reserved",
                           "systemReserved.cpu: 'abc' is no resource quantity"),
@@ -272,9 +287,12 @@ FLAG_VALUES_LEGITIMATE: dict[str, str] = {
                           "tls-sni-cert-key: '/etc/k/a.crt,/etc/k/a.key:a.example.com', oidc-required-claim: 'x=y,z', "
                           "vmodule: 'a=2,b=0,', allow-metric-labels: 'a,b=c'}}\n"
                           "    kubelet: {extraArgs: {eviction-hard: 'memory.available<100Mi,nodefs.available<10%', "
-                          "kube-reserved: 'cpu=100m,memory=1Gi', address: 0.0.0.0, pods-per-core: 10, "
+                          "kube-reserved: 'cpu=100m,memory=1Gi', address: 01.2.3.4, pods-per-core: 10, "
                           "hairpin-mode: hairpin-veth, oom-score-adj: -999, container-log-max-files: 2}}\n"
-                          "    proxy: {extraArgs: {bind-address: 01.2.3.4}}\n",
+                          "    proxy: {extraArgs: {vmodule: 'proxier=4', logging-format: json}, extraConfig: "
+                          "{detectLocalMode: BridgeInterface, detectLocal: {bridgeInterface: cbr0}, bindAddress: "
+                          "0.0.0.0, iptables: {syncPeriod: 0s, minSyncPeriod: 10s}}}\n"
+                          "    scheduler: {extraArgs: {leader-elect-lease-duration: 20s}}\n",
     "api-values": HOSTS + component_args("apiserver", "{storage-media-type: application/json, audit-log-mode: batch, "
                                          "audit-log-version: audit.k8s.io/v1, goaway-chance: '0.001', "
                                          "min-request-timeout: 0, watch-cache-sizes: 'pods#0,apps.deployments#10', "

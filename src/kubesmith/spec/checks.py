@@ -15,7 +15,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
                                       config_type_findings, config_value, effective, flag_value_problem,
                                       go_strings, setting_findings, tls_version_problem)
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
-from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
+from kubesmith.spec.managed import ignored_flag_problem, managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.types import MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components, nth_address
@@ -693,6 +693,7 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
+                ignored_flag_problem(module.binary, _alias(module.key), str(flag)) or \
                 (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
                                     minor)
                  if isinstance(value, (str, int)) else None)  # other types: the type check names them

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import CONFIG_TYPES, Finding, go_bool, go_strings, value_at
-from kubesmith.spec.flagtypes import QUANTITY, quantity_problem
+from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
 from kubesmith.spec.errors import yaml_text
 from kubesmith.spec.types import go_int
 
@@ -31,8 +31,11 @@ ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         # "" is the default (NoSwap); UnlimitedSwap is 1.28's and 1.29's
         ("memorySwap", "swapBehavior"): ("", "NoSwap", "LimitedSwap", "UnlimitedSwap"),
     },
-    # component-base's logsapi: the formats registered in the Kubernetes binaries
-    "proxy": {("logging", "format"): ("text", "json")},
+    # component-base's logsapi: the formats registered in the Kubernetes binaries; kube-proxy v1.36.2:
+    # 'DetectLocalMode: Unsupported value: "bogus"'
+    # (mode: checks._apiserver_values)
+    "proxy": {("logging", "format"): ("text", "json"),
+              ("detectLocalMode",): ("", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix")},
 }
 # (lowest, highest) an integer field takes; None: no bound
 RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
@@ -150,7 +153,7 @@ def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Itera
     yield from _node_monitor(configs["kubelet"], components.controller_manager.extra_args)
     yield from _scheduler(configs["scheduler"])
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
-    yield from _proxy(configs["proxy"])
+    yield from _proxy(configs["proxy"], components.proxy.mode)
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
@@ -334,9 +337,40 @@ def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Fin
                "leader election refuses to start", "error")
 
 
-def _proxy(config: dict[str, Any]) -> Iterator[Finding]:
+# what a detectLocalMode needs set in detectLocal ('DetectLocalConfiguration.InterfaceName: Invalid value: "":
+# must not be empty'), and each mode's periods with kube-proxy's defaults (v1alpha1 SetDefaults)
+_DETECT_LOCAL = {"BridgeInterface": "bridgeInterface", "InterfaceNamePrefix": "interfaceNamePrefix"}
+_SYNC_DEFAULTS = {"syncPeriod": "30s", "minSyncPeriod": "1s"}
+
+
+def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
     """kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR", and "can't use both 'primary' and
-    CIDRs"."""
+    CIDRs"; a detectLocalMode's interface; bindAddress "not a valid textual representation of an IP
+    address"; the mode's "SyncPeriod ... must be greater than or equal to ... MinSyncPeriod"."""
+    mode = config.get("detectLocalMode")
+    if isinstance(mode, str) and mode in _DETECT_LOCAL:
+        field = _DETECT_LOCAL[mode]
+        detect = config.get("detectLocal")
+        if not (isinstance(detect, dict) and detect.get(field)):
+            yield (_loc("proxy", "detectLocalMode"), f"detectLocalMode {mode} needs detectLocal.{field}: kube-proxy "
+                   "refuses to start without", "error")
+    bind = config.get("bindAddress")
+    if isinstance(bind, str) and not go_ip(bind):
+        yield _loc("proxy", "bindAddress"), f"{bind!r} is no IP address: kube-proxy refuses to start", "error"
+    section = config.get("mode") or typed_mode
+    periods = config.get(section) if isinstance(section, str) else None
+    given = {field: periods[field] for field in _SYNC_DEFAULTS
+             if isinstance(periods, dict) and isinstance(periods.get(field), str)}
+    try:  # a zero syncPeriod is defaulted (v1.36.2 starts with iptables.syncPeriod: 0s)
+        sync = go_duration_ns(given.get("syncPeriod", "30s")) or go_duration_ns("30s")
+        minimum = go_duration_ns(given.get("minSyncPeriod", "1s"))
+    except ValueError:
+        sync = minimum = 0  # the duration check names it
+    if minimum > sync:
+        field = "minSyncPeriod" if "minSyncPeriod" in given else "syncPeriod"
+        yield (_loc("proxy", section, field), f"{section}.minSyncPeriod ({given.get('minSyncPeriod', '1s')}) is "
+               f"longer than {section}.syncPeriod ({given.get('syncPeriod', '30s')}): kube-proxy refuses to start",
+               "error")
     items = config.get("nodePortAddresses")
     if not isinstance(items, list):
         return

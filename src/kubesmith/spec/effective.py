@@ -188,8 +188,10 @@ _APISERVER = frozenset({"kube-apiserver"})
 # The values a flag takes (its binary's option validation refuses to start with any other; v1.36.2's errors:
 # 'invalid audit log mode bogus, allowed modes are "batch,blocking,blocking-strict"', 'invalid group version,
 # allowed versions are ["audit.k8s.io/v1"]', '--storage-media-type "application/xml" invalid', 'resourceLock
-# value must be "leases"' (kube-controller-manager; kube-scheduler ignores the flag next to its --config),
-# 'Unsupported log format'; the endpoint reconcilers are the three --help lists, none refused on its own)
+# value must be "leases"'
+# (kube-controller-manager; kube-scheduler's --help says "Supported options are 'leases'" too, and client-go's
+# resourcelock.New refuses the others: "endpoints lock is removed"), 'Unsupported log format'; the endpoint
+# reconcilers are the three --help lists, none refused on its own)
 FLAG_CHOICES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "audit-log-format": (_APISERVER, ("legacy", "json")),
     **dict.fromkeys(("audit-log-mode", "audit-webhook-mode"), (_APISERVER, ("batch", "blocking", "blocking-strict"))),
@@ -197,7 +199,7 @@ FLAG_CHOICES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "storage-media-type": (_APISERVER, ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")),
     "storage-backend": (_APISERVER, ("", "etcd3")),
     "endpoint-reconciler-type": (_APISERVER, ("master-count", "lease", "none")),
-    "leader-elect-resource-lock": (frozenset({"kube-controller-manager"}), ("leases",)),
+    "leader-elect-resource-lock": (frozenset({"kube-controller-manager", "kube-scheduler"}), ("leases",)),
     "logging-format": (_KUBERNETES, ("text", "json")),
 }
 # (binaries, lowest, highest) of a number flag: "--goaway-chance can not be less than 0 or greater than 0.02",
@@ -359,6 +361,7 @@ class Setting:
     config: tuple[str, ...] | None  # field path in the component's configuration document (extraConfig)
     option: str | None  # the typed option (attribute name), when there is one
     kind: str  # what the configuration document holds: bool, int, str, duration, list
+    flag_read: bool = True  # False: the binary ignores the flag next to kubesmith's --config (kube-proxy)
 
 
 SETTINGS: dict[str, tuple[Setting, ...]] = {
@@ -375,7 +378,7 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("register-with-taints", ("registerWithTaints",), "register_with_taints", "list"),
     ),
     "proxy": (
-        Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str"),
+        Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str", flag_read=False),
     ),
 }
 
@@ -401,7 +404,7 @@ def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
     if setting.option and setting.option in options.model_fields_set:
         alias = type(options).model_fields[setting.option].alias or setting.option
         found.append(((alias,), getattr(options, setting.option)))
-    if setting.flag in options.extra_args:
+    if setting.flag_read and setting.flag in options.extra_args:
         found.append((("extraArgs", setting.flag), options.extra_args[setting.flag]))
     if setting.config is not None:
         present, value = config_value(options, setting.config)
