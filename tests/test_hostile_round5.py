@@ -262,6 +262,13 @@ COMBINATIONS: dict[str, tuple[str, str, str]] = {
                       f"{KUBELET}.extraConfig.memorySwap.swapBehavior", "not 'bogus'"),
     "lease-beyond-grace": (HOSTS + component("kubelet", "{extraConfig: {nodeLeaseDurationSeconds: 600}}"),
                            f"{KUBELET}.extraConfig.nodeLeaseDurationSeconds", "flap NotReady"),
+    "scheduler-empty-name": (HOSTS + component("scheduler", "{extraConfig: {profiles: [{schedulerName: ''}]}}"),
+                             "spec.components.scheduler.extraConfig.profiles[0].schedulerName", "empty one"),
+    "scheduler-extender-insecure": (HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: "
+                                                                   "'https://x.example', tlsConfig: {insecure: "
+                                                                   "true}}]}}"),
+                                    "spec.components.scheduler.extraConfig.extenders[0].tlsConfig.insecure",
+                                    "would not check the extender's certificate"),
     "grace-below-renewal": (HOSTS + component_args("controllerManager", "{node-monitor-grace-period: 5s}"),
                             "spec.components.controllerManager.extraArgs.node-monitor-grace-period",
                             "not longer than the 10s"),
@@ -278,6 +285,9 @@ COMBINATIONS_LEGITIMATE: dict[str, str] = {
     "enforce-with-cgroups": HOSTS + component("kubelet", "{extraConfig: {enforceNodeAllocatable: [pods, "
                                                          "system-reserved, kube-reserved], systemReservedCgroup: "
                                                          "/system.slice, kubeReservedCgroup: /kubelet.slice}}"),
+    "scheduler-extender-ca": HOSTS + component("scheduler", "{extraConfig: {extenders: [{urlPrefix: "
+                                                            "'https://x.example', tlsConfig: {insecure: false, "
+                                                            "caFile: /etc/kubernetes/extender-ca.crt}}]}}"),
     "lease-and-grace": HOSTS + "  components:\n    kubelet: {extraConfig: {nodeLeaseDurationSeconds: 120}}\n"
                                "    controllerManager: {extraArgs: {node-monitor-grace-period: 40s}}\n",
 }

@@ -287,16 +287,28 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 
 def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
+    """kube-scheduler v1.36.2: "profiles[0].schedulerName: Required value", duplicate names; and an extender
+    whose certificate it would not check."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
         name = profile.get("schedulerName", "default-scheduler") if isinstance(profile, dict) else None
         if not isinstance(name, str):
             continue
-        if name in seen:
+        if not name:
+            yield (_loc("scheduler", "profiles", index, "schedulerName"), "a profile needs a scheduler name: "
+                   "kube-scheduler refuses an empty one", "error")
+        elif name in seen:
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
+    extenders = config.get("extenders")
+    for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
+        tls = extender.get("tlsConfig") if isinstance(extender, dict) else None
+        if isinstance(tls, dict) and tls.get("insecure") is True:
+            yield (_loc("scheduler", "extenders", index, "tlsConfig", "insecure"), "kube-scheduler would not check "
+                   "the extender's certificate: whoever sits on the path reads the pods and nodes it sends and "
+                   "decides where pods run; give tlsConfig.caFile or caData instead", "error")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's
