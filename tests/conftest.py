@@ -52,14 +52,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # The lab tests are the suite's critical path, and much of their time is waiting (trials, reboots,
-# restarts) that other work can fill. So they run on three labs, a worker and a lab of four hosts
-# each (a lab's hosts are one pytest process's own): `lab` and `lab2` from the start, beside the
-# local tests, and `lab3` on the local tests' worker once they are done (xdist hands a worker a
-# further group only when it has at most two tests left, and orders groups by size: `lab2` must
-# keep more tests than `lab3`). The split keeps the three about even (docs/testing.md has the
-# figures); a module not named here runs on the first lab.
-LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2",
-                 "test_upgrade_lab": "lab3"}
+# restarts) that other work can fill. So they run on three labs beside the local tests: four groups on
+# four workers (`-n 4` in pyproject.toml), each lab a worker's own four hosts. The split keeps the
+# three labs about even (docs/testing.md has the figures); a module not named here runs on `lab`.
+LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_rollout_lab": "lab2",
+                 "test_dns_lab": "lab3", "test_join_lab": "lab3", "test_upgrade_lab": "lab3"}
 
 
 def xdist_group(item: pytest.Item) -> str:

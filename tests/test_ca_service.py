@@ -242,11 +242,15 @@ def test_no_token_yields_a_certificate_for_the_api_servers_names(ca, server, nod
 def test_both_grants_refuse_the_api_servers_names_themselves(ca):
     """The policy, not each of its callers, keeps the API server's names from nodes."""
     from kubesmith.ca import policy as ca_policy
-    taken = ca_policy.normalized_sans(("kubernetes", "10.96.0.1"))
-    joining = ca_policy.parse_sign_request(sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
-    assert ca_policy.node_grant(None, (), joining, service_sans=frozenset()).node == "kubernetes"
-    with pytest.raises(ca_policy.PolicyError, match="'kubernetes' names the cluster's API server"):
+    taken = ca_policy.normalized_sans(("api", "10.96.0.1"))
+    joining = ca_policy.parse_sign_request(sign_request("system:node:api", ("system:nodes",), "kubelet-client"))
+    assert ca_policy.node_grant(None, (), joining, service_sans=frozenset()).node == "api"
+    with pytest.raises(ca_policy.PolicyError, match="'api' names the cluster's API server"):
         ca_policy.node_grant(None, (), joining, service_sans=taken)
+    # the names every API server certificate carries need no settings to be refused
+    fixed = ca_policy.parse_sign_request(sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
+    with pytest.raises(ca_policy.PolicyError, match="'kubernetes' names the cluster's API server"):
+        ca_policy.node_grant(None, (), fixed, service_sans=frozenset())
     key, now = keys.generate("ecdsa-p256"), dt.datetime.now(dt.timezone.utc)
     current = issue.new_leaf(plan_request("x", "system:node:w7", ("system:nodes",), ips=("10.96.0.1",)),
                              key.public_key(), load_cert(ca.ca_pem()), keys.load(ca.ca_key.read_bytes(), "ca"), 1, now)
@@ -268,9 +272,9 @@ def test_a_token_for_the_api_servers_name_is_refused_at_creation(ca, server):
         result = kubesmith("token", "create", "--ca-config", str(config), *ca_args(ca), *extra)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1 and not result.stdout
-    token = create_token(ca, "--node", "kubernetes")  # without the settings file, only the server refuses
+    token = create_token(ca, "--node", "api")  # without the settings file, only the server refuses
     status, body = raw_authsign(server.url, tokens.auth_key(token["token"]),
-                                sign_request("system:node:kubernetes", ("system:nodes",), "kubelet-client"))
+                                sign_request("system:node:api", ("system:nodes",), "kubelet-client"))
     assert status == 403 and "names the cluster's API server" in body["errors"][0]["message"]
 
 

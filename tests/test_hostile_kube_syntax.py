@@ -19,7 +19,7 @@ import pytest
 
 import kubesmith.cli.spec_commands  # noqa: F401 (imported here, not under the cases' alarm)
 from conftest import kubesmith
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import BOUND_SECONDS, assert_one_located_error, assert_refused, assert_valid, bounded
 
 HEAD = """\
 apiVersion: kubesmith.io/v1alpha1
@@ -193,21 +193,14 @@ ACCEPTED: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_kube_syntax_gets_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    result = assert_refused(tmp_path, name, HEAD + text, path, fragment)
     assert result.stderr.splitlines()[-1] == "1 error found", result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
     text, expected = ACCEPTED[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr, result.stderr
+    assert_valid(tmp_path, name, HEAD + text)
     plan = kubesmith("plan", f"{name}.yaml", "--offline", "-o", "json", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert expected in json.dumps(json.loads(plan.stdout), sort_keys=True), expected

@@ -32,8 +32,9 @@ import pytest
 
 from ca_support import ca_args, make_ca
 from conftest import ROOT, Result, kubesmith
+from hostile_support import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from kubesmith.images import ImageFile, oci_archive
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 BASE = """apiVersion: kubesmith.io/v1alpha1
 kind: Cluster
@@ -45,12 +46,6 @@ spec:
     - {name: h1, address: 10.0.0.11, roles: [control-plane, etcd, node]}
 """
 SLOW_BOUND = 30.0  # commands that issue a PKI (render) or build a plan
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the timed runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
 
 
 def spec_text(components: str = "", extra: str = "") -> str:

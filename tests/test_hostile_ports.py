@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kubesmith
+from conftest import ROOT
+from hostile_support import assert_refused, assert_valid
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from plan_support import plan_of, plan_of_text, registry
 from test_hostile_values import HEAD, HOSTS, component
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 from kubesmith.spec.load import load_spec_text
 from kubesmith.spec.ports import UNPRIVILEGED, host_listeners
@@ -112,19 +113,10 @@ CASES: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the bounded runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_port_gets_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    result = assert_refused(tmp_path, name, HEAD + text, path, fragment)
     assert result.stderr.splitlines()[-1] == "1 error found", result.stderr
 
 
@@ -152,11 +144,7 @@ ACCEPTED: dict[str, str] = {
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_legitimate_ports_stay_valid(name: str, tmp_path: Path) -> None:
-    (tmp_path / f"{name}.yaml").write_text(HEAD + ACCEPTED[name])
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr, result.stderr
+    assert_valid(tmp_path, name, HEAD + ACCEPTED[name])
 
 
 PLANNED = {"single-node": (ROOT / "examples" / "single-node.yaml").read_text(),

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kubesmith
+from conftest import kubesmith
+from hostile_support import BOUND_SECONDS, assert_one_located_error, assert_refused, assert_valid, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from test_hostile_values import HEAD, HOSTS
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
 
 HA = ("  hosts:\n"
       "    - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}\n"
@@ -106,33 +107,20 @@ ACCEPTED: dict[str, str] = {
 def test_the_bounds_are_the_ones_the_consumers_apply() -> None:
     from kubesmith.ca.tokens import MAX_TTL
     from kubesmith.cli.common import SERVICE_VALIDITY
-    from kubesmith.spec.types import SERVICE_VALIDITY_MAX_DAYS, TOKEN_MAX_DAYS
+    from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS, TOKEN_MAX_DAYS
     assert MAX_TTL == TOKEN_MAX_DAYS * 86400
     assert SERVICE_VALIDITY.maximum == SERVICE_VALIDITY_MAX_DAYS * 86400
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the bounded runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_combination_gets_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    assert_refused(tmp_path, name, HEAD + text, path, fragment)
 
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
-    (tmp_path / f"{name}.yaml").write_text(HEAD + ACCEPTED[name])
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr, result.stderr
+    assert_valid(tmp_path, name, HEAD + ACCEPTED[name])
 
 
 # 6. add-ons: the name a label cannot hold, kubesmith's own objects, one object under two namespaces

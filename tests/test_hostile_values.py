@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, kubesmith
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 
 V6_NETWORK = ("  network: {clusterCidr: 'fd01::/48', serviceCidr: 'fd02::/112'}\n"
               "  components: {podNetwork: {enabled: false}}\n")
@@ -648,12 +649,6 @@ CASES: dict[str, tuple[str, str, str]] = {
     "addr-cluster-dns-mapped": (HOSTS + component("kubelet", "{clusterDns: ['::ffff:10.32.0.10']}"),
                                 f"{KUBELET}.clusterDns[0]", "IPv4-mapped"),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the bounded runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
 
 
 def test_the_corpus_is_large_enough() -> None:

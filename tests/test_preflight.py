@@ -298,7 +298,9 @@ def _node_spec(directory: Path, sshd: LocalSshd, components: dict[str, Any] | No
                                         {"name": "w1", "address": NODE_ADDRESS, "roles": ["node"]}],
                       components=components,
                       ssh={"port": sshd.port, "knownHostsFile": str(known_hosts), "configFile": str(config),
-                           "identityFile": str(sshd.identity)})
+                           "identityFile": str(sshd.identity),
+                           # cp is never reached: `apply --hosts w1` tries it once, not for 30 s
+                           "connectRetrySeconds": 0})
 
 
 def _relay_to(directory: Path, sshd: LocalSshd) -> tuple[Path, Path]:

@@ -8,21 +8,18 @@ of hanging it. The cases that need no file of their own (generated, special file
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, Result, kubesmith
+from hostile_support import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 
 HOSTILE = ROOT / "tests" / "specs" / "hostile"
-BOUND_SECONDS = 2.0
 HEAD = (HOSTILE / "alias-recursive-list.yaml").read_text().split("  x: &a")[0]
 
 # file stem -> (option path, message fragment)
@@ -112,47 +109,11 @@ GENERATED: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the timed runs (they are not the input's cost)."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
-
-
-class TookTooLong(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def bounded(seconds: float) -> Iterator[None]:
-    """Fail a Python-level loop that runs longer than `seconds` (SIGALRM interrupts it)."""
-    def expire(signum: int, frame: object) -> None:
-        raise TookTooLong(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def validate(path: Path) -> tuple[Result, float]:
     started = time.monotonic()
     with bounded(BOUND_SECONDS):
         result = kubesmith("validate", path.name, cwd=path.parent)
     return result, time.monotonic() - started
-
-
-def assert_one_located_error(result: Result, name: str, path: str, fragment: str) -> None:
-    """The first error is the expected one, and every error line is located (one file, one line each)."""
-    assert result.returncode == 1, result.stderr
-    assert "Traceback" not in result.stderr and "TookTooLong" not in result.stderr, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert result.stderr.splitlines()[-1] == f"{len(errors)} error{'s' if len(errors) > 1 else ''} found"
-    assert errors[0].startswith(f"error: {path}"), result.stderr
-    assert fragment in errors[0], result.stderr
-    assert all(re.search(rf"\({re.escape(name)}:\d+:\d+\)$", line) for line in errors), result.stderr
 
 
 def test_corpus_is_complete() -> None:

@@ -17,3 +17,8 @@ class ExitCode(IntEnum):
     UNHEALTHY = 4  # status/wait/lab status: something is not healthy, not running or not ready in time
     FAILED = 5  # an operation on hosts failed (apply, run, join, ...)
     PREFLIGHT = 6  # a host is not fit for its part (preflight); nothing was changed
+
+
+class UsageError(ValueError):
+    """An input the command line or its environment names that cannot serve, met below the CLI (which
+    raises click's own): one line and exit USAGE, as a bad flag gets."""

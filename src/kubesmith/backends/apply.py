@@ -151,10 +151,10 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
         transport.run(address, runtime_bundle.inspect_command()),
         transport.stale_temps(address, [str(Path(f.path).parent) for f in files]),
         transport.run(address, releases.LIST_COMMAND))
-    if python.stdout.strip() != bundle.python:
+    if python.stdout.strip() not in bundle.pythons:
         found = python.stdout.strip() or "none"
-        raise ApplyError(f"{host.name}: needs {layout.HOST_PYTHON} {bundle.python} for kubesmith's runtime, "
-                         f"found {found}")
+        raise ApplyError(f"{host.name}: needs {layout.HOST_PYTHON} {' or '.join(bundle.pythons)} for kubesmith's "
+                         f"runtime (built for the minors observed), found {found}")
     kept = await keep_renewed(transport, host, files, current)
     renewed = frozenset(mine.path for mine, theirs in zip(files, kept) if mine is not theirs)
     files = kept
@@ -597,8 +597,9 @@ class ApplySession:
     ignore_preflight: frozenset[str] = frozenset()  # checks `--ignore-preflight` skips
 
     def desired(self, plan: Plan) -> tuple[dict[str, list[AnyHostFile]], runtime_bundle.RuntimeBundle]:
-        """Every selected host's files and kubesmith's runtime (PkiError, OSError on the state)."""
-        bundle = runtime_bundle.build_bundle(self.state_dir / "cache")
+        """Every selected host's files and kubesmith's runtime, for each python3 minor the hosts run
+        (PkiError, OSError on the state; BundleError: a minor's wheels could not be had)."""
+        bundle = runtime_bundle.build_bundle(self.state_dir / "cache", runtime_bundle.host_pythons(plan))
         return desired_files(plan, self.state_dir, self.binaries, bundle, self.hosts), bundle
 
     def leaving(self, record: Mapping[str, Bootstrap]) -> removal.Removal:

@@ -2,20 +2,32 @@
 
 The bundle is kubesmith plus the installed distributions it depends on, as one deterministic
 tarball (sorted, fixed mtimes and owners), so its hash changes only when the code does and a
-re-apply uploads nothing. Hosts need a `python3` of the same minor version (checked by apply);
-compiled extensions are shipped as installed here.
+re-apply uploads nothing.
+
+Hosts run it on their own python3, whose minor need not be this machine's. What is pure Python or
+built for the stable ABI (`abi3`) runs on any minor; an extension module built for one minor
+(`_pydantic_core.cpython-311-*.so`, cffi's `_cffi_backend`) loads only there. Those are shipped as
+installed here for this machine's minor and, for each other minor the hosts run, taken from the
+same release's wheel for that minor (fetched once with pip, then cached). Each interpreter imports
+the file named for its own minor, so one bundle serves every host.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import platform
 import re
+import subprocess
 import sys
 import tarfile
+import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import kubesmith
 from kubesmith import layout
@@ -23,19 +35,32 @@ from kubesmith.fsutil import atomic_write
 from kubesmith.hostfile import HostFile
 from kubesmith.images import PAUSE_BUNDLED, image_cache_dir, pause_archive
 
+if TYPE_CHECKING:
+    from kubesmith.plan.model import Plan
+
 COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"
 REMOTE_TARBALL = f"{REMOTE_ROOT}/runtime.tar.gz"
 WRAPPER_PATH = "/usr/local/bin/kubesmith"
 MARKER = ".kubesmith-bundle"  # in an unpacked bundle: its tarball's sha256, written once the unpack is complete
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+# An extension module built for one CPython minor: "cpython-311" in its name (not "abi3", which loads on any).
+MINOR_EXTENSION = re.compile(r"\.cpython-(3\d+)-[^/]*\.so$")
+# Wheels of the platform this machine's extensions were built for (glibc 2.17 and 2.28 baselines:
+# Debian 11 and newer have both).
+WHEEL_PLATFORMS = ("manylinux2014", "manylinux_2_17", "manylinux_2_28")
+FETCH_TIMEOUT = 300.0
+
+
+class BundleError(Exception):
+    """The runtime cannot be built for a python3 minor the hosts run (its wheels could not be had)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeBundle:
     data: bytes = field(repr=False)  # 14 MB: never in a repr (see HostFile.data)
     sha256: str
-    python: str  # "3.11": hosts must run this minor version
+    pythons: tuple[str, ...]  # ("3.11", "3.13"): the python3 minors it runs on (their extension modules are in it)
 
     @property
     def remote_dir(self) -> str:
@@ -97,10 +122,15 @@ def parse_inspection(output: str) -> tuple[str, tuple[str, ...]]:
     return first.strip(), tuple(line for line in rest.splitlines() if line.strip())
 
 
-def build_bundle(cache_dir: Path) -> RuntimeBundle:
-    """The bundle for the running interpreter, cached in `cache_dir` by content hash. It carries the
-    sandbox image built here, so a node that joins without a compiler has it too."""
+def build_bundle(cache_dir: Path, pythons: Iterable[str] = ()) -> RuntimeBundle:
+    """The bundle for the running interpreter's minor and each of `pythons` ("3.13"), cached in
+    `cache_dir` by content hash (BundleError: another minor's wheels could not be had). It carries
+    the sandbox image built here, so a node that joins without a compiler has it too."""
+    own = running_python()
+    others = sorted(set(pythons) - {own}, key=_minor_key)
     members = {name: (path.read_bytes(), bool(path.stat().st_mode & 0o111)) for name, path in _runtime_files().items()}
+    for minor in others:
+        members.update(minor_extensions(minor, wheel_cache_dir()))
     members[f"kubesmith/images/{PAUSE_BUNDLED.name}"] = (pause_archive(image_cache_dir()), False)
     files = sorted(members.items())
     digest = hashlib.sha256()
@@ -111,8 +141,71 @@ def build_bundle(cache_dir: Path) -> RuntimeBundle:
     if not cached.exists():
         atomic_write(cached, _tarball(files), 0o644)
     data = cached.read_bytes()
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return RuntimeBundle(data, hashlib.sha256(data).hexdigest(), python)
+    return RuntimeBundle(data, hashlib.sha256(data).hexdigest(), tuple(sorted({own, *others}, key=_minor_key)))
+
+
+def host_pythons(plan: Plan) -> set[str]:
+    """The python3 minors the plan's hosts were observed to run (none when nothing was observed)."""
+    return {host.environment.facts.python for host in plan.hosts if host.environment.facts.python}
+
+
+def running_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _minor_key(minor: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in minor.split("."))
+
+
+def wheel_cache_dir() -> Path:
+    """Where other minors' wheels are kept on this machine: $XDG_CACHE_HOME/kubesmith/wheels."""
+    return image_cache_dir().parent / "wheels"
+
+
+def minor_extensions(minor: str, wheel_dir: Path) -> dict[str, tuple[bytes, bool]]:
+    """The extension modules for python3 `minor` of every shipped distribution that has some for this
+    machine's minor: from that distribution's wheel of the same version for `minor`."""
+    members: dict[str, tuple[bytes, bool]] = {}
+    for dist in _dependency_closure("kubesmith"):
+        if any(MINOR_EXTENSION.search(str(entry)) for entry in dist.files or ()):
+            wheel = fetch_wheel(dist.metadata["Name"], dist.version, minor, wheel_dir)
+            members.update(wheel_extensions(wheel, minor))
+    return members
+
+
+def wheel_extensions(wheel: Path, minor: str) -> dict[str, tuple[bytes, bool]]:
+    """A wheel's extension modules for `minor`, by their path in site-packages."""
+    tag = minor.replace(".", "")
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: (archive.read(name), True) for name in archive.namelist()
+                if (found := MINOR_EXTENSION.search(name)) and found.group(1) == tag}
+
+
+def fetch_wheel(name: str, version: str, minor: str, wheel_dir: Path) -> Path:
+    """The wheel of `name`==`version` for CPython `minor` on this platform: cached, or fetched with pip
+    (the operator's own index, proxy and certificates, as for installing kubesmith)."""
+    tag = "cp" + minor.replace(".", "")
+    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-{tag}-{tag}-*.whl"
+    cached = sorted(wheel_dir.glob(pattern))
+    if cached:
+        return cached[0]
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    machine = platform.machine()
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", minor, "--abi", tag,
+            *(f"--platform={base}_{machine}" for base in WHEEL_PLATFORMS),
+            "--dest", str(wheel_dir), f"{name}=={version}"]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=FETCH_TIMEOUT, check=False,
+                                env={**os.environ, "PIP_NO_INPUT": "1"})
+    except subprocess.TimeoutExpired:
+        raise BundleError(f"fetching {name} {version} for python {minor} took over {FETCH_TIMEOUT:.0f}s") from None
+    fetched = sorted(wheel_dir.glob(pattern))
+    if result.returncode != 0 or not fetched:
+        detail = (result.stderr.strip().splitlines() or ["no such wheel"])[-1]
+        raise BundleError(f"kubesmith's runtime for python {minor} needs the {name} {version} wheel for {tag} "
+                          f"({machine}); pip could not fetch it: {detail}. Put it in {wheel_dir} to use it offline")
+    return fetched[0]
 
 
 def _runtime_files() -> dict[str, Path]:

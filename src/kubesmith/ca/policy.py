@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from kubesmith.pki import keys
-from kubesmith.pki.certlist import NODE_SCOPED, certificate, is_ip
+from kubesmith.pki.certlist import NODE_SCOPED, apiserver_name_problem, certificate, is_ip
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateRequest
@@ -224,9 +224,13 @@ def check_join(node: str | None, addresses: tuple[str, ...], raws: Sequence[byte
 
 
 def check_node_name(name: str) -> None:
+    """A DNS label, as host names are, and none every API server certificate carries (`localhost`,
+    `kubernetes`), which no token's settings need to name."""
     if not is_dns_label(name):
         raise PolicyError(f"node name {name!r} is not a DNS label (lower-case letters, digits and '-', "
                           "at most 63 characters), as cluster host names are")
+    if (problem := apiserver_name_problem(name)) is not None:
+        raise PolicyError(problem)
 
 
 def check_service_sans(names: tuple[str, ...], service_sans: frozenset[str]) -> None:

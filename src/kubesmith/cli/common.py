@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from kubesmith.exitcodes import ExitCode
+from kubesmith.exitcodes import ExitCode, UsageError
 from kubesmith.spec.errors import Problem, SpecError
 from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS
 
@@ -103,6 +103,9 @@ def _run_guarded(command: click.Command) -> int:
     except SpecError as exc:
         report_problems(exc.problems)
         return ExitCode.INVALID_SPEC
+    except UsageError as exc:
+        click.echo(f"error: {printable(str(exc))}", err=True)
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130

@@ -13,6 +13,7 @@ import click
 from kubesmith.backends import apply as applying
 from kubesmith.backends.phases import ApplyFailed
 from kubesmith.backends.render import RenderError
+from kubesmith.backends.runtime_bundle import BundleError
 from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
@@ -200,7 +201,7 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         fail(str(exc), ExitCode.USAGE)
     except RenderError as exc:  # an input the files need is missing (the coredns binary): as a missing binary
         fail(str(exc), ExitCode.USAGE)
-    except PkiError as exc:
+    except (PkiError, BundleError) as exc:
         fail(str(exc), ExitCode.FAILED)
     except removal.RemovalRefused as exc:
         fail(str(exc), ExitCode.USAGE)

@@ -13,7 +13,7 @@ import click
 
 from kubesmith.cli.common import emit_json, fail, output_option
 from kubesmith.exitcodes import ExitCode
-from kubesmith.lab import access, lifecycle
+from kubesmith.lab import access, lifecycle, rootfs
 from kubesmith.lab.config import LabConfig
 from kubesmith.lab.errors import LabError, NoLab
 
@@ -50,7 +50,8 @@ def lab() -> None:
     \b
     Where things live (environment variables override):
       KUBESMITH_LAB_STATE   state dir: ssh_config, known_hosts, keys, hosts/  [/var/lib/kubesmith/lab]
-      KUBESMITH_LAB_CACHE   cached Debian image (built once, ~30-60 s)       [/var/cache/kubesmith/lab]
+      KUBESMITH_LAB_CACHE   cached Debian image (built once, ~30-60 s; one    [/var/cache/kubesmith/lab]
+                            per `up --suite`, in suites/<suite>)
       KUBESMITH_LAB_NETNS   network namespace name                            [kubesmith-lab]
       KUBESMITH_LAB_BOOT_TIMEOUT  seconds to wait for hosts to boot           [120]
       KUBESMITH_LAB_NSPAWN_ARGS   extra systemd-nspawn arguments, e.g. --bind-ro=/src:/opt/src
@@ -66,15 +67,20 @@ def lab() -> None:
               help="Reach the hosts from this machine's own network namespace (a veth pair into the lab's "
                    "bridge; this machine is 10.213.0.254 there). Without it, run clients under "
                    "`ip netns exec kubesmith-lab`.")
+@click.option("--suite", metavar="CODENAME", default=None,
+              help="Boot the hosts from another Debian release than this machine's, e.g. `--suite trixie` "
+                   "(python3 3.13, containerd 1.7): its image is built once from this machine's mirrors "
+                   "(the suite renamed in /etc/apt's sources) and cached beside the default one. "
+                   "[default: this machine's own suite]")
 @lab_errors
-def up(count: int, link: bool) -> None:
+def up(count: int, link: bool, suite: str | None) -> None:
     """Boot N hosts h1..hN and wait until systemd runs in each (builds the image first if needed).
 
     With the link (the default) kubectl, curl and kubesmith reach 10.213.0.11, .12, ... directly, as
     kind's port mapping does for kind. `lab down` removes it and leaves an unreachable route for
     10.213.0.0/24, so a client never sends the lab's addresses to the default route, off the machine.
     """
-    config = dataclasses.replace(LabConfig.from_env(), link=link)
+    config = dataclasses.replace(LabConfig.from_env(), link=link, suite=rootfs.chosen_suite(suite))
     for lab_host in lifecycle.up(config, count, progress):
         click.echo(f"{lab_host.name} {lab_host.address}")
 

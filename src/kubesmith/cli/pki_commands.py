@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,17 +65,21 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     in the manifest, not applied.
     """
     plan, state = _plan_and_state(spec_file, state_dir)
+    _check_apart(Path(out_dir), state, state_dir)
     if observe:
         plan = _observed_plan(spec_file, list(hosts) or [host.name for host in plan.hosts],
                               (ssh_config, known_hosts, identity), state)
     shipped = Shipped()
     if binaries_dir is not None or with_runtime:
-        from kubesmith.backends.runtime_bundle import build_bundle, host_files
+        from kubesmith.backends.runtime_bundle import BundleError, build_bundle, host_files, host_pythons
         from kubesmith.cli.host_commands import checked_binaries
 
         selected = list(hosts) or [host.name for host in plan.hosts]
         binaries = checked_binaries(plan, binaries_dir, selected).paths if binaries_dir is not None else {}
-        runtime = host_files(build_bundle(state / "cache")) if with_runtime else []
+        try:  # with --observe, for the hosts' python3 minors too, as apply builds it
+            runtime = host_files(build_bundle(state / "cache", host_pythons(plan))) if with_runtime else []
+        except BundleError as exc:
+            fail(str(exc), ExitCode.FAILED)
         shipped = Shipped(binaries, runtime, for_release(plan.kubernetes_version))  # as apply ships them
     with _user_errors():
         try:
@@ -184,6 +189,20 @@ def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
     state = default_state_dir(Path(spec_file), loaded.cluster.metadata.name, state_dir)
     _, plan = load_plan_or_fail(spec_file, history=history_of(state, load_record(state)))
     return plan, state
+
+
+def _check_apart(out_dir: Path, state: Path, state_dir: str | None) -> None:
+    """The state directory is neither the rendered tree nor inside it: DIR/<host> is copied to that host,
+    and a state directory there would ship every CA's private key. (The tree may lie inside the state
+    directory: `kubesmith run` renders into STATE/rendered.)"""
+    out, kept = Path(os.path.realpath(out_dir)), Path(os.path.realpath(state))
+    if kept.is_relative_to(out):
+        source = f"--state-dir {state_dir!r}" if state_dir else (
+            f"$KUBESMITH_STATE_DIR ({str(state)!r})" if os.environ.get("KUBESMITH_STATE_DIR") else
+            f"the default state directory {str(state)!r}")
+        fail(f"{source} lies inside --out-dir {str(out_dir)!r}: the rendered tree (DIR/<host>/<path on host>) is "
+             "copied to the hosts, and the state directory holds every CA's private key; keep it outside",
+             ExitCode.USAGE)
 
 
 CORE_DNS_BINARY = ("spec", "components", "coreDns", "binary")

@@ -45,6 +45,7 @@ class LabConfig:
     boot_timeout: float = 120.0
     nspawn_args: tuple[str, ...] = field(default=())
     link: bool = False  # reach the hosts from the machine's own namespace (`netns.link`); `lab up` sets it
+    suite: str | None = None  # Debian suite the hosts boot; None: this machine's own (`lab up --suite` sets it)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LabConfig:
@@ -69,8 +70,14 @@ class LabConfig:
         return f"{self.network}.1"
 
     @property
+    def image_dir(self) -> Path:
+        """Where the hosts' image is cached: the cache dir itself for this machine's suite (as before
+        suites could be chosen, so an existing cache stays valid), a directory of its own per other suite."""
+        return self.cache_dir if self.suite is None else self.cache_dir / "suites" / self.suite
+
+    @property
     def rootfs(self) -> Path:
-        return self.cache_dir / "rootfs"
+        return self.image_dir / "rootfs"
 
     @property
     def hosts_dir(self) -> Path:

@@ -20,7 +20,7 @@ from kubesmith.modules.cluster import SIGNING_ROLES
 from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
-from kubesmith.spec.types import HttpsUrl, StrictModel
+from kubesmith.spec.types import MAX_SERVERS, HttpsUrl, StrictModel, at_most
 from kubesmith.urls import url_host
 
 
@@ -54,11 +54,10 @@ class AgentOptions(StrictModel):
                                 "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
                                 "etcd, kube-apiserver and kubelet, 30 for the others. A component that is "
                                 "slow to start gets at least 120 s to become ready before it fails.")
-    ca_urls: list[HttpsUrl] | None = Field(default=None,
-                                      description="CA service URLs, tried in order; default: https://<address>:"
-                                                  "<spec.components.caService.port> of every control-plane host.",
-                                      json_schema_extra={"x-derived-from": "control-plane hosts and "
-                                                                           "spec.components.caService.port"})
+    ca_urls: Annotated[list[HttpsUrl], at_most(MAX_SERVERS, "URLs", "one per CA service host")] | None = Field(
+        default=None, description="CA service URLs, tried in order; default: https://<address>:"
+        "<spec.components.caService.port> of every control-plane host.",
+        json_schema_extra={"x-derived-from": "control-plane hosts and spec.components.caService.port"})
 
 
 def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:

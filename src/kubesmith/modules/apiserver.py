@@ -7,7 +7,9 @@ encrypted at rest, profiling off, strong TLS ciphers.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from kubesmith import layout
 from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag,
@@ -15,8 +17,8 @@ from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, f
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import (MAX_EXTRA_SANS, AbsolutePath, EventTtl, IPAddress, ListItem, Port, PortRange, StrictModel,
-                                  SubjectName, Text)
+from kubesmith.spec.types import (MAX_EXTRA_SANS, MAX_NAMES, AbsolutePath, EventTtl, IPAddress, ListItem, Port,
+                                  PortRange, StrictModel, SubjectName, Text, at_most)
 
 STRONG_CIPHERS = (
     "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -39,11 +41,27 @@ AUDIT_POLICY = {
 }
 
 
+# modes (6 exist), admission plugins (43), address types (5), cipher suites (~30): counted before each is checked
+Names = Annotated[list[ListItem], at_most(MAX_NAMES, "names", "fewer than 50 of each kind exist")]
+
+
 class AuditLog(StrictModel):
     path: AbsolutePath = Field(default=f"{layout.LOG}/audit/audit.log", description="Audit log file.")
     max_age: int = Field(default=30, ge=0, description="Days to keep rotated audit logs.")
     max_backup: int = Field(default=10, ge=0, description="Rotated audit log files to keep.")
     max_size: int = Field(default=100, ge=1, description="Megabytes before the audit log is rotated.")
+
+    @field_validator("max_backup")
+    @classmethod
+    def _bounded_retention(cls, backups: int, info: ValidationInfo) -> int:
+        """0 is "no limit" to both (the API server's log rotation keeps every file when neither is set): one
+        of them must bound the rotated logs, or they grow until the control-plane host's disk is full, and
+        etcd's with it."""
+        if backups == 0 and info.data.get("max_age") == 0:
+            raise ValueError("0 with maxAge 0 keeps every rotated audit log forever (0 is no limit to either): "
+                             "the logs would fill the control-plane host's disk; bound the files by number or by "
+                             "age (kubesmith's defaults: 10 files, 30 days)")
+        return backups
 
 
 class ApiserverOptions(ComponentOptions):
@@ -51,9 +69,9 @@ class ApiserverOptions(ComponentOptions):
     bind_address: IPAddress = Field(default="0.0.0.0", description="Address the API listens on.")
     advertise_address: IPAddress | None = Field(default=None, description="Address advertised to the cluster; "
                                           "default: the host's address.", json_schema_extra={"x-derived-from": "spec.hosts[].address"})
-    authorization_mode: list[ListItem] = Field(default=["Node", "RBAC"], min_length=1,
+    authorization_mode: Names = Field(default=["Node", "RBAC"], min_length=1,
                                           description="Authorizers, in order.")
-    enable_admission_plugins: list[ListItem] = Field(
+    enable_admission_plugins: Names = Field(
         default=["NodeRestriction", "EventRateLimit", "DenyServiceExternalIPs"],
         description="Admission plugins enabled in addition to the release's defaults. Not AlwaysPullImages: "
         "it would make every pod pull, and air-gapped nodes run imported images; the kubelet itself "
@@ -64,14 +82,17 @@ class ApiserverOptions(ComponentOptions):
     encrypt_secrets: bool = Field(default=True, description="Encrypt Secrets at rest with a random AES-CBC key.")
     service_node_port_range: PortRange = Field(default="30000-32767", description="Port range for NodePort services.")
     event_ttl: EventTtl = Field(default="1h", description="How long events are kept (a Go duration, at least 1m).")
-    kubelet_preferred_address_types: list[ListItem] = Field(default=["InternalIP", "Hostname", "ExternalIP"],
-                                                       description="Order of node addresses used to reach kubelets.")
+    kubelet_preferred_address_types: Names = Field(
+        default=["InternalIP", "Hostname", "ExternalIP"], min_length=1,
+        description="Order of node addresses used to reach kubelets (at least one: with none, the API server "
+        "finds no address of any node, and every exec, logs and port-forward fails).")
     service_account_issuer: Text | None = Field(
         default=None, description="Service-account token issuer; default: https://kubernetes.default.svc.<dnsDomain>.",
         json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
     extra_sans: list[SubjectName] = Field(default=[], max_length=MAX_EXTRA_SANS,
                                           description="Extra names or addresses in the serving certificate.")
-    tls_cipher_suites: list[ListItem] = Field(default=list(STRONG_CIPHERS), description="Allowed TLS cipher suites.")
+    tls_cipher_suites: Names = Field(
+        default=list(STRONG_CIPHERS), description="Allowed TLS cipher suites.")
     audit_log: AuditLog = Field(default_factory=AuditLog, description="Audit log rotation.")
 
 

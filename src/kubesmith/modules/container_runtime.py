@@ -16,7 +16,7 @@ ships it, with the archives listed in `images`, to /var/lib/kubesmith/images; a 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -27,12 +27,15 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service, Source
-from kubesmith.spec.types import AbsolutePath, ExtraConfig, ImageReference, Port, StrictModel
+from kubesmith.spec.types import MAX_IMAGES, AbsolutePath, ExtraConfig, ImageReference, Port, StrictModel, at_most
 
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
 IMAGES_DIR = f"{layout.LIB}/kubesmith/images"
 ARCHIVE_MODE = 0o600  # an operator's image archive on a node: root imports it, no one else reads it
+
+
+ImageArchives = Annotated[list[AbsolutePath], at_most(MAX_IMAGES, "image archives", "each is a tar of up to 8 GiB")]
 
 
 class ContainerRuntimeOptions(StrictModel):
@@ -49,7 +52,7 @@ class ContainerRuntimeOptions(StrictModel):
     sandbox_image: ImageReference = Field(default=PAUSE_IMAGE, description="Pod sandbox image; kubesmith builds its own "
                                "(from source) and imports it on every node, no registry needed. Another image "
                                "must be on the nodes already (see images).")
-    images: list[AbsolutePath] = Field(
+    images: ImageArchives = Field(
         default=[], description="Image archives (OCI layout or `docker save` tarballs; absolute paths on the "
         "machine running kubesmith) to import on every node at each apply.")
     cni_bin_dir: AbsolutePath = Field(default="/usr/lib/cni", description="Directory of the CNI plugins "

@@ -24,12 +24,14 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from kubesmith.durations import go_duration_ns
 from kubesmith.images import COREDNS_IMAGE, coredns_binary_problem
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import AbsolutePath, ImageReference, StrictModel, canonical_ip, resolver_unusable
+from kubesmith.spec.types import (MAX_DIRECTIVES, MAX_SERVERS, MAX_ZONES, AbsolutePath, ImageReference, StrictModel,
+                                  at_most, canonical_ip, resolver_unusable)
 
 NAMESPACE = "kube-system"
 ADDON = "coredns"
@@ -87,6 +89,12 @@ def _too_many(count: int) -> str:
             "name fewer")
 
 
+# counted before each is checked (CoreDNS itself takes MAX_UPSTREAMS resolvers: check() says so)
+Resolvers = Annotated[list[str], at_most(MAX_SERVERS, "resolvers", f"CoreDNS forwards to at most {MAX_UPSTREAMS}")]
+Directives = Annotated[list[str], at_most(MAX_DIRECTIVES, "directives", "a server block needs a few lines")]
+ZONES_WHY = "a cluster forwards a few zones"
+
+
 class CoreDnsOptions(StrictModel):
     enabled: bool = Field(default=True, description="Run CoreDNS as the cluster DNS (Service kube-dns at "
                           "spec.network.dnsServiceIp); off removes it at the next apply.")
@@ -94,13 +102,13 @@ class CoreDnsOptions(StrictModel):
                                  "default: 2, or 1 when the cluster has one node (a second pod there would only "
                                  "hold up drains: its disruption budget allows one pod down).",
                                  json_schema_extra={"x-derived-from": "the number of node hosts"})
-    upstream: list[str] = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
+    upstream: Resolvers = Field(default=[], description="Resolvers for names outside the cluster (ADDRESS or "
                                 "ADDRESS:PORT); default: each node's own /etc/resolv.conf.")
-    stub_domains: dict[StubZone, list[str]] = Field(default={}, description="Domains answered by other resolvers: "
-                                                   "domain -> resolvers (ADDRESS or ADDRESS:PORT).")
+    stub_domains: Annotated[dict[StubZone, Resolvers], at_most(MAX_ZONES, "stub domains", ZONES_WHY)] = Field(
+        default={}, description="Domains answered by other resolvers: domain -> resolvers (ADDRESS or ADDRESS:PORT).")
     cache_ttl: int = Field(default=30, ge=0, le=86400, description="Longest time (seconds) an answer is cached; "
                            "0 turns the cache off.")
-    extra_server_blocks: dict[str, list[str]] = Field(
+    extra_server_blocks: Annotated[dict[str, Directives], at_most(MAX_ZONES, "server blocks", ZONES_WHY)] = Field(
         default={}, description="Further Corefile server blocks: ZONE[:PORT] -> its directives, one line each "
         "(\"forward . 192.0.2.1\"); CoreDNS checks them when its pods start.")
 
@@ -135,25 +143,17 @@ class CoreDnsModule(Module):
         return Contribution(files=files)
 
     def check(self, spec: Any, options: CoreDnsOptions, registry: Any) -> list[OptionProblem]:
-        problems = [OptionProblem(("upstream", index), message) for index, server in enumerate(options.upstream)
-                    if (message := resolver_problem(server))]
-        if len(options.upstream) > MAX_UPSTREAMS:
-            problems.insert(0, OptionProblem(("upstream",), _too_many(len(options.upstream))))
+        problems = _resolver_problems(("upstream",), options.upstream)
         for domain, servers in options.stub_domains.items():
             if not servers:
                 problems.append(OptionProblem(("stubDomains", domain), "name at least one resolver"))
-            if len(servers) > MAX_UPSTREAMS:
-                problems.append(OptionProblem(("stubDomains", domain), _too_many(len(servers))))
-            problems += [OptionProblem(("stubDomains", domain, index), message) for index, server in
-                         enumerate(servers) if (message := resolver_problem(server))]
+            problems += _resolver_problems(("stubDomains", domain), servers)
         for zone, lines in options.extra_server_blocks.items():
             if not zone or any(c in zone for c in " {},") or not lines:  # one zone a block: each is checked
                 problems.append(OptionProblem(("extraServerBlocks", zone), "a block is ZONE[:PORT] (one zone: no "
                                               "spaces, commas or braces) with at least one directive"))
             elif problem := _block_zone_problem(zone):
                 problems.append(OptionProblem(("extraServerBlocks", zone), problem))
-            elif sum(line.count("{") - line.count("}") for line in lines) != 0:
-                problems.append(OptionProblem(("extraServerBlocks", zone), "unbalanced braces in its directives"))
             else:
                 problems += _directive_problems(zone, lines, own_image=options.image == COREDNS_IMAGE)
         problems += _zone_problems(spec, options)
@@ -162,31 +162,175 @@ class CoreDnsModule(Module):
         return problems
 
 
-def _directive_problems(zone: str, lines: list[str], own_image: bool) -> list[OptionProblem]:
-    """A directive (the first word of a line outside any nested block) CoreDNS 1.13.1 has no plugin for
-    stops it at start. Another image may hold other plugins: a warning then."""
-    problems, depth = [], 0
+def _resolver_problems(loc: tuple[str, ...], servers: list[str]) -> list[OptionProblem]:
+    """More resolvers than CoreDNS takes is one problem; otherwise each unusable resolver is one."""
+    if len(servers) > MAX_UPSTREAMS:
+        return [OptionProblem(loc, _too_many(len(servers)))]
+    return [OptionProblem((*loc, index), message) for index, server in enumerate(servers)
+            if (message := resolver_problem(server))]
+
+
+def corefile_tokens(line: str) -> list[str]:
+    """The tokens CoreDNS's Corefile lexer (coredns/caddy caddyfile/lexer.go) reads from one line: words
+    split at white space, a "..." word one token (\\" inside it a quote), and from a '#' outside quotes
+    the rest of the line a comment. A quoted "}" is a brace to its parser too."""
+    tokens: list[str] = []
+    word: list[str] | None = None
+    quoted = escaped = False
+    for char in line:
+        if quoted:
+            if escaped:
+                word.append(char if char == '"' else "\\" + char)  # type: ignore[union-attr]
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                tokens.append("".join(word))  # type: ignore[arg-type]
+                word, quoted = None, False
+            else:
+                word.append(char)  # type: ignore[union-attr]
+        elif char.isspace():
+            if word is not None:
+                tokens.append("".join(word))
+                word = None
+        elif char == "#":
+            break
+        elif word is None and char == '"':
+            word, quoted = [], True
+        elif word is None:
+            word = [char]
+        else:
+            word.append(char)
+    if word is not None:
+        tokens.append("".join(word))
+    return tokens
+
+
+Directive = tuple[int, list[str]]  # (index of its line, its name and arguments: the words before any '{')
+
+
+def block_directives(lines: list[str]) -> tuple[list[Directive], tuple[int, str] | None]:
+    """The directives of a server block's lines as CoreDNS's parser reads them (caddyfile/parse.go: a
+    line's first word outside any nested block names a plugin, '{' and '}' words nest), and the first
+    brace that breaks the block: (line index, why), or None. A '}' that opens a line outside any nested
+    block ends the server block itself: whatever follows would be a server block of its own."""
+    directives: list[Directive] = []
+    depth = 0
     for index, line in enumerate(lines):
-        word = line.split()[0] if line.split() else ""
-        if depth == 0 and word not in ("}", "") and not word.startswith("#") and word not in PLUGINS:
-            problems.append(OptionProblem(
-                ("extraServerBlocks", zone, index), f"{word[:80]!r} is not a plugin of CoreDNS 1.13.1 (`coredns -plugins` lists "
-                "them: forward, cache, rewrite, template, hosts, file, log, ...): CoreDNS would not start",
-                "error" if own_image else "warning"))
-        depth += line.count("{") - line.count("}")
+        for position, token in enumerate(corefile_tokens(line)):
+            if depth == 0 and position == 0:
+                if token == "}":
+                    return directives, (index, "this '}' closes the server block itself, and the words after "
+                                        "it would be read as server blocks of their own (a zone's block takes "
+                                        "its lookups from the cluster's): close only the blocks the lines open")
+                directives.append((index, [token]))
+            elif token == "{":
+                depth += 1
+            elif token == "}" and depth == 0:
+                return directives, (index, "this '}' closes no '{' (CoreDNS: \"Unexpected '}' because no "
+                                    "matching opening brace\") and would not start")
+            elif token == "}":
+                depth -= 1
+            elif depth == 0 and directives and directives[-1][0] == index:
+                directives[-1][1].append(token)
+    if depth:
+        return directives, (len(lines) - 1, f"{depth} '{{' left open at the end of the block: CoreDNS would not "
+                            "start (or would read the next block into this one)")
+    return directives, None
+
+
+# Plugins CoreDNS 1.13.1 takes at most once a server block ("this plugin can only be used once per Server
+# Block", checked against the binary); forward may repeat (one per FROM zone, or chained with `next`)
+ONCE_PLUGINS = frozenset("cache dnssec errors hosts kubernetes loop nsid ocp_dnsnameresolver pprof prometheus "
+                         "ready".split())
+# Caddy replaces {$NAME} and {%NAME%} in a Corefile with the pod's environment at start
+_ENVIRONMENT = re.compile(r"\{\$[^}]+\}|\{%.+?%\}")
+_WILDCARD = re.compile(r"[*?\[\]]")
+
+
+def _directive_problems(zone: str, lines: list[str], own_image: bool) -> list[OptionProblem]:
+    """A block CoreDNS 1.13.1 would not start with, or would read as more than one block: a brace that
+    breaks it, a plugin it lacks or takes once, arguments its plugins refuse. Another image may hold
+    other plugins and files: a warning then, for what depends on them."""
+    directives, broken = block_directives(lines)
+    if broken is not None:
+        index, why = broken
+        return [OptionProblem(("extraServerBlocks", zone, index), f"{lines[index][:80]!r}: {why}")]
+    problems, seen = [], set()
+    severity = "error" if own_image else "warning"
+    for index, (name, *args) in directives:
+        where = ("extraServerBlocks", zone, index)
+        if (found := next((t for t in (name, *args) if _ENVIRONMENT.search(t)), None)) is not None:
+            problems.append(OptionProblem(where, f"{found[:80]!r}: CoreDNS replaces {{$NAME}} and {{%NAME%}} with "
+                                          "its pod's environment, which the cluster file does not set: write the "
+                                          "value itself"))
+        elif name == "import":
+            if (problem := _import_problem(args, own_image)) is not None:
+                problems.append(OptionProblem(where, problem[0], problem[1]))
+        elif name not in PLUGINS:
+            problems.append(OptionProblem(where, f"{name[:80]!r} is not a plugin of CoreDNS 1.13.1 (`coredns "
+                                          "-plugins` lists them: forward, cache, rewrite, template, hosts, file, "
+                                          "log, ...): CoreDNS would not start", severity))
+        elif name in ONCE_PLUGINS and name in seen:
+            problems.append(OptionProblem(where, f"{name} is in this block twice: CoreDNS 1.13.1 takes it once a "
+                                          "server block and would not start; merge the two", severity))
+        elif (problem := _argument_problem(name, args)) is not None:
+            problems.append(OptionProblem(where, f"{problem}: CoreDNS would not start", severity))
+        seen.add(name)
     return problems
+
+
+def _import_problem(args: list[str], own_image: bool) -> tuple[str, str] | None:
+    """`import FILE|GLOB` (a Corefile directive, not a plugin) splices in a file's lines. A glob may match
+    nothing (CoreDNS warns and goes on); a single file must exist, and the pod mounts only its Corefile
+    in /etc/coredns, where a relative name points, while kubesmith's image holds only the binary."""
+    if len(args) != 1 or not args[0]:
+        return "import takes one file or glob pattern: CoreDNS would not start", "error"
+    if len(re.findall(r"[*?]", args[0])) > 1 or ("[" in args[0] and "]" in args[0]):
+        return "CoreDNS takes one wildcard (*) in an import pattern and would not start", "error"
+    if _WILDCARD.search(args[0]):
+        return None
+    relative = not args[0].startswith("/")
+    return (f"{args[0][:80]!r} is no file in the CoreDNS pod (it mounts only its Corefile in /etc/coredns"
+            f"{'' if relative else ', and kubesmith builds its image from the binary alone'}): CoreDNS would stop "
+            "with \"File to import not found\"; import a glob (/etc/coredns/custom/*.server) if it may match "
+            "nothing", "error" if own_image or relative else "warning")
+
+
+def _argument_problem(plugin: str, args: list[str]) -> str | None:
+    """Why CoreDNS 1.13.1's plugin refuses these arguments, checked against its binary: reload's interval
+    under 2s or jitter under 1s (plugin/reload/setup.go; 1.13.1 refuses a jitter of 0 too), cache's TTL,
+    when the first argument is a number, not above 0 (plugin/cache/setup.go)."""
+    if plugin == "reload":
+        if len(args) > 2:
+            return "reload takes at most an interval and a jitter"
+        for text, least, what in zip(args, (2, 1), ("interval", "jitter")):
+            try:
+                value = go_duration_ns(text)
+            except ValueError as exc:
+                return f"reload's {what} {text[:40]!r} is no Go duration ({exc})"
+            if value < least * 10**9:
+                return (f"reload's {what} {text!r} is under {least}s (CoreDNS: \"{what} value must be greater or "
+                        f"equal to {least}s\")")
+    if plugin == "cache" and args and re.fullmatch(r"[+-]?[0-9]+", args[0]) and int(args[0]) <= 0:
+        return f"cache's TTL {args[0]!r} is not above 0 (CoreDNS: \"cache TTL can not be zero or negative\"); " \
+               "leave the cache out of the block to have none"
+    return None
+
+
+def forward_targets(lines: list[str]) -> list[tuple[int, str]]:
+    """(line index, TO) of every `forward FROM TO...` of a server block's lines, a scheme (dns://,
+    tls://) taken off: where the block sends its queries."""
+    return [(index, re.sub(r"^[a-z0-9+.-]+://", "", target, flags=re.I)) for index, (name, *args)
+            in block_directives(lines)[0] if name == "forward" for target in args[1:]]
 
 
 def _block_zone_problem(key: str) -> str | None:
     """Why the zone of a server block's key is none CoreDNS serves, or None; CoreDNS also takes a CIDR
     (10.0.0.0/8: its reverse zones)."""
     zone = _split_zone(key)[0]
-    if "/" in zone:
-        try:
-            ipaddress.ip_network(zone, strict=False)
-            return None
-        except ValueError:
-            pass
+    if _cidr_network(zone) is not None:
+        return None
     try:
         zone_name(zone)
     except ValueError as exc:
@@ -229,6 +373,15 @@ def _reverse_network(zone: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network
     return None
 
 
+def _cidr_network(zone: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The addresses a CIDR key (10.32.0.0/16) covers: CoreDNS serves it as their reverse zones
+    (32.10.in-addr.arpa), or None when the zone is no CIDR."""
+    try:
+        return ipaddress.ip_network(zone, strict=False) if "/" in zone else None
+    except ValueError:
+        return None
+
+
 def _zone_problems(spec: Any, options: CoreDnsOptions) -> list[OptionProblem]:
     """A zone that is, holds or lies inside the cluster's domain, or a reverse zone that overlaps the pod
     or service range, takes those lookups from the `kubernetes` plugin (CoreDNS sends a query to the
@@ -255,7 +408,7 @@ def _zone_problems(spec: Any, options: CoreDnsOptions) -> list[OptionProblem]:
             problems.append(OptionProblem(where, f"zone {zone!r} overlaps the cluster domain {domain!r} "
                                           "(spec.network.dnsDomain): it would take the cluster's own lookups "
                                           "from CoreDNS's kubernetes plugin"))
-        elif (reverse := _reverse_network(zone)) is not None and any(
+        elif (reverse := _reverse_network(zone) or _cidr_network(zone)) is not None and any(
                 reverse.version == cidr.version and reverse.overlaps(cidr) for cidr in ranges):
             problems.append(OptionProblem(where, f"reverse zone {zone!r} overlaps the pod or service range "
                                           f"({', '.join(map(str, ranges))}): it would take the cluster's reverse "

@@ -59,8 +59,12 @@ class EtcdOptions(StrictModel):
     heartbeat_interval: int = Field(default=100, ge=10, description="Raft heartbeat interval in milliseconds.")
     election_timeout: int = Field(default=1000, ge=100, description="Raft election timeout in milliseconds.")
     snapshot_count: int = Field(default=10000, ge=1, description="Committed transactions that trigger a snapshot.")
-    quota_backend_bytes: int | None = Field(default=None, ge=1,
-                                            description="Backend size quota in bytes; default: etcd's (2 GiB).")
+    # etcd answers every write with "mvcc: database space exceeded" (a NOSPACE alarm) once its database file
+    # reaches the quota (etcd 3.5.1 with 1 byte: at once); a small cluster's database is several MiB and grows
+    # with history between compactions, so below 64 MiB the API server soon cannot write
+    quota_backend_bytes: int | None = Field(default=None, ge=64 << 20,
+                                            description="Backend size quota in bytes, at least 64 MiB (67108864): "
+                                            "etcd refuses every write past it; default: etcd's (2 GiB).")
     auto_compaction_mode: Literal["periodic", "revision"] = Field(
         default="periodic", description="How autoCompactionRetention counts: periodic (time) or revision (the "
         "number of revisions kept).")

@@ -11,7 +11,7 @@ CIS 4.2.7 (manual) asks not to set that flag; here it states the identity instea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -26,10 +26,13 @@ from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import (AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port, StreamingIdleTimeout,
-                                  Taint, Text, go_int, split_taint, taint_problem)
+from kubesmith.spec.types import (MAX_SERVERS, MAX_TAINTS, AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port,
+                                  StreamingIdleTimeout, Taint, Text, at_most, go_int, split_taint, taint_problem)
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))
+
+
+DnsServers = Annotated[list[IPAddress], at_most(MAX_SERVERS, "DNS servers", "a pod's resolver reads 3")]
 
 
 class KubeletOptions(ComponentOptions):
@@ -44,13 +47,15 @@ class KubeletOptions(ComponentOptions):
     cgroup_driver: str | None = Field(default=None, pattern="^(systemd|cgroupfs)$", description="Cgroup driver, "
                                       "shared with containerd; default: systemd where systemd is PID 1, else cgroupfs.",
                                       json_schema_extra={"x-derived-from": "the host's init system"})
-    cluster_dns: list[IPAddress] | None = Field(default=None, description="DNS servers for pods; default: "
-                                          "spec.network.dnsServiceIp.",
-                                          json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
+    cluster_dns: DnsServers | None = Field(
+        default=None, min_length=1, description="DNS servers for pods (at least one: an empty list would be read as "
+        "the default); default: spec.network.dnsServiceIp.",
+        json_schema_extra={"x-derived-from": "spec.network.dnsServiceIp"})
     cluster_domain: Text | None = Field(default=None, description="DNS domain for pods; default: "
                                        "spec.network.dnsDomain.",
                                        json_schema_extra={"x-derived-from": "spec.network.dnsDomain"})
-    register_with_taints: list[Taint] = Field(default=[], description="Taints (key=value:Effect) set at registration.")
+    register_with_taints: Annotated[list[Taint], at_most(MAX_TAINTS, "taints", "a node needs a few")] = Field(
+        default=[], description="Taints (key=value:Effect) set at registration.")
     seccomp_default: bool = Field(default=True, description="Run pods with the RuntimeDefault seccomp profile.")
     protect_kernel_defaults: bool = Field(default=False,
                                           description="Fail when kernel tunables differ from the kubelet's needs.")

@@ -32,7 +32,8 @@ from kubesmith import layout
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
-from kubesmith.spec.types import StrictModel
+from kubesmith.ranges import RangeIndex
+from kubesmith.spec.types import InterfaceName, StrictModel
 
 if TYPE_CHECKING:
     from kubesmith.spec.model import Cluster
@@ -53,7 +54,8 @@ class PodNetworkOptions(StrictModel):
     plugin: Literal["bridge"] = Field(default="bridge", description="How pods are connected (bridge: one "
                                       "bridge per node, routes between nodes, no overlay).")
     node_cidr_mask_size: int = Field(default=24, ge=8, le=28, description="Prefix length of each node's pod range.")
-    bridge: str = Field(default="cni0", pattern="^[a-z][a-z0-9]{0,14}$", description="Name of the pods' bridge.")
+    bridge: InterfaceName = Field(default="cni0", description="Name of the pods' bridge (an interface name: at "
+                                 "most 15 of letters, digits, '_', '.', '-').")
     masquerade: bool = Field(default=True, description="Masquerade pod traffic that leaves "
                              "spec.network.clusterCidr (pods reach the outside with their node's address).")
     mtu: int | None = Field(default=None, ge=576, le=9000, description="MTU of the bridge and the pods' "
@@ -163,9 +165,11 @@ def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:
     assigned = {host.name: ipaddress.ip_network(host.pod_cidr) for host in nodes if host.pod_cidr}
     if options.node_cidr_mask_size < cluster.prefixlen:
         raise ValueError(f"/{options.node_cidr_mask_size} node ranges do not fit in clusterCidr {cluster}")
-    pinned = tuple(assigned.values())  # ranges handed out below come in order and never meet each other
+    pinned: RangeIndex[str] = RangeIndex()  # ranges handed out below come in order and never meet each other
+    for name, taken in assigned.items():
+        pinned.add(taken, name)
     free = (subnet for subnet in cluster.subnets(new_prefix=options.node_cidr_mask_size)
-            if not any(subnet.overlaps(taken) for taken in pinned))
+            if not pinned.overlapping(subnet))
     for host in nodes:
         if host.name not in assigned:
             subnet = next(free, None)

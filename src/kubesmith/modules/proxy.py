@@ -66,7 +66,7 @@ class ProxyModule(Module):
             readiness=Probe(kind="http", host=host.address, port=options.healthz_port, path="/healthz"),
             needs_files=(config_path, kubeconfig.path),
             watch_files=(kubeconfig.path,),
-            ports=(options.healthz_port, *_port_of(options.metrics_bind_address)),
+            ports=tuple(port for port in (options.healthz_port, metrics_port(options.metrics_bind_address)) if port),
             hardening=False,
             undo=("--cleanup",),  # `kubesmith run` removes the rules when it stops; hosts keep them across restarts
         )
@@ -142,9 +142,21 @@ def _bind_address_problem(value: str) -> str | None:
     return None
 
 
-def _port_of(bind_address: str) -> tuple[int, ...]:
-    """The port of `host:port` (kube-proxy's metricsBindAddress); none when it names none (metrics off)."""
+def metrics_endpoint(bind_address: str) -> tuple[str, int | None]:
+    """(host, port) kube-proxy serves its metrics on for a metricsBindAddress: an address alone gets
+    DEFAULT_METRICS_PORT (proxyutil.AppendPortIfNeeded, `::1` too); else HOST:PORT, `[IPv6]:PORT`; the port
+    None when the text names none (its own check names that)."""
     if _bare_address(bind_address):
-        return (DEFAULT_METRICS_PORT,)
-    port = bind_address.rpartition(":")[2]
-    return (int(port),) if port.isdigit() and int(port) > 0 else ()
+        return bind_address, DEFAULT_METRICS_PORT
+    host, colon, port = bind_address.rpartition(":")
+    if not colon or bind_address.endswith("]"):  # `[::1]` alone, which kube-proxy refuses
+        return bind_address.removeprefix("[").removesuffix("]"), None
+    return host.removeprefix("[").removesuffix("]"), int(port) if port.isascii() and port.isdigit() else None
+
+
+def metrics_port(bind_address: str) -> int | None:
+    """The port kube-proxy's metrics take for a metricsBindAddress; None when none (port 0: metrics off)."""
+    port = metrics_endpoint(bind_address)[1]
+    return port if port and port <= 65535 else None
+
+

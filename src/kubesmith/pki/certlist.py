@@ -172,6 +172,19 @@ def authority_plan(spec: AuthoritySpec, key_holders: tuple[str, ...]) -> Certifi
     )
 
 
+# The names every API server certificate carries, whatever the cluster (kubeadm's too): a node or host
+# of one of these names would get a kubelet serving certificate from the same CA for the API server's name
+APISERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+
+
+def apiserver_name_problem(name: str) -> str | None:
+    """Why a host or node may not be called `name`, one of APISERVER_NAMES, or None."""
+    if name in APISERVER_NAMES:
+        return (f"{name!r} names the cluster's API server (every API server certificate carries it): a node of "
+                "that name would hold a certificate for it from the same CA; a node may not take it")
+    return None
+
+
 def san_lists(policy: Sans, cluster: ClusterFacts, host: HostFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(DNS names, IP addresses) for a SAN policy, sorted and without duplicates."""
     if policy is Sans.NONE:
@@ -188,8 +201,7 @@ def san_lists(policy: Sans, cluster: ClusterFacts, host: HostFacts) -> tuple[tup
     else:
         # this host's own name and address, not its peers': a host added later changes no other
         # host's certificate (and restarts no other API server), as kubeadm does
-        names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 f"kubernetes.default.svc.{cluster.dns_domain}", host.name]
+        names = [*APISERVER_NAMES, f"kubernetes.default.svc.{cluster.dns_domain}", host.name]
         ips = ["127.0.0.1", cluster.api_service_ip, host.address]
         for extra in (cluster.api_endpoint_host, *cluster.apiserver_extra_sans):
             (ips if is_ip(extra) else names).append(extra)

@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from kubesmith import fsutil
 from kubesmith.clock import utc_now
 from kubesmith.documents import load_json
+from kubesmith.exitcodes import UsageError
 from kubesmith.pki import issue, keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
@@ -349,8 +350,12 @@ def _load_cert(path: Path, pem: bytes | None = None) -> x509.Certificate:
 
 
 def default_state_dir(spec_file: Path, cluster: str, override: str | None = None) -> Path:
-    """--state-dir, else $KUBESMITH_STATE_DIR, else <directory of the spec file>/.kubesmith/<cluster>."""
+    """--state-dir, else $KUBESMITH_STATE_DIR, else <directory of the spec file>/.kubesmith/<cluster>. A
+    blank variable is refused as a blank --state-dir is: it would put the CAs in a directory named by spaces."""
     env = os.environ.get("KUBESMITH_STATE_DIR")
+    if not override and env and not env.strip():
+        raise UsageError(f"$KUBESMITH_STATE_DIR: {env!r} is empty: give a path (for the current directory, write .), "
+                         "or unset it")
     chosen = Path(override) if override else Path(env) if env else spec_file.resolve().parent / ".kubesmith" / cluster
     return checked_state_dir(chosen)
 

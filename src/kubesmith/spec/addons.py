@@ -8,15 +8,21 @@ file and line. An object is labelled with its add-on's name (`kubesmith.io/addon
 
 from __future__ import annotations
 
+import base64
+import binascii
+import ipaddress
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any
 
 import yaml
 
 from kubesmith import fsutil
 from kubesmith.spec.checks import Finding
+from kubesmith.spec.model import Cluster
 from kubesmith.spec.errors import Location, format_path, yaml_text
+from kubesmith.spec.types import label_key_problem, label_value_problem
 from kubesmith.spec.values import json_findings
 from kubesmith.spec.yamlsource import Loader, YamlDocument, nesting_problem, structure_problems, with_alias_name
 
@@ -40,7 +46,8 @@ CLUSTER_SCOPED = frozenset({
     "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
     "APIService", "CertificateSigningRequest", "FlowSchema", "PriorityLevelConfiguration",
-    "VolumeAttributesClass", "DeviceClass",
+    "VolumeAttributesClass", "DeviceClass", "ServiceCIDR", "IPAddress", "ClusterTrustBundle", "ResourceSlice",
+    "DeviceTaintRule", "StorageVersion", "StorageVersionMigration", "ComponentStatus",
 })
 
 _COREDNS = "set CoreDNS through spec.components.coreDns (upstream, stubDomains, extraServerBlocks, replicas, ...)"
@@ -61,6 +68,90 @@ OWN_OBJECTS: dict[tuple[str, str, str], str] = {
 }
 
 
+_RECONCILED = "Kubernetes rewrites it, and the two would overwrite each other without end"
+_KUBERNETES_ENDPOINTS = ("the API server's endpoint reconciler keeps it: until it rewrites it, in-cluster clients "
+                         "would send their ServiceAccount tokens to the addresses written here")
+_MANDATORY_FLOW = ("a mandatory API Priority and Fairness object: the API server restores it at once; give your "
+                   "FlowSchema or PriorityLevelConfiguration another name")
+_SYSTEM_PRIORITY = "the API server creates it, and refuses a system- PriorityClass of another value"
+_BOOTSTRAP_RBAC = ("bootstrap RBAC, which the API server reconciles at every start (admin.conf's group is bound to "
+                   "cluster-admin); bind your subjects in a binding of another name")
+# Objects no add-on may write: kubesmith's prune inventory (backends/addons.py reads it to decide what to
+# delete), and objects the API server or kube-controller-manager writes itself. A ConfigMap
+# `kube-root-ca.crt` is the controller manager's in every namespace (reserved_problem).
+RESERVED_OBJECTS: dict[tuple[str, str, str], str] = {
+    ("ConfigMap", "kube-system", "kubesmith-addons"): (
+        "it is kubesmith's add-on inventory, the list apply prunes by: written by an add-on, apply would delete "
+        "objects it lists, or the inventory itself once the add-on is gone"),
+    ("Service", "default", "kubernetes"): "the API server keeps it (the address pods reach it by); " + _RECONCILED,
+    ("Endpoints", "default", "kubernetes"): _KUBERNETES_ENDPOINTS,
+    ("EndpointSlice", "default", "kubernetes"): _KUBERNETES_ENDPOINTS,
+    ("ServiceCIDR", "", "kubernetes"): ("the API server makes it from spec.network.serviceCidr and keeps its ranges; "
+                                        "add a ServiceCIDR of another name"),
+    ("ConfigMap", "kube-system", "extension-apiserver-authentication"): (
+        "it holds the client CAs the API server publishes for extension API servers; " + _RECONCILED),
+    ("FlowSchema", "", "exempt"): _MANDATORY_FLOW,
+    ("FlowSchema", "", "catch-all"): _MANDATORY_FLOW,
+    ("PriorityLevelConfiguration", "", "exempt"): _MANDATORY_FLOW,
+    ("PriorityLevelConfiguration", "", "catch-all"): _MANDATORY_FLOW,
+    ("PriorityClass", "", "system-node-critical"): _SYSTEM_PRIORITY,
+    ("PriorityClass", "", "system-cluster-critical"): _SYSTEM_PRIORITY,
+    ("ClusterRole", "", "cluster-admin"): _BOOTSTRAP_RBAC,
+    ("ClusterRoleBinding", "", "cluster-admin"): _BOOTSTRAP_RBAC,
+}
+
+
+def reserved_problem(key: tuple[str, str, str]) -> str | None:
+    """Why no add-on may write the object `key` (kind, namespace, name), or None."""
+    if key in RESERVED_OBJECTS:
+        return RESERVED_OBJECTS[key]
+    if key[0] == "ConfigMap" and key[2] == "kube-root-ca.crt":
+        return "kube-controller-manager publishes the cluster's CA certificate in it in every namespace; " + _RECONCILED
+    return None
+
+
+# API versions of kinds the API server no longer serves ("no matches for kind"), with the release that
+# removed them and what to write instead (kubernetes.io's Deprecated API Migration Guide)
+_PSA = "pod-security.kubernetes.io labels on namespaces instead (Pod Security admission replaced it)"
+_REMOVED = (
+    ("1.16", "apps/v1", {"extensions/v1beta1": "DaemonSet Deployment ReplicaSet", "apps/v1beta1":
+                         "Deployment StatefulSet ReplicaSet ControllerRevision", "apps/v1beta2":
+                         "DaemonSet Deployment StatefulSet ReplicaSet ControllerRevision"}),
+    ("1.16", "networking.k8s.io/v1", {"extensions/v1beta1": "NetworkPolicy"}),
+    ("1.16", _PSA, {"extensions/v1beta1": "PodSecurityPolicy"}),
+    ("1.22", "networking.k8s.io/v1", {"extensions/v1beta1": "Ingress", "networking.k8s.io/v1beta1":
+                                      "Ingress IngressClass"}),
+    ("1.22", "admissionregistration.k8s.io/v1", {"admissionregistration.k8s.io/v1beta1":
+                                                 "MutatingWebhookConfiguration ValidatingWebhookConfiguration"}),
+    ("1.22", "apiextensions.k8s.io/v1", {"apiextensions.k8s.io/v1beta1": "CustomResourceDefinition"}),
+    ("1.22", "apiregistration.k8s.io/v1", {"apiregistration.k8s.io/v1beta1": "APIService"}),
+    ("1.22", "certificates.k8s.io/v1", {"certificates.k8s.io/v1beta1": "CertificateSigningRequest"}),
+    ("1.22", "coordination.k8s.io/v1", {"coordination.k8s.io/v1beta1": "Lease"}),
+    ("1.22", "rbac.authorization.k8s.io/v1", {"rbac.authorization.k8s.io/v1beta1":
+                                              "ClusterRole ClusterRoleBinding Role RoleBinding"}),
+    ("1.22", "scheduling.k8s.io/v1", {"scheduling.k8s.io/v1beta1": "PriorityClass"}),
+    ("1.22", "storage.k8s.io/v1", {"storage.k8s.io/v1beta1": "CSIDriver CSINode StorageClass VolumeAttachment"}),
+    ("1.25", "batch/v1", {"batch/v1beta1": "CronJob"}),
+    ("1.25", "discovery.k8s.io/v1", {"discovery.k8s.io/v1beta1": "EndpointSlice"}),
+    ("1.25", "events.k8s.io/v1", {"events.k8s.io/v1beta1": "Event"}),
+    ("1.25", "autoscaling/v2", {"autoscaling/v2beta1": "HorizontalPodAutoscaler"}),
+    ("1.25", "policy/v1", {"policy/v1beta1": "PodDisruptionBudget"}),
+    ("1.25", _PSA, {"policy/v1beta1": "PodSecurityPolicy"}),
+    ("1.25", "node.k8s.io/v1", {"node.k8s.io/v1beta1": "RuntimeClass"}),
+    ("1.26", "flowcontrol.apiserver.k8s.io/v1", {"flowcontrol.apiserver.k8s.io/v1beta1":
+                                                 "FlowSchema PriorityLevelConfiguration"}),
+    ("1.26", "autoscaling/v2", {"autoscaling/v2beta2": "HorizontalPodAutoscaler"}),
+    ("1.27", "storage.k8s.io/v1", {"storage.k8s.io/v1beta1": "CSIStorageCapacity"}),
+    ("1.29", "flowcontrol.apiserver.k8s.io/v1", {"flowcontrol.apiserver.k8s.io/v1beta2":
+                                                 "FlowSchema PriorityLevelConfiguration"}),
+    ("1.32", "flowcontrol.apiserver.k8s.io/v1", {"flowcontrol.apiserver.k8s.io/v1beta3":
+                                                 "FlowSchema PriorityLevelConfiguration"}),
+)
+REMOVED_APIS: dict[tuple[str, str], tuple[str, str]] = {
+    (api_version, kind): (release, instead) for release, instead, kinds in _REMOVED
+    for api_version, names in kinds.items() for kind in names.split()}
+
+
 def object_key(document: dict[str, Any]) -> tuple[str, str, str]:
     """(kind, namespace, name) as the API server stores the object: no namespace is `default` for a
     namespaced kind, and a cluster-scoped kind's namespace is ignored."""
@@ -69,18 +160,25 @@ def object_key(document: dict[str, Any]) -> tuple[str, str, str]:
     return kind, namespace, metadata["name"]
 
 
-def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
+def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None, cluster: Cluster | None = None
                 ) -> tuple[tuple[Addon, ...], list[Finding]]:
     """The add-ons named by `entries` (paths relative to `base`), and every problem found in them;
-    `cluster_file`, the spec's own file, is no add-on, and neither is the directory holding it."""
+    `cluster_file`, the spec's own file, is no add-on, and neither is the directory holding it. With
+    `cluster`, objects are also checked against its release and address ranges."""
     addons: list[Addon] = []
     findings: list[Finding] = []
     seen: dict[tuple[str, str, str], str] = {}
     names: set[str] = set()
+    entries_seen: dict[Path, int] = {}
     for index, entry in enumerate(entries):
         loc = ("spec", "addons", index)
         if (refused := _entry_problem(entry, base, cluster_file)) is not None:
             findings.append((loc, refused, "error"))
+            continue
+        first = entries_seen.setdefault((base / entry).resolve(), index)
+        if first != index:  # read once: its objects would all be given twice
+            findings.append((loc, f"{entry!r} names the same manifests as spec.addons[{first}]; list it once",
+                             "error"))
             continue
         objects, problems = _read_entry(base / entry)
         findings += [(loc, message, "error") for message in problems]
@@ -98,6 +196,9 @@ def read_addons(entries: list[str], base: Path, cluster_file: Path | None = None
                 findings.append((loc, f"{where}: {_describe(document)} in {key[1] or 'the cluster'} is one of "
                                  f"kubesmith's own objects, which it keeps applied: the two would overwrite each "
                                  f"other without end; {OWN_OBJECTS[key]}", "error"))
+                continue
+            if (problem := api_server_problem(document, key, cluster)) is not None:
+                findings.append((loc, f"{where}: {_describe(document)}: {problem}", "error"))
                 continue
             if key in seen:
                 findings.append((loc, f"{where}: {_describe(document)} is also in {seen[key]}", "error"))
@@ -267,9 +368,169 @@ def object_problem(document: Any) -> str | None:
     labels = metadata.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return f"{_describe(document)}: metadata.labels must map strings to strings"
+    for key, value in labels.items():  # the API server refuses the object otherwise, at every apply
+        if problem := label_key_problem(key) or label_value_problem(value):
+            return f"{_describe(document)}: metadata.labels: {problem}"
     mode = labels.get(MODE_LABEL, "Reconcile")
     if mode not in MODES:
         return f"{_describe(document)}: label {MODE_LABEL}={mode!r}: expected Reconcile or EnsureExists"
+    return None
+
+
+# Object names as the API server validates them: a DNS-1123 subdomain for most kinds and for custom
+# resources; a Service's is a DNS-1035 label (it becomes a DNS name of its own), a Namespace's a DNS-1123
+# label; RBAC objects take path segments (system:coredns), kept to NAME
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_RULES: dict[str, tuple[re.Pattern[str], int, str]] = {
+    "Service": (re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), 63, "a DNS-1035 label (a letter first, then "
+                "lower-case letters, digits and '-', at most 63; no '.')"),
+    "Namespace": (NAMESPACE, 63, "a DNS-1123 label (lower-case letters, digits and '-', at most 63; no '.')"),
+}
+RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+_WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"})
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def api_server_problem(document: dict[str, Any], key: tuple[str, str, str], cluster: Cluster | None) -> str | None:
+    """Why the API server refuses this object, or why an add-on must not write it, or None: an object
+    Kubernetes or kubesmith keeps itself, an API the cluster's release no longer serves, a name or data
+    its validation refuses, a webhook reached without TLS, a ServiceCIDR over the pods' or hosts' addresses."""
+    if (reserved := reserved_problem(key)) is not None:
+        return f"{key[1] + '/' if key[1] else ''}{key[2]} is not an add-on's to write: {reserved}"
+    removed = REMOVED_APIS.get((document["apiVersion"], document["kind"]))
+    if removed is not None and (cluster is None or _minor(removed[0]) <= _minor(cluster.minor)):
+        return (f"{document['apiVersion']} no longer serves {document['kind']} (removed in Kubernetes {removed[0]}): "
+                f"the API server would answer \"no matches for kind\"; write {removed[1]}")
+    return _name_problem(document) or _data_problem(document) or _webhook_problem(document) or \
+        _priority_problem(document) or _selector_problem(document) or \
+        (_service_cidr_problem(document, cluster) if cluster is not None else None)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _name_problem(document: dict[str, Any]) -> str | None:
+    kind, name = document["kind"], document["metadata"]["name"]
+    if kind in RBAC_KINDS:
+        return None  # NAME, checked in object_problem
+    pattern, longest, rule = _NAME_RULES.get(kind, (_SUBDOMAIN, 253, "a DNS-1123 subdomain (lower-case letters, "
+                                                                       "digits and '-', labels joined by '.', at most 253)"))
+    if len(name) > longest or not pattern.match(name):
+        return f"metadata.name {name[:80]!r} is not {rule}: the API server refuses it"
+    return None
+
+
+def _data_problem(document: dict[str, Any]) -> str | None:
+    """A ConfigMap's or Secret's data, and any object's annotations, are maps of strings (a number stops
+    the decoding: "cannot unmarshal number"); a Secret's `data` and a ConfigMap's `binaryData` are base64."""
+    maps = [("metadata.annotations", document["metadata"].get("annotations"), False)]
+    if document["kind"] in ("ConfigMap", "Secret") and document["apiVersion"] == "v1":
+        secret = document["kind"] == "Secret"
+        maps += [("data", document.get("data"), secret), ("binaryData", document.get("binaryData"), not secret),
+                 ("stringData", document.get("stringData"), False)]
+    for field, values, encoded in maps:
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            return f"{field} must map strings to strings"
+        for name, value in values.items():
+            if not isinstance(value, str):
+                return f"{field}.{name}: {yaml_text(value)} is not a string: quote it (the API server refuses the object)"
+            if field != "metadata.annotations" and not _CONFIGMAP_KEY.match(name):
+                return f"{field}: key {name[:80]!r} is none the API server takes (letters, digits, '-', '_', '.')"
+            if encoded:
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    return (f"{field}.{name} is not base64 (the API server refuses it: illegal base64 data); "
+                            "put plain text under stringData")
+    return None
+
+
+def _webhook_problem(document: dict[str, Any]) -> str | None:
+    """The API server takes a webhook URL only as https://HOST[/PATH] (ValidateWebhookURL, forceHttps):
+    an admission or conversion webhook reached in plain text would also hand every request to anyone
+    on the path."""
+    configs: list[tuple[str, Any]] = []
+    if document["kind"] in _WEBHOOK_KINDS and isinstance(document.get("webhooks"), list):
+        configs = [(f"webhooks[{index}].clientConfig", webhook.get("clientConfig"))
+                   for index, webhook in enumerate(document["webhooks"]) if isinstance(webhook, dict)]
+    elif document["kind"] == "CustomResourceDefinition":
+        webhook = ((document.get("spec") or {}).get("conversion") or {}).get("webhook") \
+            if isinstance(document.get("spec"), dict) else None
+        configs = [("spec.conversion.webhook.clientConfig", webhook.get("clientConfig"))] \
+            if isinstance(webhook, dict) else []
+    for where, config in configs:
+        url = config.get("url") if isinstance(config, dict) else None
+        if url is None:
+            continue
+        parts = urlsplit(str(url)) if isinstance(url, str) else None
+        if parts is None or parts.scheme != "https" or not parts.netloc:
+            return (f"{where}.url {str(url)[:80]!r}: the API server takes only https://HOST[/PATH] (\"'https' is the "
+                    "only allowed URL scheme\"): a webhook in plain text would hand every request to anyone on the path")
+        if "@" in parts.netloc or parts.query or parts.fragment:
+            return f"{where}.url {url[:80]!r}: no user information, query or fragment (the API server refuses them)"
+    return None
+
+
+# A user's PriorityClass is worth at most this much; system- names are the API server's own
+HIGHEST_USER_PRIORITY = 1_000_000_000
+
+
+def _priority_problem(document: dict[str, Any]) -> str | None:
+    """The API server refuses a PriorityClass above HIGHEST_USER_PRIORITY or under a system- name
+    (scheduling's ValidatePriorityClass): it keeps those for the cluster's own critical pods."""
+    if document["kind"] != "PriorityClass":
+        return None
+    if document["metadata"]["name"].startswith("system-"):
+        return "names beginning with system- are the API server's own (it refuses them): choose another name"
+    value = document.get("value", 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value <= HIGHEST_USER_PRIORITY:
+        return (f"value {yaml_text(value)} is no integer of at most {HIGHEST_USER_PRIORITY:,} (an int32; the API server "
+                "refuses a higher one: above are system-cluster-critical and system-node-critical)")
+    return None
+
+
+_WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
+
+
+def _selector_problem(document: dict[str, Any]) -> str | None:
+    """apps/v1 refuses a workload whose selector does not select its own pod template ("selector does
+    not match template labels"): each matchLabels pair must be among the template's labels."""
+    spec = document.get("spec")
+    if document["kind"] not in _WORKLOADS or document["apiVersion"] != "apps/v1" or not isinstance(spec, dict):
+        return None
+    selector, template = spec.get("selector"), spec.get("template")
+    wanted = selector.get("matchLabels") if isinstance(selector, dict) else None
+    labels = (template.get("metadata") or {}).get("labels") if isinstance(template, dict) else None
+    if not isinstance(wanted, dict) or not isinstance(labels, dict):
+        return None
+    missing = next((key for key, value in wanted.items() if labels.get(key) != value), None)
+    if missing is not None:
+        return (f"spec.selector.matchLabels {missing}={yaml_text(wanted[missing])} is not among "
+                "spec.template.metadata.labels: the API server refuses it (selector does not match template labels)")
+    return None
+
+
+def _service_cidr_problem(document: dict[str, Any], cluster: Cluster) -> str | None:
+    """A ServiceCIDR adds a service range: spec.network.serviceCidr's rules hold for it too, or a Service
+    would get an address of a pod or a host."""
+    if document["kind"] != "ServiceCIDR" or not isinstance(document.get("spec"), dict):
+        return None
+    pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
+    for index, text in enumerate(document["spec"].get("cidrs") or []):
+        try:
+            cidr = ipaddress.ip_network(str(text), strict=False)
+        except ValueError as exc:
+            return f"spec.cidrs[{index}]: {str(text)[:80]!r} is no CIDR ({exc}): the API server refuses it"
+        if cidr.version == pods.version and cidr.overlaps(pods):
+            return (f"spec.cidrs[{index}]: {cidr} overlaps clusterCidr {pods}: Services would get pods' addresses; "
+                    "pods and services need separate ranges")
+        if (host := next((h for h in cluster.spec.hosts if ipaddress.ip_address(h.address) in cidr), None)) is not None:
+            return (f"spec.cidrs[{index}]: {cidr} holds {host.name}'s address {host.address}: a Service could take "
+                    "a host's address")
     return None
 
 

@@ -8,6 +8,9 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns
 from kubesmith.modules import MODULES
+from kubesmith.modules.core_dns import forward_targets
+from kubesmith.pki.certlist import apiserver_name_problem
+from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
 from kubesmith.spec.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
@@ -17,7 +20,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import ignored_flag_problem, managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
-from kubesmith.spec.types import MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
+from kubesmith.spec.types import MAX_EXTRA_ARGS, MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
 from kubesmith.spec.ports import endpoint_findings, port_findings
@@ -42,7 +45,9 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
-    findings += config_value_findings(cluster.spec.components, lambda flag: registry.flag_type("kubelet", flag))
+    findings += config_value_findings(cluster.spec.components, cluster.minor,
+                                      lambda flag: registry.flag_type("kubelet", flag))
+    findings += _leader_election(cluster)
     findings += _idle_timeout(cluster)
     findings += _admission(cluster)
     findings += _ciphers(cluster)
@@ -135,10 +140,11 @@ def dns_domain_problem(domain: str) -> str | None:
 
 
 def _pod_ranges(cluster: Cluster) -> list[Finding]:
-    """A node's own pod range lies in the cluster's and overlaps no other node's."""
+    """A node's own pod range lies in the cluster's and overlaps no other node's (the first in host order is
+    named; RangeIndex keeps this linear for 10,000 hosts)."""
     pods = ipaddress.ip_network(cluster.spec.network.cluster_cidr)
     findings: list[Finding] = []
-    seen: list[tuple[int, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
+    seen: RangeIndex[int] = RangeIndex()
     for index, host in enumerate(cluster.spec.hosts):
         if host.pod_cidr is None:
             continue
@@ -147,9 +153,9 @@ def _pod_ranges(cluster: Cluster) -> list[Finding]:
             findings.append((where, "only hosts with the node role run pods; remove podCidr", "error"))
         elif own.version != pods.version or not own.subnet_of(pods):  # type: ignore[arg-type]
             findings.append((where, f"{own} lies outside clusterCidr {pods}", "error"))
-        elif (other := next((i for i, taken in seen if taken.overlaps(own)), None)) is not None:
+        elif (other := min(seen.overlapping(own), default=None)) is not None:
             findings.append((where, f"{own} overlaps the pod range of spec.hosts[{other}]", "error"))
-        seen.append((index, own))
+        seen.add(own, index)
     return findings
 
 
@@ -191,20 +197,27 @@ def _cluster_dns(cluster: Cluster) -> list[Finding]:
                              "DNS query: pods would have no cluster DNS; remove it (the default is "
                              "spec.network.dnsServiceIp)", "error"))
     core_dns = cluster.spec.components.core_dns
-    lists = [(("upstream",), core_dns.upstream)]
-    lists += [(("stubDomains", domain), servers) for domain, servers in core_dns.stub_domains.items()]
-    for where, servers in lists:
-        for index, server in enumerate(servers):
-            host = server[1:].partition("]")[0] if server.startswith("[") else \
-                server.split(":")[0] if server.count(":") == 1 else server
-            try:
-                address = ipaddress.ip_address(host)
-            except ValueError:
-                continue  # core_dns.resolver_problem names it
-            if address == dns:
-                findings.append((("spec", "components", "coreDns", *where, index), f"{server} is the cluster DNS "
-                                 "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
-                                 "and its loop check stops it; name resolvers outside the cluster", "error"))
+    targets = [(("upstream", index), server) for index, server in enumerate(core_dns.upstream)]
+    targets += [(("stubDomains", domain, index), server) for domain, servers in core_dns.stub_domains.items()
+                for index, server in enumerate(servers)]
+    targets += [(("extraServerBlocks", zone, index), server) for zone, lines in core_dns.extra_server_blocks.items()
+                for index, server in forward_targets(lines)]
+    for where, server in targets:
+        host = server[1:].partition("]")[0] if server.startswith("[") else \
+            server.split(":")[0] if server.count(":") == 1 else server
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            continue  # core_dns.resolver_problem names it
+        if address == dns:
+            findings.append((("spec", "components", "coreDns", *where), f"{server} is the cluster DNS "
+                             "service (spec.network.dnsServiceIp), CoreDNS itself: it would forward to itself, "
+                             "and its loop check stops it (a block without `loop` sends each query round until it "
+                             "times out); name resolvers outside the cluster", "error"))
+        elif problem := api_service_ip_problem(address, services):
+            findings.append((("spec", "components", "coreDns", *where), f"{problem}, where kube-proxy forwards "
+                             "only the API server's port 443/TCP: no DNS query would be answered; name resolvers "
+                             "outside the cluster", "error"))
     return findings
 
 
@@ -248,6 +261,8 @@ def _hosts(cluster: Cluster) -> list[Finding]:
     findings: list[Finding] = [(("spec", "hosts", index, "labels", key), problem, "error")
                                for index, host in enumerate(hosts) for key in host.labels
                                if (problem := label_problem(key))]
+    findings += [(("spec", "hosts", index, "name"), problem, "error") for index, host in enumerate(hosts)
+                 if (problem := apiserver_name_problem(host.name))]
     for field, values in (("name", [h.name for h in hosts]), ("address", [h.address for h in hosts])):
         first_index: dict[str, int] = {}
         for index, value in enumerate(values):
@@ -331,7 +346,7 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
     """A fixed bind address is one every host running the component can bind: the unspecified address
     (0.0.0.0, ::) always; a multicast, broadcast or reserved address never; with several hosts, not one
     host's address (the others cannot bind it), nor, for the API server, loopback (the other hosts'
-    load balancers and every pod would lose the API)."""
+    load balancers and every pod would lose the API); the kubelet never loopback (the API server dials it)."""
     components = cluster.spec.components
     candidates: list[tuple[tuple[LocPart, ...], Any, str, list[Any]]] = [
         (("spec", "components", "apiserver", "bindAddress"), components.apiserver.bind_address, "API server",
@@ -353,6 +368,10 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
         if address.is_multicast or (address.version == 4 and (address.is_reserved or address in THIS_NETWORK)):
             findings.append((where, f"{address} is {unusable(address)}: no host can bind it, so the {what} "
                              "would not start; use 0.0.0.0 (or ::) or an address of the host", "error"))
+        elif address.is_loopback and what == "kubelet":
+            findings.append((where, f"{address} is a loopback address: the API server reaches each kubelet at its "
+                             "node's address (logs, exec, port-forward, metrics), which nothing would answer; use "
+                             "0.0.0.0 (or ::) or leave it unset", "error"))
         elif len(hosts) > 1 and address.is_loopback and what == "API server":
             findings.append((where, f"{address} is a loopback address: with {len(hosts)} control-plane hosts, the "
                              "other hosts' load balancers and every pod would lose the API; use 0.0.0.0 (or ::)",
@@ -427,6 +446,38 @@ AUTHORIZATION_MODES = {"AlwaysAllow": None, "AlwaysDeny": None, "Node": None, "R
                        "ABAC": "authorization-policy-file", "Webhook": "authorization-webhook-config-file"}
 
 
+def _leader_election(cluster: Cluster) -> list[Finding]:
+    """With several control-plane hosts each runs a scheduler and a controller manager: without leader election
+    all are active at once, schedulers racing for the same node capacity and controllers creating and deleting
+    the same objects. The scheduler's extraConfig leaderElection.leaderElect wins over the typed option."""
+    hosts = len(cluster.control_plane_hosts)
+    if hosts < 2:
+        return []
+    components = cluster.spec.components
+    present, configured = config_value(components.scheduler, ("leaderElection", "leaderElect"))
+    places = [(("scheduler", "extraConfig", "leaderElection", "leaderElect"), configured) if present else
+              (("scheduler", "leaderElect"), components.scheduler.leader_elect),
+              (("controllerManager", "leaderElect"), components.controller_manager.leader_elect)]
+    harm = {"scheduler": "schedulers placing pods on the same node capacity, overcommitting nodes",
+            "controllerManager": "controllers creating and deleting the same objects"}
+    return [(("spec", "components", *where), f"leader election off, but {hosts} control-plane hosts each run one: "
+             f"all {hosts} would act at once ({harm[where[0]]}); keep it on", "error")
+            for where, value in places if value is False]
+
+
+def _oidc(flags: dict[str, Any]) -> list[Finding]:
+    """kube-apiserver v1.36.2 stops with "oidc-issuer-url and oidc-client-id must be specified together when
+    any oidc-* flags are set" (an issuer URL it refuses outright is named by the flag checks alone)."""
+    oidc = [flag for flag in flags if str(flag).startswith("oidc-")]
+    issuer = flags.get("oidc-issuer-url")
+    if not oidc or (issuer is not None and not str(issuer).startswith("https://")):
+        return []
+    missing = [flag for flag in ("oidc-issuer-url", "oidc-client-id") if flag not in flags]
+    return [(("spec", "components", "apiserver", "extraArgs", oidc[0]), f"oidc-* flags need "
+             f"{' and '.join(missing)} as well: kube-apiserver refuses OIDC without both the issuer URL and the "
+             "client id", "error")] if missing else []
+
+
 def _apiserver_values(cluster: Cluster) -> list[Finding]:
     """Typed values the API server (or the kubelet) refuses at start, or that weaken TLS below 1.2."""
     components = cluster.spec.components
@@ -448,6 +499,7 @@ def _apiserver_values(cluster: Cluster) -> list[Finding]:
     findings += [((*where, "kubeletPreferredAddressTypes", index), f"{kind!r} is no node address type (types: "
                   f"{', '.join(NODE_ADDRESS_TYPES)}): kube-apiserver refuses to start", "error")
                  for index, kind in enumerate(options.kubelet_preferred_address_types) if kind not in NODE_ADDRESS_TYPES]
+    findings += _oidc(options.extra_args)
     present, version = config_value(components.kubelet, ("tlsMinVersion",))
     if present and isinstance(version, str) and (problem := tls_version_problem(version)):
         findings.append((("spec", "components", "kubelet", "extraConfig", "tlsMinVersion"), problem, "error"))
@@ -608,24 +660,32 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
             getattr(components, key).feature_gates for key in takers) or any(
             config_value(getattr(components, key), ("featureGates",))[1] for key in ("kubelet", "proxy"))):
         findings.append((("spec", "kubernetesVersion"), f"kubesmith knows the feature gates of Kubernetes "
-                         f"{', '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
-                         f"{cluster.minor} (an unknown or locked gate stops the component at start)", "warning"))
+                         f"{' and '.join(registry.gate_minors)} only: the gates in this file are passed on unchecked for "
+                         f"{cluster.minor} (a locked gate set against its lock stops the component at start; an "
+                         "unknown gate the v1.35 and v1.36 binaries only warn about may stop an older release's)",
+                         "warning"))
     hints = [MAX_GATE_HINTS]  # the close-name search is the costly part: only for the first few unknown gates
 
-    def check(binaries: tuple[str, ...], name: str, value: bool) -> str | None:
+    def check(binaries: tuple[str, ...], name: str, value: bool) -> tuple[str, str] | None:
+        """(message, severity): a locked gate stops the binary ("cannot set feature gate X to false, feature
+        is locked to true"); an unknown one the v1.35.6 and v1.36.2 binaries log ("unrecognized feature gate")
+        and ignore, on the command line and in a configuration file alike, so it is a warning."""
         problem = registry.check_gate(binaries, name, value, cluster.minor, hint=hints[0] > 0)
         if problem and "has no feature gate" in problem:
             hints[0] -= 1
-        return problem
+            unknown, _, hint = problem.partition("; ")
+            hint = f"; {hint}" if hint else ""
+            return f"{unknown}: its binaries ignore it with a warning, so it does nothing{hint}", "warning"
+        return (problem, "error") if problem else None
 
     for name, value in cluster.spec.feature_gates.items():
-        if problem := check(tuple(takers.values()), name, value):
-            findings.append((("spec", "featureGates", name), problem, "error"))
+        if found := check(tuple(takers.values()), name, value):
+            findings.append((("spec", "featureGates", name), *found))
     for key, binary in takers.items():
         own = getattr(components, key).feature_gates or {}
         for name, value in own.items():
-            if problem := check((binary,), name, value):
-                findings.append((("spec", "components", _alias(key), "featureGates", name), problem, "error"))
+            if found := check((binary,), name, value):
+                findings.append((("spec", "components", _alias(key), "featureGates", name), *found))
     # the gates of a configuration document (extraConfig featureGates) are the binary's own gates too
     for key, binary in (("kubelet", "kubelet"), ("proxy", "kube-proxy")):
         present, gates = config_value(getattr(components, key), ("featureGates",))
@@ -636,9 +696,8 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
                              gate_count_problem(len(gates)), "error"))
             continue
         for name, value in gates.items():
-            if isinstance(value, bool) and (problem := check((binary,), str(name), value)):
-                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), problem,
-                                 "error"))
+            if isinstance(value, bool) and (found := check((binary,), str(name), value)):
+                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), *found))
     return findings
 
 
@@ -688,8 +747,8 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
     for module in MODULES:
         section = components.get(_alias(module.key))
         extra = section.get("extraArgs") if isinstance(section, dict) else None
-        if module.binary is None or not isinstance(extra, dict):
-            continue
+        if module.binary is None or not isinstance(extra, dict) or len(extra) > MAX_EXTRA_ARGS:
+            continue  # too many: the type check names that once, and no flag is searched for
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \

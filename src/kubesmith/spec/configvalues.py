@@ -8,15 +8,20 @@ are read as the fields they set and pass the same checks (kubelet_flag_fields).
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import CONFIG_TYPES, Finding, go_bool, go_strings, value_at
+from kubesmith.spec.effective import (CONFIG_TYPES, Finding, go_bool, go_strings, resolv_conf_problem,
+                                      toml_type_findings, toml_value_at, value_at)
 from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
 from kubesmith.spec.errors import yaml_text
+from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
+from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
 from kubesmith.spec.types import go_int
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
@@ -59,6 +64,22 @@ _EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# The plugins kube-scheduler registers (its in-tree registry, read from the v1.35.6 and v1.36.2 binaries by
+# enabling each name in a profile, all alpha and beta gates on): "ScorePlugin "NoSuchPlugin" does not exist"
+# stops it. Other releases are not checked.
+_SCHEDULER_PLUGINS_135 = frozenset({
+    "DefaultBinder", "DefaultPreemption", "DynamicResources", "GangScheduling", "ImageLocality", "InterPodAffinity",
+    "NodeAffinity", "NodeDeclaredFeatures", "NodeName", "NodePorts", "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit", "NodeUnschedulable", "NodeVolumeLimits", "PodTopologySpread", "PrioritySort",
+    "SchedulingGates", "TaintToleration", "VolumeBinding", "VolumeRestrictions", "VolumeZone",
+})
+SCHEDULER_PLUGINS: dict[str, frozenset[str]] = {"1.35": _SCHEDULER_PLUGINS_135,
+                                                "1.36": _SCHEDULER_PLUGINS_135 | {"PodGroupPodsCount"}}
+# The kernel's IPVS schedulers (net/netfilter/ipvs, ip_vs_<name>): kube-proxy v1.36.2 passes any name on
+# unchecked, and the kernel refuses to create a virtual server with another, so no Service would work
+IPVS_SCHEDULERS = ("rr", "wrr", "lc", "wlc", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "sed", "nq", "twos")
 
 
 # kubelet flags whose KubeletConfiguration field is not their name in camelCase (the rest are: hairpin-mode
@@ -104,10 +125,11 @@ def _as_field(kind: str, text: str, separator: str) -> Any:
     return text
 
 
-def config_value_findings(components: Any, kind_of: Callable[[str], str | None] = lambda flag: None) \
-        -> Iterator[Finding]:
-    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start, and every kubelet
-    flag that sets such a value (located at the flag), `kind_of` giving a kubelet flag's type."""
+def config_value_findings(components: Any, minor: str,
+                          kind_of: Callable[[str], str | None] = lambda flag: None) -> Iterator[Finding]:
+    """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start (or that leaves
+    it without a working function), and every kubelet flag that sets such a value (located at the flag),
+    `kind_of` giving a kubelet flag's type; `minor` the release (the scheduler plugins it has)."""
     from_flags = kubelet_flag_fields(components.kubelet.extra_args, kind_of)
     kubelet = dict(components.kubelet.extra_config)
     for path, (_, value) in from_flags.items():
@@ -115,7 +137,7 @@ def config_value_findings(components: Any, kind_of: Callable[[str], str | None] 
     configs = {"kubelet": kubelet, "proxy": components.proxy.extra_config,
                "scheduler": components.scheduler.extra_config}
     flags = {path: flag for path, (flag, _) in from_flags.items()}
-    for loc, message, severity in _config_values(components, configs):
+    for loc, message, severity in _config_values(components, configs, minor):
         path = next((path for path in flags if loc[:3] == _loc("kubelet")[:3] and
                      tuple(loc[4:4 + len(path)]) == path), None)
         if path is None:
@@ -132,7 +154,7 @@ def _with(document: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[s
             if len(path) > 1 else value}
 
 
-def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+def _config_values(components: Any, configs: dict[str, dict[str, Any]], minor: str) -> Iterator[Finding]:
     """The checks, on each component's configuration as it takes effect (`configs`: the kubelet's with its
     flags applied)."""
     for section, fields in ENUMS.items():
@@ -151,12 +173,148 @@ def _config_values(components: Any, configs: dict[str, dict[str, Any]]) -> Itera
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
     yield from _node_monitor(configs["kubelet"], components.controller_manager.extra_args)
-    yield from _scheduler(configs["scheduler"])
+    yield from _scheduler(configs["scheduler"], SCHEDULER_PLUGINS.get(minor))
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
     yield from _proxy(configs["proxy"], components.proxy.mode)
+    yield from _containerd(components.container_runtime.extra_config, components.container_runtime.socket)
+
+
+CRI_PLUGIN = "io.containerd.grpc.v1.cri"
+
+
+def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
+    """containerd settings that stop it (a field of the wrong TOML type, a log level logrus lacks), or leave
+    the kubelet without its runtime: the CRI plugin disabled, a snapshotter it lacks or disabled, the ttrpc
+    server put on the socket where the kubelet speaks gRPC (keys matched as containerd matches them). Managed
+    fields and the directories typed options set have their own checks."""
+    checked = {*MANAGED_CONFIG["containerRuntime"],
+               *(path for section, path, _ in TYPED_CONFIG_DIRECTORIES if section == "containerRuntime")}
+    for keys, problem in toml_type_findings(config, containerd_written(), skip=frozenset(checked)):
+        yield ("spec", "components", "containerRuntime", "extraConfig", *keys), problem, "error"
+    disabled = config_field("containerRuntime", config, ("disabled_plugins",))
+    for index, plugin in enumerate(disabled[1] if disabled and isinstance(disabled[1], list) else ()):
+        if plugin == CRI_PLUGIN:
+            yield (("spec", "components", "containerRuntime", "extraConfig", *disabled[0], index), f"{CRI_PLUGIN} "
+                   "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
+                   "error")
+    yield from _snapshotter(config, disabled)
+    ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
+    if ttrpc and ttrpc[1] == socket:
+        yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
+               "gRPC socket (spec.components.containerRuntime.socket), where the kubelet dials the CRI: its ttrpc "
+               "server needs another path (empty: the socket's path with .ttrpc)", "error")
+    level = config_field("containerRuntime", config, ("debug", "level"))
+    if level and isinstance(level[1], str) and level[1] and level[1].lower() not in _LOG_LEVELS:
+        yield (_runtime_loc(*level[0]), f"containerd takes debug.level as one of {', '.join(_LOG_LEVELS)}, not "
+               f"{level[1]!r}: it refuses to start ('not a valid logrus Level')", "error")
+    yield from _containerd_weakenings(config)
+
+
+# logrus.ParseLevel, which containerd 1.6.20 reads debug.level with (case-insensitive)
+_LOG_LEVELS = ("panic", "fatal", "error", "warn", "warning", "info", "debug", "trace")
+
+
+# the snapshotters Debian's containerd 1.6.20 builds in (cmd/containerd/builtins*_linux.go; `containerd config
+# default` lists each plugin); a proxy plugin of type snapshot adds its own name
+SNAPSHOTTERS = ("overlayfs", "native", "btrfs", "zfs", "devmapper", "aufs")
+_SNAPSHOT_PLUGIN = "io.containerd.snapshotter.v1"
+
+
+def _snapshotter(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] | None) -> Iterator[Finding]:
+    """The CRI's snapshotter is one containerd has, and is not disabled: else the CRI plugin fails to load
+    (pkg/cri/server/service.go: 'failed to find snapshotter "bogus"'), and the kubelet has no runtime."""
+    found = config_field("containerRuntime", config, ("plugins", CRI_PLUGIN, "containerd", "snapshotter"))
+    name = found[1] if found else "overlayfs"
+    if not isinstance(name, str):
+        return  # the type check names it
+    proxies = config_field("containerRuntime", config, ("proxy_plugins",))
+    proxied = [key for key, plugin in (proxies[1].items() if proxies and isinstance(proxies[1], dict) else ())
+               if (kind := toml_value_at(plugin, {}, ("type",))) and kind[1] in ("snapshot", _SNAPSHOT_PLUGIN)]
+    if found and name not in (*SNAPSHOTTERS, *proxied):
+        close = difflib.get_close_matches(name, SNAPSHOTTERS, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (it has {', '.join(SNAPSHOTTERS)}, and proxy plugins)"
+        yield (_runtime_loc(*found[0]), f"containerd has no snapshotter {name!r}: its CRI would not load, and no pod "
+               f"would start{hint}", "error")
+    items = disabled[1] if disabled and isinstance(disabled[1], list) else []
+    if f"{_SNAPSHOT_PLUGIN}.{name}" in items:
+        index = items.index(f"{_SNAPSHOT_PLUGIN}.{name}")
+        yield (_runtime_loc(*disabled[0], index), f"{name} is the CRI's snapshotter"
+               f"{'' if found else ' (containerd default)'}: disabled, its CRI would not load, and no pod would "
+               "start", "error")
+
+
+def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
+    return ("spec", "components", "containerRuntime", "extraConfig", *keys)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+# containerd's debug and ttrpc sockets exist only with an address (containerd 1.6.20 cmd/containerd/command:
+# the ttrpc socket without one is the gRPC socket's path with .ttrpc, with its uid and gid)
+_SOCKET_OWNERS = {"debug": "it serves pprof and expvar (containerd's memory, registry credentials included, and "
+                           "profiling that loads the node)",
+                  "ttrpc": "it takes the task events containerd's shims forward, so whoever may open it could "
+                           "report containers exited or started"}
+
+
+def _containerd_weakenings(config: dict[str, Any]) -> Iterator[Finding]:
+    """containerd settings that weaken the node, refused outright (no CIS check names them, so
+    spec.security.allowInsecure, which takes CIS ids, has no opt-out for them): sockets handed to other
+    users, pprof on the network, images pulled without TLS or its verification, containers without
+    AppArmor, exec and attach streams served off loopback without TLS."""
+    for socket, what in _SOCKET_OWNERS.items():
+        address = config_field("containerRuntime", config, (socket, "address"))
+        if not address or not isinstance(address[1], str) or not address[1]:
+            continue
+        if socket == "debug" and not address[1].startswith("/") and \
+                not _loopback(address[1].rpartition(":")[0] if ":" in address[1] else address[1]):
+            yield (_runtime_loc(*address[0]), f"{address[1]!r} is a TCP address: containerd would serve pprof and "
+                   "expvar there to anyone, without authentication; give a unix socket path (root's alone)", "error")
+            continue
+        owners = (config_field("containerRuntime", config, (socket, field)) for field in ("uid", "gid"))
+        if owner := next((owner for owner in owners if owner and _int(owner[1]) not in (None, 0)), None):
+            yield (_runtime_loc(*owner[0]), f"containerd's {socket} socket stays owned by root (uid and gid 0), "
+                   f"as its API socket does: {what}", "error")
+    cri = ("plugins", CRI_PLUGIN)
+    apparmor = config_field("containerRuntime", config, (*cri, "disable_apparmor"))
+    if apparmor and apparmor[1] is True:
+        yield (_runtime_loc(*apparmor[0]), "containerd would run every container without AppArmor, those whose pod "
+               "asks for runtime/default or a profile too; it uses AppArmor only where the host supports it, so a "
+               "host without AppArmor needs no setting", "error")
+    configs = config_field("containerRuntime", config, (*cri, "registry", "configs"))
+    for host, registry in (configs[1].items() if configs and isinstance(configs[1], dict) else ()):
+        skip = toml_value_at(registry, {}, ("tls", "insecure_skip_verify"))
+        if skip and skip[1] is True:
+            yield (_runtime_loc(*configs[0], host, *skip[0]), f"containerd would pull from {host} without checking "
+                   "its certificate: anyone on the path could hand the nodes other images; give the registry's CA "
+                   "in ca_file instead", "error")
+    mirrors = config_field("containerRuntime", config, (*cri, "registry", "mirrors"))
+    for host, mirror in (mirrors[1].items() if mirrors and isinstance(mirrors[1], dict) else ()):
+        endpoints = toml_value_at(mirror, {}, ("endpoint",))
+        for index, url in enumerate(endpoints[1] if endpoints and isinstance(endpoints[1], list) else ()):
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts and parts.scheme.lower() == "http" and not _loopback(parts.hostname or ""):
+                yield (_runtime_loc(*mirrors[0], host, *endpoints[0], index), f"{url} is plain HTTP: containerd "
+                       f"would pull {host}'s images from it without TLS, and anyone on the path could swap them; "
+                       "use https:// (a private CA goes in registry.configs.<host>.tls.ca_file)", "error")
+    address = config_field("containerRuntime", config, (*cri, "stream_server_address"))
+    tls = config_field("containerRuntime", config, (*cri, "enable_tls_streaming"))
+    if address and isinstance(address[1], str) and not _loopback(address[1]) and not (tls and tls[1] is True):
+        shown = repr(address[1]) if address[1] else "'' (the node's address)"
+        yield (_runtime_loc(*address[0]), f"{shown} is off loopback: containerd would serve exec, attach and "
+               "port-forward streams there without TLS (enable_tls_streaming is off), and anyone on the path could "
+               "read them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
 
 
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
+    if isinstance(config.get("resolvConf"), str) and (problem := resolv_conf_problem(config["resolvConf"])):
+        yield _loc("kubelet", "resolvConf"), problem, "error"
     if "containerLogMaxSize" in config and isinstance(config["containerLogMaxSize"], str) and \
             (problem := quantity_problem(config["containerLogMaxSize"])):
         yield _loc("kubelet", "containerLogMaxSize"), f"the kubelet refuses containerLogMaxSize: {problem}", "error"
@@ -286,9 +444,12 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
     return False
 
 
-def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
-    """kube-scheduler v1.36.2: "profiles[0].schedulerName: Required value", duplicate names; and an extender
-    whose certificate it would not check."""
+def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterator[Finding]:
+    """A profile without a name ("profiles[0].schedulerName: Required value"), duplicate profile names and
+    enabled plugins the release lacks (all stop kube-scheduler v1.36.2); an extender reached without TLS or
+    without checking its certificate (it receives every pod and node the scheduler considers, and its answers
+    place pods). A plugin the release lacks under `disabled` or `pluginConfig` is a warning: kube-scheduler
+    v1.36.2 starts and ignores it, so what was meant for a plugin reaches none."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
@@ -302,13 +463,48 @@ def _scheduler(config: dict[str, Any]) -> Iterator[Finding]:
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
+        if plugins is not None:
+            yield from _scheduler_plugins(profile, index, plugins)
     extenders = config.get("extenders")
     for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
-        tls = extender.get("tlsConfig") if isinstance(extender, dict) else None
-        if isinstance(tls, dict) and tls.get("insecure") is True:
+        url = extender.get("urlPrefix") if isinstance(extender, dict) else None
+        if isinstance(url, str) and not url.startswith("https://"):
+            yield (_loc("scheduler", "extenders", index, "urlPrefix"), f"{yaml_text(url)} is no https:// URL: "
+                   "kube-scheduler would send the extender every pod and node it considers, and take its answers, "
+                   "without TLS", "error")
+        present, insecure = value_at(extender, ("tlsConfig", "insecure"))
+        if present and insecure is True:
             yield (_loc("scheduler", "extenders", index, "tlsConfig", "insecure"), "kube-scheduler would not check "
-                   "the extender's certificate: whoever sits on the path reads the pods and nodes it sends and "
-                   "decides where pods run; give tlsConfig.caFile or caData instead", "error")
+                   "the extender's certificate: anyone on the path could read every pod and node it considers and "
+                   "answer in its place; give the extender's CA in tlsConfig.caFile (or caData)", "error")
+
+
+def _scheduler_plugins(profile: dict[str, Any], index: int, plugins: frozenset[str]) -> Iterator[Finding]:
+    """Plugins a profile names that the release lacks: enabled, an error (kube-scheduler: 'ScorePlugin
+    "NoSuchPlugin" does not exist'); disabled or configured, a warning (it starts, and ignores them)."""
+    named: list[tuple[tuple[Any, ...], Any, str]] = []
+    points = profile.get("plugins")
+    for point, sets in (points.items() if isinstance(points, dict) else ()):
+        for kind in ("enabled", "disabled"):
+            items = sets.get(kind) if isinstance(sets, dict) else None
+            named += [(("plugins", point, kind, item, "name"), plugin.get("name"), kind)
+                      for item, plugin in enumerate(items if isinstance(items, list) else ())
+                      if isinstance(plugin, dict)]
+    configs = profile.get("pluginConfig")
+    named += [(("pluginConfig", item, "name"), entry.get("name"), "pluginConfig")
+              for item, entry in enumerate(configs if isinstance(configs, list) else ()) if isinstance(entry, dict)]
+    for loc, plugin, kind in named:
+        if not isinstance(plugin, str) or plugin in plugins or (kind == "disabled" and plugin == "*"):
+            continue
+        close = difflib.get_close_matches(plugin, sorted(plugins), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        if kind == "enabled":
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"refuses to start{hint}", "error")
+        else:
+            what = "disables nothing" if kind == "disabled" else "configures nothing"
+            yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
+                   f"ignores the name, so this {what}{hint}", "warning")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's
@@ -356,8 +552,8 @@ _SYNC_DEFAULTS = {"syncPeriod": "30s", "minSyncPeriod": "1s"}
 
 
 def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
-    """kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR", and "can't use both 'primary' and
-    CIDRs"; a detectLocalMode's interface; bindAddress "not a valid textual representation of an IP
+    """The IPVS scheduler the kernel has; kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR",
+    and "can't use both 'primary' and CIDRs"; a detectLocalMode's interface; bindAddress "not a valid textual representation of an IP
     address"; the mode's "SyncPeriod ... must be greater than or equal to ... MinSyncPeriod"."""
     mode = config.get("detectLocalMode")
     if isinstance(mode, str) and mode in _DETECT_LOCAL:
@@ -382,6 +578,12 @@ def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
         field = "minSyncPeriod" if "minSyncPeriod" in given else "syncPeriod"
         yield (_loc("proxy", section, field), f"{section}.minSyncPeriod ({given.get('minSyncPeriod', '1s')}) is "
                f"longer than {section}.syncPeriod ({given.get('syncPeriod', '30s')}): kube-proxy refuses to start",
+               "error")
+    ipvs = config.get("ipvs")
+    scheduler = ipvs.get("scheduler") if isinstance(ipvs, dict) else None
+    if isinstance(scheduler, str) and scheduler not in ("", *IPVS_SCHEDULERS):
+        yield (_loc("proxy", "ipvs", "scheduler"), f"the kernel has no IPVS scheduler {scheduler!r} (it has "
+               f"{', '.join(IPVS_SCHEDULERS)}; empty is rr): it would refuse every Service kube-proxy programs",
                "error")
     items = config.get("nodePortAddresses")
     if not isinstance(items, list):

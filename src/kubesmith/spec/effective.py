@@ -122,6 +122,10 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
                 f"not {text!r}")
     if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
         return f"{binary} reads --{flag} as a Go duration: {problem}"
+    if kind == "duration" and flag in POSITIVE_DURATION_FLAGS and go_duration_ns(text) < SHORTEST_PERIOD_NS:
+        return (f"{text!r} is shorter than {SHORTEST_PERIOD}, the shortest kubesmith takes for --{flag}: a period "
+                "this short repeats its work without pause, as a zero one would (a kubelet at 1ns patches its Node "
+                "status on end)")
     if kind in GO_INT_RANGES and go_int(value, kind) is None:
         low, high = GO_INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
@@ -160,6 +164,10 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
     if flag in ("emulated-version", "min-compatibility-version") and minor and \
             (problem := emulation_problem(flag, text, minor)):
         return f"{binary}: {problem}"
+    if binary == "kube-apiserver" and flag == "oidc-issuer-url" and not text.startswith("https://"):
+        # v1.36.2: 'jwt[0].issuer.url: Invalid value: "http://evil": URL scheme must be https'
+        return (f"{text!r} is no https:// URL: kube-apiserver refuses an OIDC issuer reached without TLS (anyone "
+                "on the path could mint tokens it accepts)")
     if binary == "kube-apiserver" and flag == "service-account-max-token-expiration":
         try:
             nanoseconds = go_duration_ns(text)
@@ -250,6 +258,18 @@ def _api_setting_problem(flag: str, text: str) -> str | None:
                 return (f"kube-apiserver takes each --watch-cache-sizes item as resource[.group]#size, size a whole "
                         f"number from 0, not {item!r}: it refuses to start")
     return None
+# systemd-resolved's stub file: it names only 127.0.0.53, resolved's listener on the host's loopback
+SYSTEMD_STUB_RESOLV_CONF = "/run/systemd/resolve/stub-resolv.conf"
+
+
+def resolv_conf_problem(path: str) -> str | None:
+    """Why the kubelet may not hand pods `path` as their resolv.conf: pods with dnsPolicy Default (CoreDNS
+    among them, forwarding there) would query 127.0.0.53 in their own network namespace, where nothing answers."""
+    if path.rstrip("/") != SYSTEMD_STUB_RESOLV_CONF:
+        return None
+    return (f"{path} is systemd-resolved's stub, naming only 127.0.0.53 on the host's loopback: pods with "
+            "dnsPolicy Default (CoreDNS, which forwards there) would query their own loopback, where nothing "
+            "answers; use /run/systemd/resolve/resolv.conf, which names the upstream servers")
 
 
 # The admission plugins kube-apiserver registers in the supported releases (its --help lists them under
@@ -317,7 +337,11 @@ CONFIG_DURATIONS: dict[str, dict[tuple[str, ...], bool]] = {
         ("leaderElection", "retryPeriod"): False,
     },
 }
-# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there
+# the same periods as flags (any component): no flag defaults a zero it is given, so 0 is refused there, and so
+# is anything under SHORTEST_PERIOD (their defaults run from 1s to 2m: `1ns` passed "never zero" but spins as
+# zero does)
+SHORTEST_PERIOD = "1s"
+SHORTEST_PERIOD_NS = go_duration_ns(SHORTEST_PERIOD)
 POSITIVE_DURATION_FLAGS = frozenset({
     "sync-frequency", "file-check-frequency", "http-check-frequency", "node-status-update-frequency",
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
@@ -396,6 +420,35 @@ def value_at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
             return False, None
         value = value[part]
     return True, value
+
+
+def toml_keys(name: str) -> tuple[str, ...]:
+    """The keys containerd 1.6 (go-toml v1's Unmarshal) reads a field named `name` from, in its order: the name,
+    lower case, upper case, first letter lowered; the first the table holds wins. `containerd config dump`
+    (1.6.20) reads grpc.TCP_ADDRESS, UID and a [GRPC] table, and ignores Address, Tcp_Address and Uid."""
+    return tuple(dict.fromkeys((name, name.lower(), name.upper(), name[:1].lower() + name[1:])))
+
+
+# tables of containerd's config.toml whose keys are names (plugin ids, runtime names, registry hosts, proxy
+# plugins, stream processors, timeouts): go-toml v1 takes a map's keys as spelled
+_TOML_NAME_TABLES = ("plugins", "runtimes", "mirrors", "configs", "auths", "headers", "proxy_plugins",
+                     "stream_processors", "timeouts")
+
+
+def toml_value_at(extra: Any, written: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """(keys as spelled, value) of the field at `path` where containerd reads it from `extra` (extraConfig,
+    merged key by key over kubesmith's `written` document); None when it reads kubesmith's value, or nothing."""
+    keys: list[str] = []
+    for index, part in enumerate(path):
+        extra_level = extra if isinstance(extra, dict) else {}
+        written_level = written if isinstance(written, dict) else {}
+        candidates = (part,) if index and path[index - 1] in _TOML_NAME_TABLES else toml_keys(part)
+        key = next((key for key in candidates if key in extra_level or key in written_level), None)
+        if key is None or key not in extra_level:
+            return None
+        keys.append(key)
+        extra, written = extra_level[key], written_level.get(key)
+    return tuple(keys), extra
 
 
 def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
@@ -512,16 +565,7 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
         for field, kind in fields.items():
             if field in config and (problem := _json_type_problem(field, kind, config[field])):
                 yield ("spec", "components", section, "extraConfig", field), problem, "error"
-    # kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and
-    # exits; the kubelet and kube-proxy fall back to lenient decoding. CONFIG_TYPES holds every field of
-    # KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes.
-    for field in getattr(getattr(components, aliases["scheduler"]), "extra_config", {}):
-        if field not in CONFIG_TYPES["scheduler"] and field not in ("apiVersion", "kind"):
-            close = difflib.get_close_matches(str(field), sorted(CONFIG_TYPES["scheduler"]), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(sorted(CONFIG_TYPES['scheduler']))}"
-            yield (("spec", "components", "scheduler", "extraConfig", field),
-                   f"KubeSchedulerConfiguration has no field {yaml_text(field)}, and kube-scheduler refuses to start "
-                   f"on an unknown field: {hint}", "error")
+    yield from _unknown_scheduler_fields(getattr(getattr(components, aliases["scheduler"]), "extra_config", {}))
     # the scheduler's own validation: "podMaxBackoffSeconds ... must be greater than or equal to
     # PodInitialBackoffSeconds" (defaults 1 and 10)
     config = getattr(getattr(components, aliases["scheduler"]), "extra_config", {})
@@ -534,6 +578,46 @@ def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[F
                f"podMaxBackoffSeconds ({maximum}{'' if set_max else ', its default'}) is below "
                f"podInitialBackoffSeconds ({initial}), where the backoff starts: kube-scheduler refuses to start",
                "error")
+
+
+# The fields of the objects inside KubeSchedulerConfiguration v1 that kubesmith checks (each set accepted by
+# v1.36.2): kube-scheduler decodes the whole document strictly, nested objects too ('strict decoding error:
+# unknown field "leaderElection.LeaderElect"', or "extenders[0].Bogus"). Keys of a list's items: "name[]".
+SCHEDULER_NESTED_FIELDS: dict[str, frozenset[str]] = {
+    "leaderElection": frozenset({"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+                                 "resourceName", "resourceNamespace"}),
+    "clientConnection": frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}),
+    "profiles[]": frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}),
+    "extenders[]": frozenset({"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                              "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                              "ignorable"}),
+}
+
+
+def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
+    """kube-scheduler decodes its configuration strictly ("strict decoding error: unknown field") and exits;
+    the kubelet and kube-proxy fall back to lenient decoding and ignore such a field. Keys are matched
+    exactly, as its decoder does: `LeaderElection` is no `leaderElection`. CONFIG_TYPES holds every field of
+    KubeSchedulerConfiguration v1 but apiVersion and kind, which kubesmith writes."""
+    known = frozenset(CONFIG_TYPES["scheduler"]) | {"apiVersion", "kind"}
+    objects: list[tuple[Loc, str, Any, frozenset[str]]] = [((), "KubeSchedulerConfiguration", config, known)]
+    for field, fields in SCHEDULER_NESTED_FIELDS.items():
+        name = field.removesuffix("[]")
+        value = config.get(name)
+        if field.endswith("[]"):
+            objects += [((name, index), f"{name}[{index}]", item, fields)
+                        for index, item in enumerate(value if isinstance(value, list) else ())]
+        else:
+            objects.append(((name,), name, value, fields))
+    for loc, what, value, fields in objects:
+        for key in (value if isinstance(value, dict) else ()):
+            if key in fields:
+                continue
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
+            shown = sorted(fields - {"apiVersion", "kind"})
+            hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(shown)}"
+            yield (("spec", "components", "scheduler", "extraConfig", *loc, key), f"{what} has no field "
+                   f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
 
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
@@ -549,4 +633,135 @@ def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if wrong:
         hint = " (one item per line, or [A, B])" if kind == "strings" and isinstance(value, str) else ""
         return f"the component reads {field} as {_KIND_NAMES[kind]}{hint}; got {yaml_text(value)}"
+    return None
+
+
+# The TOML type of every field of containerd 1.6's config.toml (version 2): `containerd config default`
+# (Debian's 1.6.20), with the CRI registry's tables it leaves empty (pkg/cri/config: Mirror, RegistryConfig,
+# TLSConfig, AuthConfig) and the runtime tables (runtimes.<name> as default_runtime). go-toml v1 converts
+# no type, not even an integer into a float, and `containerd config dump` and its start stop at the first
+# mismatch ("Can't convert 1.5(float64) to int", "Can't convert 10010(int64) to string", "Can't convert
+# 1(int64) to float64"); a duration that does not parse stops it too ("time: missing unit in duration").
+# "*": a table of names. Fields not listed are left alone (containerd ignores unknown keys), and so are a
+# runtime's options, which it decodes for the runtime type when it creates a container.
+_CONTAINERD_RUNTIME: dict[str, Any] = {
+    **dict.fromkeys(("runtime_type", "runtime_engine", "runtime_root", "runtime_path", "base_runtime_spec",
+                     "cni_conf_dir"), "str"),
+    "cni_max_conf_num": "int", "container_annotations": "strings", "pod_annotations": "strings",
+    "privileged_without_host_devices": "bool", "options": "map",
+}
+_CRI_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("device_ownership_from_security_context", "disable_apparmor", "disable_cgroup",
+                     "disable_hugetlb_controller", "disable_proc_mount", "disable_tcp_service", "enable_selinux",
+                     "enable_tls_streaming", "enable_unprivileged_icmp", "enable_unprivileged_ports",
+                     "ignore_image_defined_volumes", "netns_mounts_under_state_dir", "restrict_oom_score_adj",
+                     "systemd_cgroup", "tolerate_missing_hugetlb_controller"), "bool"),
+    **dict.fromkeys(("max_concurrent_downloads", "max_container_log_line_size", "selinux_category_range",
+                     "stats_collect_period"), "int"),
+    **dict.fromkeys(("sandbox_image", "stream_server_address", "stream_server_port", "unset_seccomp_profile"),
+                    "str"),
+    # read by the CRI plugin as it starts ("invalid stream idle timeout"): without it, no pod
+    "stream_idle_timeout": "duration",
+    "cni": {**dict.fromkeys(("bin_dir", "conf_dir", "conf_template", "ip_pref"), "str"), "max_conf_num": "int"},
+    "containerd": {
+        **dict.fromkeys(("default_runtime_name", "snapshotter"), "str"),
+        **dict.fromkeys(("disable_snapshot_annotations", "discard_unpacked_layers", "ignore_rdt_not_enabled_errors",
+                         "no_pivot"), "bool"),
+        "default_runtime": _CONTAINERD_RUNTIME, "untrusted_workload_runtime": _CONTAINERD_RUNTIME,
+        "runtimes": {"*": _CONTAINERD_RUNTIME},
+    },
+    "image_decryption": {"key_model": "str"},
+    "registry": {
+        "config_path": "str", "mirrors": {"*": {"endpoint": "strings"}}, "headers": {"*": "strings"},
+        "auths": {"*": dict.fromkeys(("username", "password", "auth", "identitytoken"), "str")},
+        "configs": {"*": {"auth": dict.fromkeys(("username", "password", "auth", "identitytoken"), "str"),
+                          "tls": {"insecure_skip_verify": "bool",
+                                  **dict.fromkeys(("ca_file", "cert_file", "key_file"), "str")}}},
+    },
+    "x509_key_pair_streaming": dict.fromkeys(("tls_cert_file", "tls_key_file"), "str"),
+}
+CONTAINERD_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("version", "oom_score"), "int"),
+    **dict.fromkeys(("root", "state", "temp", "plugin_dir"), "str"),
+    **dict.fromkeys(("disabled_plugins", "required_plugins", "imports"), "strings"),
+    "cgroup": {"path": "str"},
+    "debug": {**dict.fromkeys(("address", "format", "level"), "str"), **dict.fromkeys(("uid", "gid"), "int")},
+    "grpc": {**dict.fromkeys(("address", "tcp_address", "tcp_tls_ca", "tcp_tls_cert", "tcp_tls_key"), "str"),
+             **dict.fromkeys(("uid", "gid", "max_recv_message_size", "max_send_message_size"), "int")},
+    "ttrpc": {"address": "str", **dict.fromkeys(("uid", "gid"), "int")},
+    "metrics": {"address": "str", "grpc_histogram": "bool"},
+    "timeouts": {"*": "duration"},
+    "proxy_plugins": {"*": dict.fromkeys(("type", "address"), "str")},
+    "stream_processors": {"*": {**dict.fromkeys(("accepts", "args", "env"), "strings"),
+                                **dict.fromkeys(("returns", "path"), "str")}},
+    "plugins": {
+        "io.containerd.grpc.v1.cri": _CRI_TYPES,
+        "io.containerd.gc.v1.scheduler": {**dict.fromkeys(("deletion_threshold", "mutation_threshold"), "int"),
+                                          "pause_threshold": "float",
+                                          **dict.fromkeys(("schedule_delay", "startup_delay"), "duration")},
+        "io.containerd.internal.v1.opt": {"path": "str"},
+        "io.containerd.internal.v1.restart": {"interval": "duration"},
+        "io.containerd.metadata.v1.bolt": {"content_sharing_policy": "str"},
+        "io.containerd.monitor.v1.cgroups": {"no_prometheus": "bool"},
+        "io.containerd.runtime.v1.linux": {**dict.fromkeys(("runtime", "runtime_root", "shim"), "str"),
+                                           **dict.fromkeys(("no_shim", "shim_debug"), "bool")},
+        "io.containerd.runtime.v2.task": {"platforms": "strings", "sched_core": "bool"},
+        "io.containerd.service.v1.diff-service": {"default": "strings"},
+        "io.containerd.service.v1.tasks-service": {"rdt_config_file": "str"},
+        **dict.fromkeys(("io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                         "io.containerd.snapshotter.v1.native", "io.containerd.snapshotter.v1.zfs"),
+                        {"root_path": "str"}),
+        "io.containerd.snapshotter.v1.devmapper": {
+            **dict.fromkeys(("base_image_size", "fs_options", "fs_type", "pool_name", "root_path"), "str"),
+            **dict.fromkeys(("async_remove", "discard_blocks"), "bool")},
+        "io.containerd.snapshotter.v1.overlayfs": {"root_path": "str", "upperdir_label": "bool"},
+    },
+}
+_TOML_KINDS = {"int": "an integer", "float": "a number with a decimal point (such as 0.5)", "str": "a string",
+               "bool": "a boolean (true or false)", "strings": "a list of strings", "map": "a table",
+               "duration": "a Go duration in a string (such as 10s)"}
+
+
+def toml_type_findings(extra: Any, written: Any, types: dict[str, Any] = CONTAINERD_TYPES,
+                       skip: frozenset[tuple[str, ...]] = frozenset(), path: tuple[str, ...] = (),
+                       spelled: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(keys as spelled, why) for every field of containerd's extraConfig whose TOML type CONTAINERD_TYPES
+    contradicts, keys matched as containerd matches them (toml_keys); `skip`: fields checked elsewhere."""
+    if not isinstance(extra, dict):
+        return
+    written = written if isinstance(written, dict) else {}
+    by_name = bool(path) and path[-1] in _TOML_NAME_TABLES
+    for field, kind in types.items():
+        if field == "*":
+            matched = [(str(key), key) for key in extra if key not in types]
+        else:
+            candidates = (field,) if by_name else toml_keys(field)
+            key = next((key for key in candidates if key in extra or key in written), None)
+            matched = [(field, key)] if key is not None and key in extra else []
+        for name, key in matched:
+            where, keys = (*path, name), (*spelled, str(key))
+            if where in skip or extra[key] is None:
+                continue
+            if isinstance(kind, dict):
+                if isinstance(extra[key], dict):
+                    yield from toml_type_findings(extra[key], written.get(key), kind, skip, where, keys)
+                    continue
+                kind = "map"
+            if problem := _toml_type_problem(kind, extra[key]):
+                yield keys, f"containerd reads {keys[-1]} as {_TOML_KINDS[kind]}, {problem}"
+
+
+def _toml_type_problem(kind: str, value: Any) -> str | None:
+    """Why go-toml v1 refuses `value` for a field of `kind` (it converts no type), or None."""
+    expected = {"int": int, "float": float, "str": str, "duration": str, "bool": bool, "strings": list,
+                "map": dict}[kind]
+    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
+        return f"not {yaml_text(value)}: it refuses to start (it converts no TOML type into another)"
+    if kind == "strings" and (odd := next((item for item in value if not isinstance(item, str)), None)) is not None:
+        return f"and item {value.index(odd)} is {yaml_text(odd)}: it refuses to start"
+    if kind == "duration":
+        try:
+            go_duration_ns(value)
+        except ValueError:
+            return f"not {yaml_text(value)}: it refuses to start"
     return None

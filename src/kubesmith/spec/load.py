@@ -76,7 +76,7 @@ def _load(text: str, filename: str, registry: VersionRegistry) -> LoadedSpec:
     problems += flags + [_located(finding, document) for finding in semantic_findings(cluster, registry)
                          if not _under(as_written(document.data, finding[0]), characters)]
     problems += [_located(finding, document) for finding in limit_findings(cluster)]
-    addons, addon_findings = read_addons(cluster.spec.addons, Path(filename).parent, Path(filename))
+    addons, addon_findings = read_addons(cluster.spec.addons, Path(filename).parent, Path(filename), cluster)
     problems += [_located(finding, document) for finding in addon_findings]
     cluster.spec._addon_manifests = addons  # read with the spec: the plan stays pure
     if any(problem.severity == "error" for problem in problems):

@@ -9,10 +9,11 @@ module emits, so a new flag cannot be left out.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubesmith.images import PAUSE_IMAGE
-from kubesmith.spec.effective import value_at
+from kubesmith.spec.effective import go_bool, toml_value_at, value_at
 
 # what to use instead: a bare name is an option of the same component (spec.components.<c>.<name>),
 # anything else says where kubesmith takes the value from
@@ -76,6 +77,7 @@ MANAGED: dict[str, dict[str, str]] = {
         "port": "port", "healthz-port": "healthzPort", "healthz-bind-address": _PROBED,  # see MANAGED_CONFIG
         "cluster-domain": "spec.network.dnsDomain", "container-runtime-endpoint": "containerRuntimeEndpoint",
         "cgroup-driver": "cgroupDriver", "manifest-url": "nothing: _STATIC_URL",
+        "register-node": "nothing: _REGISTERS", "enable-server": "nothing: _SERVES",
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
                              "healthz-bind-address": "healthzPort", "master": _MASTER,
@@ -97,10 +99,17 @@ MANAGED: dict[str, dict[str, str]] = {
         "auto-compaction-retention": "autoCompactionRetention", "auto-compaction-mode": "autoCompactionMode",
         "log-level": "logLevel",
         "force-new-cluster": "nothing: _FORCE_NEW_CLUSTER", "unsafe-no-fsync": "nothing: _NO_FSYNC",
+        # renamed without experimental- in etcd 3.6
+        "experimental-peer-skip-client-san-verification": "nothing: _PEER_SAN",
+        "peer-skip-client-san-verification": "nothing: _PEER_SAN",
     },
 }
-# etcd switches that lose data when on; off (their default) is harmless and passes
-_HARMLESS_WHEN_OFF = {("etcd", "force-new-cluster"), ("etcd", "unsafe-no-fsync")}
+# switches that break the cluster or weaken it in one position only: their default (the value here) is
+# harmless and passes, as Go reads it (`false`, `0`, `f`...)
+_HARMLESS = {("etcd", "force-new-cluster"): False, ("etcd", "unsafe-no-fsync"): False,
+             ("etcd", "experimental-peer-skip-client-san-verification"): False,
+             ("etcd", "peer-skip-client-san-verification"): False,
+             ("kubelet", "register-node"): True, ("kubelet", "enable-server"): True}
 
 # Flags a module sets as a default that extraArgs may replace: nothing else kubesmith writes follows them,
 # and the flag checks judge the value (tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below
@@ -112,6 +121,8 @@ REPLACEABLE: dict[str, frozenset[str]] = {"kube-apiserver": frozenset({"tls-min-
 # same settings as managed flags: the kubelet's client CA, serving certificate and token webhook, its DNS
 # server (clusterDns, which CoreDNS's Service address follows), the kubeconfig (and so the identity) the
 # scheduler and kube-proxy use. extraConfig is merged over kubesmith's document, so these would replace it.
+RUNC_SYSTEMD_CGROUP = ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "runc", "options",
+                       "SystemdCgroup")
 _DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
              ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
 #
@@ -130,7 +141,8 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         ("clusterDNS",): "clusterDns", ("port",): "port", ("healthzPort",): "healthzPort",
         ("healthzBindAddress",): _PROBED, ("staticPodURL",): "nothing: _STATIC_URL",
         ("clusterDomain",): "spec.network.dnsDomain", ("containerRuntimeEndpoint",): "containerRuntimeEndpoint",
-        ("cgroupDriver",): "cgroupDriver",
+        ("cgroupDriver",): "cgroupDriver", ("registerNode",): "nothing: _REGISTERS",
+        ("enableServer",): "nothing: _SERVES",
     },
     "scheduler": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
     "proxy": _DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort",
@@ -147,6 +159,8 @@ MANAGED_CONFIG: dict[str, dict[tuple[str, ...], str]] = {
         # containerd's API is root on the node: never over TCP, and its socket stays root's alone
         ("grpc", "tcp_address"): "nothing: _CONTAINERD_TCP", ("grpc", "uid"): "nothing: _CONTAINERD_OWNER",
         ("grpc", "gid"): "nothing: _CONTAINERD_OWNER",
+        # runc's cgroup driver is the kubelet's: with two drivers each manages pods' cgroups its own way
+        RUNC_SYSTEMD_CGROUP: "spec.components.kubelet.cgroupDriver",
     },
 }
 _CONTAINERD_TCP = ("kubesmith serves containerd's API on its unix socket only: over TCP it has no "
@@ -156,11 +170,23 @@ _CONTAINERD_OWNER = ("the containerd socket stays owned by root (uid and gid 0):
 _FORCE_NEW_CLUSTER = ("it rewrites the membership to this one member on every start: in a cluster of several "
                       "members each restart splits it and loses writes; it belongs to a one-off recovery, "
                       "which `kubesmith etcd restore` (a snapshot restore) does")
+# a node with the node role is one the cluster schedules onto and reaches: kubesmith waits for it to register
+# and be Ready, and the API server dials its kubelet's port for logs, exec, port-forward and metrics
+_REGISTERS = ("the kubelet would never register its Node: nothing is scheduled there, and kubesmith waits for "
+              "every node to register and be Ready; a host without workloads takes no node role")
+_SERVES = ("the kubelet would serve no API on its port: the API server's logs, exec, port-forward and metrics "
+           "through it would fail; a host without workloads takes no node role")
+# no CIS check names it, and spec.security.allowInsecure takes CIS ids only: no opt-in
+_PEER_SAN = ("etcd would accept a peer's client certificate whatever addresses it names: any certificate of the "
+             "etcd peer CA could join or impersonate a member from anywhere; kubesmith's peer certificates name "
+             "each member's address, so nothing needs it")
 _NO_FSYNC = ("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
              "the data directory")
 _EXITS = "kube-proxy would clean up, initialise or write its configuration, and exit, instead of proxying"
 _NOTHING = {"nothing: _FORCE_NEW_CLUSTER": lambda: _FORCE_NEW_CLUSTER, "nothing: _NO_FSYNC": lambda: _NO_FSYNC,
             "nothing: _EXITS": lambda: _EXITS,
+            "nothing: _PEER_SAN": lambda: _PEER_SAN, "nothing: _REGISTERS": lambda: _REGISTERS,
+            "nothing: _SERVES": lambda: _SERVES,
             "nothing: _STATIC_URL": lambda: _STATIC_URL, "nothing: _CONTAINERD_TCP": lambda: _CONTAINERD_TCP,
             "nothing: _CONTAINERD_OWNER": lambda: _CONTAINERD_OWNER}
 # a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
@@ -170,7 +196,7 @@ _STATIC_URL = ("kubesmith runs no static pods from a URL: the kubelet would run 
 
 def managed_flag_problem(binary: str, component: str, flag: str, value: Any = None) -> str | None:
     """Why extraArgs may not set `flag` of `binary` (to `value`), or None when it may."""
-    if (binary, flag) in _HARMLESS_WHEN_OFF and value in (False, "false"):
+    if (binary, flag) in _HARMLESS and go_bool(value) is _HARMLESS[(binary, flag)]:
         return None
     instead = MANAGED.get(binary, {}).get(flag)
     return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
@@ -210,7 +236,8 @@ def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:
 # replaces nothing, so it is no error.
 SAME_AS_KUBESMITH: dict[str, dict[tuple[str, ...], Any]] = {
     "kubelet": {("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
-                ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1"},
+                ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1",
+                ("registerNode",): True, ("enableServer",): True},
     "scheduler": {("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
     "proxy": {("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
     "containerRuntime": {("version",): 2,
@@ -243,6 +270,7 @@ def typed_values(spec: Any) -> dict[str, dict[tuple[str, ...], Any]]:
     }
     if "cgroupDriver" in kubelet:
         values["kubelet"][("cgroupDriver",)] = kubelet["cgroupDriver"]
+        values["containerRuntime"][RUNC_SYSTEMD_CGROUP] = kubelet["cgroupDriver"] == "systemd"
     values["containerRuntime"][("plugins", "io.containerd.grpc.v1.cri", "sandbox_image")] = \
         _raw(runtime, "sandboxImage", default=PAUSE_IMAGE)
     return values
@@ -258,12 +286,31 @@ def managed_config_findings(components: Any, spec: Any = None) -> list[tuple[tup
         config = config.get("extraConfig") if isinstance(config, dict) else None
         same = SAME_AS_KUBESMITH.get(section, {}) | typed.get(section, {})
         for path in fields:
-            present, value = value_at(config, path)
-            if not present or (path in same and value == same[path] and type(value) is type(same[path])):
+            found = config_field(section, config, path)
+            if found is None or (path in same and found[1] == same[path] and type(found[1]) is type(same[path])):
                 continue
             if problem := managed_config_problem(section, path):
-                findings.append((("spec", "components", section, "extraConfig", *path), problem, "error"))
+                findings.append((("spec", "components", section, "extraConfig", *found[0]), problem, "error"))
     return findings
+
+
+def config_field(section: str, config: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """(keys as spelled, value) of the field at `path` of a section's extraConfig, matched as its component
+    matches keys: the kubelet, kube-proxy and kube-scheduler exactly (their decoders are case-sensitive; the
+    v1.36.2 kubelet and kube-proxy ignore MaxPods or MetricsBindAddress as unknown fields), containerd as
+    go-toml v1 does, past the tables kubesmith writes itself. None: not set there."""
+    if section == "containerRuntime":
+        return toml_value_at(config, containerd_written(), path)
+    present, value = value_at(config, path)
+    return (path, value) if present else None
+
+
+@functools.cache
+def containerd_written() -> dict[str, Any]:
+    """kubesmith's own config.toml (its keys decide which spellings of extraConfig containerd reads)."""
+    from kubesmith.modules.container_runtime import ContainerRuntimeOptions, containerd_config
+    from kubesmith.plan.environment import HostEnvironment
+    return containerd_config(ContainerRuntimeOptions(), HostEnvironment())
 
 
 def _managed(what: str, component: str, instead: str, route: str) -> str:

@@ -7,22 +7,26 @@ Component options are not defined here: each module declares its own, and
 from __future__ import annotations
 
 import ipaddress
+from collections import Counter
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, create_model, field_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, create_model, field_validator
 
 from kubesmith.modules import MODULES
-from kubesmith.spec.types import (Cidr, CisId, DnsLabel, DnsName, FeatureGates, HostPort, IPAddress, LabelKey,
-                                  LabelValue, LocalPath, ReleaseVersion, StrictModel, Text, derived)
+from kubesmith.spec.types import (MAX_ADDONS, MAX_HOSTS, MAX_LABELS, MAX_NAMES, Cidr, CisId, DnsLabel, DnsName,
+                                  FeatureGates, HostPort, IPAddress, LabelKey, LabelValue, LocalPath, ReleaseVersion,
+                                  StrictModel, Text, at_most, derived)
 
 API_VERSION = "kubesmith.io/v1alpha1"
 Role = Literal["control-plane", "etcd", "node"]
+LABELS_WHY = "labels say a few things about a node or a cluster"
 KeyAlgorithm = Literal["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072", "rsa-4096"]
 
 
 class Metadata(StrictModel):
     name: DnsLabel = Field(description="Cluster name: names the kubeconfig context, etcd cluster token and PKI state.")
-    labels: dict[str, str] = Field(default={}, description="Free-form labels for your own tooling.")
+    labels: Annotated[dict[str, str], at_most(MAX_LABELS, "labels", LABELS_WHY)] = Field(
+        default={}, description="Free-form labels for your own tooling.")
 
 
 class Network(StrictModel):
@@ -42,7 +46,8 @@ class Host(StrictModel):
     roles: Annotated[list[Role], Field(min_length=1)] = Field(
         description="What the host runs: control-plane (API server, controller-manager, scheduler), "
                     "etcd (an etcd member), node (kubelet and kube-proxy).")
-    labels: dict[LabelKey, LabelValue] = Field(default={}, description="Node labels the kubelet registers with.")
+    labels: Annotated[dict[LabelKey, LabelValue], at_most(MAX_LABELS, "labels", LABELS_WHY)] = Field(
+        default={}, description="Node labels the kubelet registers with.")
     pod_cidr: Cidr | None = Field(
         default=None, description="This node's pod range, inside spec.network.clusterCidr; default: the lowest "
         "free range of spec.components.podNetwork.nodeCidrMaskSize, in host order.",
@@ -51,7 +56,8 @@ class Host(StrictModel):
     @field_validator("roles")
     @classmethod
     def _unique_roles(cls, roles: list[str]) -> list[str]:
-        duplicates = sorted({role for role in roles if roles.count(role) > 1})
+        counts = Counter(roles)  # linear: a list of 100,000 roles made count() per role take minutes
+        duplicates = sorted(role for role, count in counts.items() if count > 1)
         if duplicates:
             raise ValueError(f"role {duplicates[0]!r} is listed twice")
         return roles
@@ -64,6 +70,18 @@ class Pki(StrictModel):
     ca_validity_days: int = Field(default=3650, ge=1, le=36500, description="Lifetime of CA certificates.")
     renew_fraction: float = Field(default=2 / 3, gt=0, lt=1,
                                   description="Renew a certificate once it has used this fraction of its lifetime.")
+
+    @field_validator("ca_validity_days")
+    @classmethod
+    def _ca_outlives_leaves(cls, days: int, info: ValidationInfo) -> int:
+        """A leaf cannot outlive the CA that signs it: kubesmith would cut every leaf to the CA's end, so
+        certificateValidityDays would not hold, and the whole cluster would stop trusting itself the day the
+        CA expires."""
+        leaf = info.data.get("certificate_validity_days")
+        if isinstance(leaf, int) and days < leaf:
+            raise ValueError(f"{days} day{'s' * (days != 1)} is shorter than certificateValidityDays ({leaf}): a "
+                             "certificate cannot outlive the CA that signs it; give the CA the longer life")
+        return days
 
 
 class Ssh(StrictModel):
@@ -88,7 +106,7 @@ class Rollout(StrictModel):
 
 
 class Security(StrictModel):
-    allow_insecure: list[CisId] = Field(
+    allow_insecure: Annotated[list[CisId], at_most(MAX_NAMES, "CIS ids", "kubesmith guards 18 checks")] = Field(
         default=[], description="CIS Kubernetes Benchmark checks (ids such as \"1.2.15\") this cluster knowingly "
         "fails: a setting that weakens a secure default (profiling, anonymous access, a kubelet read-only port...) "
         "is an error unless its check is listed here; validate and plan still name it.")
@@ -117,14 +135,17 @@ class ClusterSpec(StrictModel):
         "host has.")
     feature_gates: FeatureGates = Field(default={}, description="Feature gates for every component (each may override).")
     network: Network = Field(default_factory=Network, description="Cluster address ranges and DNS.")
-    hosts: Annotated[list[Host], Field(min_length=1)] = Field(description="The machines of the cluster.")
+    hosts: Annotated[list[Host], Field(min_length=1), at_most(MAX_HOSTS, "hosts", "twice the 5,000 nodes "
+                                                              "Kubernetes supports in one cluster")] = Field(
+        description="The machines of the cluster.")
     pki: Pki = Field(default_factory=Pki, description="Certificate authority and key settings.")
     ssh: Ssh = Field(default_factory=Ssh, description="How kubesmith reaches the hosts (apply, status).")
     security: Security = Field(default_factory=Security, description="Knowing exceptions to secure defaults.")
     rollout: Rollout = Field(default_factory=Rollout, description="How apply rolls a change over running hosts.")
     components: Components = Field(default_factory=Components,  # type: ignore[valid-type]
                                    description="Per-component options.")
-    addons: list[str] = Field(
+    addons: Annotated[list[str], at_most(MAX_ADDONS, "add-on entries", "an entry may name a directory of "
+                                                               "manifests")] = Field(
         default=[], description="Add-on manifests kubesmith keeps applied (server-side apply): files or directories "
         "(their *.yaml, *.yml and *.json), relative to the cluster file. Per object, the label "
         "addonmanager.kubernetes.io/mode says Reconcile (the default: kubesmith's state wins; deleted when "

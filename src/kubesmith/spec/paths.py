@@ -23,9 +23,9 @@ from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.images import ImageError, check_archive
-from kubesmith.spec.effective import config_value, value_at
+from kubesmith.spec.effective import config_type_findings, config_value, toml_type_findings, value_at
 from kubesmith.spec.errors import LocPart, format_path, yaml_text
-from kubesmith.spec.managed import managed_config_problem, managed_flag_problem
+from kubesmith.spec.managed import containerd_written, managed_config_problem, managed_flag_problem
 from kubesmith.spec.model import Cluster, Components
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # as spec.checks.Finding
@@ -160,7 +160,8 @@ def path_findings(cluster: Cluster) -> list[Finding]:
     extra, extra_findings = _extra_directories(cluster)
     findings += extra_findings
     refused = {finding[0] for finding in findings}
-    findings += [finding for finding in _service_path_findings(cluster) if finding[0] not in refused]
+    findings += [finding for finding in _service_path_findings(cluster)
+                 if not any(finding[0][:len(loc)] == loc for loc in refused)]  # an option, or inside one
     refused = {finding[0] for finding in findings}
     findings += _overlaps([item for item in [*owned, *extra] if item.loc not in refused], cluster)
     findings += _image_archives(cluster)
@@ -242,7 +243,10 @@ def _extra_service_paths(components: Components) -> Iterator[tuple[tuple[LocPart
     """Every path in a component's extraArgs (path flags, see _PATH_FLAG) or extraConfig (any string that
     is an absolute path or a unix:// or file:// URL, but cgroup names, which are no files): containerd's
     imports, plugin_dir, runtimes' BinaryName, a proxy plugin's socket, the kubelet's staticPodPath...
-    Flags and fields kubesmith manages are left to that error."""
+    Flags and fields kubesmith manages, and fields of the wrong type (kubelet, kube-proxy, kube-scheduler:
+    JSON; containerd: TOML), are left to that error."""
+    mistyped_json = {tuple(map(str, loc[2:3] + loc[4:])) for loc, _, _ in
+                     config_type_findings(components, {"kubelet": "kubelet", "proxy": "proxy", "scheduler": "scheduler"})}
     for key, field in Components.model_fields.items():
         alias, options = field.alias or key, getattr(components, key)
         binary = next((module.binary for module in _modules() if module.key == key), None)
@@ -252,19 +256,27 @@ def _extra_service_paths(components: Components) -> Iterator[tuple[tuple[LocPart
                 for item in _ITEM_SEPARATORS.split(str(value)):
                     if (path := _path_in(item.partition(":")[0] if item.startswith("/") else item)) is not None:
                         yield ("spec", "components", alias, "extraArgs", str(flag)), path
-        yield from _config_paths(getattr(options, "extra_config", None), ("spec", "components", alias, "extraConfig"))
+        config = getattr(options, "extra_config", None)
+        mistyped = frozenset(keys for keys, _ in toml_type_findings(config, containerd_written())) \
+            if alias == "containerRuntime" and config else \
+            frozenset(keys[1:] for keys in mistyped_json if keys[0] == alias)
+        yield from _config_paths(config, ("spec", "components", alias, "extraConfig"), mistyped)
 
 
-def _config_paths(value: Any, loc: tuple[LocPart, ...]) -> Iterator[tuple[tuple[LocPart, ...], str]]:
+def _config_paths(value: Any, loc: tuple[LocPart, ...], mistyped: frozenset[tuple[str, ...]] = frozenset()
+                  ) -> Iterator[tuple[tuple[LocPart, ...], str]]:
+    """The paths in extraConfig `value` at `loc`, but under the fields `mistyped` names (keys below
+    extraConfig: the TOML type check's error)."""
     if isinstance(value, dict):
         for key, item in value.items():
             where = (*loc, key)
-            if "cgroup" not in str(key).lower() and managed_config_problem(str(loc[2]), tuple(map(str, where[4:]))) \
-                    is None:
-                yield from _config_paths(item, where)
+            keys = tuple(map(str, where[4:]))
+            if "cgroup" not in str(key).lower() and keys not in mistyped and \
+                    managed_config_problem(str(loc[2]), keys) is None:
+                yield from _config_paths(item, where, mistyped)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _config_paths(item, (*loc, index))
+            yield from _config_paths(item, (*loc, index), mistyped)
     elif isinstance(value, str) and (path := _path_in(value)) is not None:
         yield loc, path
 

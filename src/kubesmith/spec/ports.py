@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kubesmith.modules import MODULES
+from kubesmith.modules.proxy import metrics_port
 from kubesmith.plan.facts import HostFacts
 from kubesmith.spec.errors import LocPart
 from kubesmith.spec.model import Cluster, Components, Host
+from kubesmith.spec.types import port_range_bounds
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 
@@ -38,13 +40,6 @@ def _field(name: str) -> Callable[[object], int | None]:
     return lambda options: getattr(options, name)
 
 
-def _bind_port(name: str) -> Callable[[object], int | None]:
-    def port(options: object) -> int | None:
-        text = str(getattr(options, name)).rpartition(":")[2]
-        return int(text) if text.isdigit() and 0 < int(text) <= 65535 else None
-    return port
-
-
 LISTENERS = (
     Listener("ssh", "port", "sshd, kubesmith's way in", _field("port")),
     Listener("apiserver", "secure_port", "the API server", _field("secure_port")),
@@ -56,7 +51,8 @@ LISTENERS = (
     Listener("controller_manager", "secure_port", "the controller manager", _field("secure_port")),
     Listener("scheduler", "secure_port", "the scheduler", _field("secure_port")),
     Listener("proxy", "healthz_port", "kube-proxy's health port", _field("healthz_port")),
-    Listener("proxy", "metrics_bind_address", "kube-proxy's metrics port", _bind_port("metrics_bind_address")),
+    Listener("proxy", "metrics_bind_address", "kube-proxy's metrics port",
+             lambda options: metrics_port(options.metrics_bind_address)),  # type: ignore[attr-defined]
     Listener("container_runtime", "metrics_port", "containerd's metrics port", _field("metrics_port")),
     Listener("ca_service", "port", "kubesmith's CA service", _field("port")),
     Listener("api_load_balancer", "port", "the local API load balancer (HAProxy)", _field("port")),
@@ -116,8 +112,11 @@ def host_listeners(cluster: Cluster, host: Host) -> Iterator[Bound]:
 
 
 def endpoint_findings(cluster: Cluster) -> list[Finding]:
-    """`controlPlaneEndpoint` on a cluster host's address names a port there: not one another of
-    kubesmith's listeners holds (every kubeconfig would dial etcd, the kubelet, ...)."""
+    """`controlPlaneEndpoint` on a cluster host's address names a port there, and only the API server serves
+    the API on a host kubesmith runs: not a port another of its listeners holds (every kubeconfig would dial
+    etcd, the kubelet, ...), nor one where nothing of kubesmith's listens (a worker's 6443, the node-local
+    load balancer's 7443, which listens on 127.0.0.1 and not at all beside an endpoint). A load balancer of
+    one's own is named by its own address, a VIP or a DNS name."""
     endpoint = cluster.spec.control_plane_endpoint
     if not endpoint:
         return []
@@ -126,14 +125,25 @@ def endpoint_findings(cluster: Cluster) -> list[Finding]:
     if not port_text.isdigit():
         return []
     port = int(port_text)
+    where = ("spec", "controlPlaneEndpoint")
     for host in cluster.spec.hosts:
         if host.address != host_text:
             continue
-        for bound in host_listeners(cluster, host):
+        listeners = list(host_listeners(cluster, host))
+        for bound in listeners:
             if bound.port == port and bound.listener.component != "apiserver":
-                return [(("spec", "controlPlaneEndpoint"), f"{endpoint} is host {host.name}'s address on port {port}, "
-                         f"where {bound.listener.what} listens ({bound.option}): every client would dial it instead "
+                return [(where, f"{endpoint} is host {host.name}'s address on port {port}, where "
+                         f"{bound.listener.what} listens ({bound.option}): every client would dial it instead "
                          "of the API server; use the API server's port or a load balancer's", "error")]
+        api = next((bound for bound in listeners if bound.listener.component == "apiserver"), None)
+        if api is None:
+            return [(where, f"{endpoint} is host {host.name}'s address, and that host runs no API server (its roles: "
+                     f"{', '.join(host.roles)}): every kubeconfig would dial nothing; name a control-plane host, "
+                     "spec.controlPlaneVIP, or a load balancer by its own address or DNS name", "error")]
+        if api.port != port:
+            return [(where, f"{endpoint} is host {host.name}'s address on port {port}, where nothing kubesmith runs "
+                     f"listens: its API server listens on {api.port} ({api.option}); use that port, or name a "
+                     "load balancer by its own address or DNS name", "error")]
     return []
 
 
@@ -147,11 +157,15 @@ def port_findings(cluster: Cluster) -> list[Finding]:
 
     apiserver = cluster.spec.components.apiserver
     text = apiserver.service_node_port_range
-    low, high = (int(part) for part in text.split("-"))
+    low, high = port_range_bounds(text) or (0, -1)  # the type checked it: never the fallback
     range_loc = ("spec", "components", "apiserver",
                  type(apiserver).model_fields["service_node_port_range"].alias or "service_node_port_range")
     range_set = "service_node_port_range" in apiserver.model_fields_set
+    done: set[frozenset[str]] = set()
     for host in cluster.spec.hosts:
+        if frozenset(host.roles) in done:
+            continue  # a host's listeners follow from its roles: the first host of each set names its problems
+        done.add(frozenset(host.roles))
         owners: dict[int, Bound] = {}
         proxied = _runs(cluster, "proxy", host)
         for bound in host_listeners(cluster, host):

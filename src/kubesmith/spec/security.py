@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesmith.durations import go_duration_ns
+from kubesmith.modules.proxy import metrics_endpoint
 from kubesmith.spec.effective import effective, go_bool
 from kubesmith.spec.types import go_int
 from kubesmith.spec.errors import LocPart
@@ -88,7 +89,7 @@ def _not_loopback(value: Any) -> bool:
     v1.36 defaults "" from the configuration file and the flag alike; kubeadm's generated file writes "")."""
     if str(value) == "":
         return False
-    host = str(value).rpartition(":")[0].strip("[]") if ":" in str(value) else str(value)
+    host = metrics_endpoint(str(value))[0]
     try:
         return not ipaddress.ip_address(host).is_loopback
     except ValueError:

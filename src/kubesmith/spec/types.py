@@ -186,7 +186,9 @@ def _taint(value: str) -> str:
 # The distribution reference grammar (github.com/distribution/reference): [host[:port]/]path[:tag][@digest],
 # path components lower-case; the name part at most 255 characters, as docker and containerd check
 _IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+# the registry host is a DNS name or, since distribution v0.6 (containerd 1.7 and 2.x), an IPv6 address in brackets
+_IMAGE_DOMAIN = (r"(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                 r"|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
 _IMAGE_REFERENCE = re.compile(
     rf"(?P<name>(?:{_IMAGE_DOMAIN}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128}))?",
@@ -225,6 +227,22 @@ def _text(value: str) -> str:
         raise ValueError(f"{value!r} is blank: write a value, or leave the option out for its default")
     if value != value.strip():
         raise ValueError(f"{value!r} begins or ends with whitespace: write {value.strip()!r}")
+    return value
+
+
+IFNAMSIZ = 16  # the kernel's interface names: at most 15 bytes and a NUL
+
+
+def _interface_name(value: str) -> str:
+    """A network interface name the kernel takes (net/core/dev.c, dev_valid_name: at most 15 bytes, not `.`
+    or `..`, no '/', ':' or whitespace), kept to letters, digits, '_', '.' and '-' and not led by '-', as it
+    reaches `ip link` argv (`br-pods`, `cni0`, `kube_br.1` all are)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*", value, re.ASCII) or value in (".", ".."):
+        raise ValueError(f"{value!r} is not a network interface name: letters, digits, '_', '.' and '-' (not "
+                         "first), and not '.' or '..'")
+    if len(value) >= IFNAMSIZ:
+        raise ValueError(f"{value!r} is {len(value)} characters long: an interface name has at most "
+                         f"{IFNAMSIZ - 1}")
     return value
 
 
@@ -269,11 +287,25 @@ def _absolute_path(value: str) -> str:
     return value
 
 
-def _port_range(value: str) -> str:
-    match = re.fullmatch(r"(\d{1,5})-(\d{1,5})", value)
+def port_range_bounds(value: str) -> tuple[int, int] | None:
+    """(low, high) of a port range as kube-apiserver reads --service-node-port-range (k8s.io/apimachinery
+    pkg/util/net, PortRange.Set): `LOW-HIGH`, `BASE+OFFSET` (BASE to BASE+OFFSET) or one `PORT`, both ends
+    inclusive; None when it is none of these."""
+    match = re.fullmatch(r"([0-9]{1,5})(?:([-+])([0-9]{1,5}))?", value)
     if not match:
-        raise ValueError(f"{value!r} must be a port range LOW-HIGH, for example 30000-32767")
-    low, high = int(match[1]), int(match[2])
+        return None
+    low = int(match[1])
+    if match[2] is None:
+        return low, low
+    return (low, int(match[3])) if match[2] == "-" else (low, low + int(match[3]))
+
+
+def _port_range(value: str) -> str:
+    bounds = port_range_bounds(value)
+    if bounds is None:
+        raise ValueError(f"{value!r} must be a port range LOW-HIGH (or BASE+OFFSET, or one PORT), for example "
+                         "30000-32767")
+    low, high = bounds
     if not 1 <= low <= high <= 65535:
         raise ValueError(f"{value!r} must run from low to high within 1-65535")
     return value
@@ -363,6 +395,7 @@ LabelValue = Annotated[str, AfterValidator(_label_value)]
 Taint = Annotated[str, AfterValidator(_taint)]
 ImageReference = Annotated[str, AfterValidator(_image_reference)]
 Text = Annotated[str, AfterValidator(_text)]
+InterfaceName = Annotated[str, AfterValidator(_interface_name)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 ReleaseVersion = Annotated[str, AfterValidator(_semver)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -377,6 +410,31 @@ ListItem = Annotated[str, AfterValidator(_list_item)]
 SubjectName = Annotated[str, AfterValidator(_san)]
 
 
+def at_most(limit: int, what: str, why: str) -> Any:
+    """A list or map of at most `limit` entries, counted before any entry is checked: a 1 MiB file holds
+    ~100,000 entries, and a check per entry (a flag's or plugin's close-name search, a file read, a message
+    per entry) made validate take minutes. `what` names the entries, `why` says why `limit` is plenty."""
+    def check(value: Any) -> Any:
+        if isinstance(value, (list, dict)) and len(value) > limit:
+            raise ValueError(f"{len(value)} {what}, more than {limit}: {why}")
+        return value
+    return BeforeValidator(check)
+
+
+# Bounds of the lists and maps whose entries are checked one by one (at_most), each far above any real use
+# (tests/test_hostile_round5.py validates a file with every list at its bound in well under a second each)
+MAX_HOSTS = 10_000  # twice Kubernetes' largest supported cluster (5,000 nodes); the plan benchmark's size
+MAX_LABELS = 1_000  # labels of one node or of the cluster's metadata
+MAX_EXTRA_ARGS = 500  # a binary has at most ~180 flags (kube-apiserver 1.36: 175)
+MAX_NAMES = 100  # authorization modes (6), admission plugins (43), address types (5), cipher suites (~30), CIS ids
+MAX_SERVERS = 100  # DNS servers, resolvers, CA URLs
+MAX_TAINTS = 100  # taints a node registers with
+MAX_IMAGES = 500  # image archives imported on every node
+MAX_ZONES = 1_000  # CoreDNS stub domains and server blocks
+MAX_DIRECTIVES = 1_000  # lines of one CoreDNS server block
+MAX_ADDONS = 200  # add-on entries (each a file or a directory of manifests)
+
+
 def _flag_value(value: Any) -> str | int | bool:
     if isinstance(value, (str, int, bool)):
         return value
@@ -384,7 +442,7 @@ def _flag_value(value: Any) -> str | int | bool:
 
 
 FlagValue = Annotated[Any, PlainValidator(_flag_value), WithJsonSchema({"type": ["string", "integer", "boolean"]})]
-ExtraArgs = dict[str, FlagValue]
+ExtraArgs = Annotated[dict[str, FlagValue], at_most(MAX_EXTRA_ARGS, "flags", "a binary has at most ~180")]
 ExtraConfig = dict[str, Any]
 def _gate_name(value: str) -> str:
     """A feature gate's name: letters and digits. A name with `=` or `,` would add gates of its own to the

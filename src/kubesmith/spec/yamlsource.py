@@ -76,7 +76,7 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
             return None, [breaker]
         if too_deep := nesting_problem(text, filename):
             return None, [too_deep]
-        root = loader.get_single_node()
+        root = _single_node(loader, text)
         if root is None:
             return None, [Problem("(document)", "the file is empty; expected a Cluster document",
                                   Location(filename, 1, 1))]
@@ -95,6 +95,26 @@ def parse_yaml(text: str, filename: str) -> tuple[YamlDocument | None, list[Prob
     finally:
         loader.dispose()
     return YamlDocument(filename, data, root), problems
+
+
+def _single_node(loader: Loader, text: str) -> yaml.Node | None:
+    """The file's one document. An empty one (a `---` at the end, or two in a row) is skipped, as kubectl
+    skips it; a second document with content is an error, located at its `---`."""
+    found: yaml.Node | None = None
+    while loader.check_node():
+        node = loader.get_node()
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == "" \
+                and not node.style:  # plain and empty: libyaml says '', PyYAML None
+            continue
+        if found is not None:
+            lines = text.split("\n")  # a later document begins with `---`, on its line or above it
+            line = next((n for n in range(node.start_mark.line, -1, -1) if lines[n].startswith("---")),
+                        node.start_mark.line)
+            mark = yaml.Mark(node.start_mark.name, 0, line, 0, None, None)
+            raise yaml.composer.ComposerError("expected a single document in the stream", found.start_mark,
+                                              "but found another document", mark)
+        found = node
+    return found
 
 
 _UNICODE_BREAKS = {"\x85": "next line (U+0085, NEL)", "\u2028": "line separator (U+2028)",
