@@ -19,8 +19,17 @@ from typing import Literal
 FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)\b")
 # pflag's help: `--name type   usage`, no type word for a boolean (a back-quoted word in the usage
 # replaces the type word, so only pflag's own type names count)
-TYPED_FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)(?: ([A-Za-z0-9]+))?(?:\s{2,}|$)")
-CHECKED_TYPES = frozenset({"duration", "int", "int32", "uint", "uint32", "float", "float32", "strings"})
+TYPED_FLAG_LINE = re.compile(r"^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9_-]*)(?: ([A-Za-z0-9]+|pattern=N,\.\.\.))?"
+                             r"(?:\s{2,}|$)")
+CHECKED_TYPES = frozenset({"duration", "int", "int32", "uint", "uint32", "float", "float32", "strings", "ip", "ipport",
+                           "quantity", "mapStringString", "stringToString", "int32Slice", "namedCertKey",
+                           "pattern=N,..."})
+# component-base's map flags all call their type mapStringString; how one parses its value is asked of the
+# binary (read_help): "a" alone passes only ConfigurationMap (--runtime-config), "a<b" only the
+# LangleSeparatedMapStringString (the kubelet's eviction thresholds), "a=b,c" only MapStringString without
+# splitting (--oidc-required-claim); the rest split pairs at commas
+MAP_PARSERS = (("a", "configurationMap"), ("a<b", "langleSeparatedMapStringString"),
+               ("a=b,c", "mapStringStringNoSplit"))
 GATE_LINE = re.compile(r"^\s+(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false \((ALPHA|BETA|GA|DEPRECATED) - default=(true|false)\)")
 GateKind = Literal["unknown", "locked", "deprecated", "settable"]
 PROXY_PROBE = """apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -58,7 +67,20 @@ def help_facts(text: str) -> HelpFacts:
 
 def read_help(binary: Path) -> HelpFacts:
     result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
-    return help_facts(result.stdout + result.stderr)
+    facts = help_facts(result.stdout + result.stderr)
+    types = dict(facts.types or {})
+    for flag, kind in types.items():
+        if kind == "mapStringString":
+            types[flag] = next((parser for value, parser in MAP_PARSERS if parses(binary, flag, value)), kind)
+    return HelpFacts(facts.flags, facts.deprecated, facts.gates, types)
+
+
+def parses(binary: Path, flag: str, value: str) -> bool:
+    """Whether the binary's flag parsing takes `value` for `flag` (it stops at --version before starting)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        result = subprocess.run([str(binary), f"--{flag}={value}", "--version"], capture_output=True, text=True,
+                                timeout=60, check=False, cwd=scratch)
+    return result.returncode == 0 and "invalid argument" not in result.stdout + result.stderr
 
 
 def probe_gate(binary: Path, name: str, value: bool, attempts: int = 3) -> GateKind:

@@ -111,7 +111,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "apiserver-address-type-unknown": (HOSTS + apiserver("{kubeletPreferredAddressTypes: [Foo]}"),
                                        f"{APISERVER}.kubeletPreferredAddressTypes[0]", "no node address type"),
     "apiserver-storage-etcd2": (HOSTS + apiserver_flag("storage-backend", "etcd2"),
-                                f"{APISERVER}.extraArgs.storage-backend", "etcd3 only"),
+                                f"{APISERVER}.extraArgs.storage-backend", "as 'etcd3', not 'etcd2'"),
     **{f"apiserver-{flag}-negative": (HOSTS + apiserver_flag(flag, "'-1'"), f"{APISERVER}.extraArgs.{flag}",
                                       "refuses a negative")
        for flag in ("max-requests-inflight", "max-mutating-requests-inflight")},

@@ -340,7 +340,8 @@ TREE_LEGITIMATE = {
     "opt-x": "    kubelet: {rootDir: /opt/x}\n",
     "run-containerd": "    containerRuntime: {stateDir: /run/containerd, socket: /run/containerd/containerd.sock}\n",
     "audit-default-path": "    apiserver: {auditLog: {path: /var/log/kubernetes/audit/audit.log}}\n",
-    "tmp": "    etcd: {dataDir: /tmp/kubesmith-test/etcd}\n    kubelet: {rootDir: /var/tmp/kubesmith-test/kubelet}\n",
+    # (/tmp and /var/tmp are refused as every service path is: test_hostile_round5.py)
+    "mnt": "    etcd: {dataDir: /mnt/disk1/etcd}\n    kubelet: {rootDir: /mnt/disk2/kubelet}\n",
     "snapshots-default-parent": "    etcd: {snapshots: {directory: /var/backups/kubesmith/etcd-main}}\n",
     "cni-usual-places": "    containerRuntime: {cniBinDir: /opt/cni/bin, cniConfDir: /etc/cni/net.d}\n",
     "cni-conf-in-bin": "    containerRuntime: {cniBinDir: /opt/cni, cniConfDir: /opt/cni/net.d}\n",

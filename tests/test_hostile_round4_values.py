@@ -50,7 +50,7 @@ CASES: dict[str, tuple[str, str, str]] = {
                                          f"{APISERVER}.extraArgs.service-account-max-token-expiration",
                                          "not between 1 hour and 2^32 seconds"),
     "apiserver-audit-format": (HOSTS + component("apiserver", "{extraArgs: {audit-log-format: xml}}"),
-                               f"{APISERVER}.extraArgs.audit-log-format", "legacy or json only"),
+                               f"{APISERVER}.extraArgs.audit-log-format", "as 'legacy' or 'json'"),
     # --terminated-pod-gc-threshold is an int32 flag
     "controller-manager-gc-threshold": (HOSTS + component("controllerManager", "{terminatedPodGcThreshold: 2147483648}"),
                                         "spec.components.controllerManager.terminatedPodGcThreshold", "2147483647"),

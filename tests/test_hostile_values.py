@@ -131,7 +131,8 @@ CASES: dict[str, tuple[str, str, str]] = {
                                    "extraConfig: {metricsBindAddress: '0.0.0.0:10249'}}"),
         "spec.components.proxy.extraConfig.metricsBindAddress", "already sets"),
     "value-proxy-metrics-flag": (HOSTS + component("proxy", "{extraArgs: {metrics-bind-address: '0.0.0.0:10249'}}"),
-                                 "spec.components.proxy.extraArgs.metrics-bind-address", f"{CIS} 4.3.1"),
+                                 "spec.components.proxy.extraArgs.metrics-bind-address",
+                                 "ignores --metrics-bind-address"),  # next to --config: extraConfig's is the one
     "value-proxy-metrics-config-v6": (HOSTS + component("proxy", "{extraConfig: {metricsBindAddress: '[::]:10249'}}"),
                                       "spec.components.proxy.extraConfig.metricsBindAddress", f"{CIS} 4.3.1"),
     # list items: one name each
@@ -206,7 +207,7 @@ CASES: dict[str, tuple[str, str, str]] = {
         HOSTS + component("controllerManager", "{extraArgs: {node-monitor-grace-period: forever}}"),
         "spec.components.controllerManager.extraArgs.node-monitor-grace-period", "as a Go duration"),
     "flag-duration-proxy": (HOSTS + component("proxy", "{extraArgs: {iptables-sync-period: 2562048h}}"),
-                            "spec.components.proxy.extraArgs.iptables-sync-period", "longest duration"),
+                            "spec.components.proxy.extraArgs.iptables-sync-period", "ignores --iptables-sync-period"),
     "flag-bool-apiserver": (HOSTS + component("apiserver", "{extraArgs: {enable-priority-and-fairness: 'yes'}}"),
                             f"{APISERVER}.extraArgs.enable-priority-and-fairness", "as a boolean"),
     "flag-bool-etcd": (HOSTS + component("etcd", "{extraArgs: {enable-pprof: 'on'}}"),
@@ -562,7 +563,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "addr-proxy-pods-multicast": (HOSTS + component("proxy", "{clusterCidr: 224.0.0.0/8}"),
                                   "spec.components.proxy.clusterCidr", "holds multicast addresses"),
     "addr-proxy-flag-pods-multicast": (HOSTS + component("proxy", "{extraArgs: {cluster-cidr: 224.0.0.0/4}}"),
-                                       "spec.components.proxy.extraArgs.cluster-cidr", "holds multicast addresses"),
+                                       "spec.components.proxy.extraArgs.cluster-cidr", "ignores --cluster-cidr"),
     "label-node-role": (HOSTS.replace("node]}", "node], labels: {node-role.kubernetes.io/control-plane: ''}}"),
                         "spec.hosts[0].labels.node-role.kubernetes.io/control-plane",
                         "the kubelet refuses to start with the label"),

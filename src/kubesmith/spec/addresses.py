@@ -86,10 +86,10 @@ def _component_addresses(cluster: Cluster) -> Iterator[Finding]:
     where = ("spec", "components")
     ranges = [((*where, "controllerManager", "clusterCidr"), components.controller_manager.cluster_cidr),
               ((*where, "proxy", "clusterCidr"), components.proxy.cluster_cidr)]
-    for alias, options in (("controllerManager", components.controller_manager), ("proxy", components.proxy)):
-        if "cluster-cidr" in options.extra_args:
-            for text in str(options.extra_args["cluster-cidr"]).split(","):
-                ranges.append(((*where, alias, "extraArgs", "cluster-cidr"), text))
+    # (kube-proxy ignores its --cluster-cidr next to kubesmith's --config: managed.ignored_flag_problem)
+    if "cluster-cidr" in (manager := components.controller_manager).extra_args:
+        for text in str(manager.extra_args["cluster-cidr"]).split(","):
+            ranges.append(((*where, "controllerManager", "extraArgs", "cluster-cidr"), text))
     for loc, cidr in ranges:
         try:
             network = ipaddress.ip_network(cidr, strict=False) if cidr else None

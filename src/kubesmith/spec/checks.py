@@ -18,7 +18,7 @@ from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, 
                                       config_type_findings, config_value, effective, flag_value_problem,
                                       go_strings, setting_findings, tls_version_problem)
 from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
-from kubesmith.spec.managed import managed_config_findings, managed_flag_problem
+from kubesmith.spec.managed import ignored_flag_problem, managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
 from kubesmith.spec.types import MAX_EXTRA_ARGS, MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components, nth_address
@@ -45,7 +45,8 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
                                                                     "scheduler": "scheduler"})
     findings += config_type_findings(cluster.spec.components, {"kubelet": "kubelet", "proxy": "proxy",
                                                                 "scheduler": "scheduler"})
-    findings += config_value_findings(cluster.spec.components, cluster.minor)
+    findings += config_value_findings(cluster.spec.components, cluster.minor,
+                                      lambda flag: registry.flag_type("kubelet", flag))
     findings += _leader_election(cluster)
     findings += _idle_timeout(cluster)
     findings += _admission(cluster)
@@ -55,7 +56,9 @@ def semantic_findings(cluster: Cluster, registry: VersionRegistry) -> list[Findi
     findings += path_findings(cluster)  # system directories, overlaps, files on this machine
     if registry.supports(cluster.minor):
         findings += _components(cluster, registry)
-        findings += _feature_gates(cluster, registry)
+        gates = _feature_gates(cluster, registry)
+        refused = {finding[0] for finding in gates}
+        findings += gates + [finding for finding in _kubelet_defaults(cluster) if finding[0] not in refused]
     return findings
 
 
@@ -390,19 +393,28 @@ _REQUIRED_ADMISSION = {"ServiceAccount": "CIS 1.2.12", "NamespaceLifecycle": "CI
                        "NodeRestriction": "CIS 1.2.14"}
 
 
+# plugins kube-apiserver still registers that no cluster of kubesmith's can run with
+_REFUSED_ADMISSION = {
+    "AlwaysAdmit": "AlwaysAdmit admits every request and is deprecated (CIS 1.2.10); remove it",
+    "AlwaysDeny": ("AlwaysDeny refuses every request that writes (it exists for tests): no controller, kubelet or "
+                   "kubesmith's own apply could change an object; remove it"),
+}
+
+
 def _admission(cluster: Cluster) -> list[Finding]:
     """`disable-admission-plugins` in extraArgs, as the API server reads it, may not turn off a plugin that
-    enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything."""
+    enableAdmissionPlugins turns on or that the benchmark requires; AlwaysAdmit admits everything, AlwaysDeny
+    nothing."""
     options = cluster.spec.components.apiserver
     findings: list[Finding] = []
     if "NodeRestriction" not in options.enable_admission_plugins:
         findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins"),
                          "NodeRestriction is missing: it keeps each kubelet to its own Node and pods (CIS 1.2.14), "
                          "and it is not on by default; list it with the plugins you add", "error"))
-    if "AlwaysAdmit" in options.enable_admission_plugins:
-        index = options.enable_admission_plugins.index("AlwaysAdmit")
-        findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index),
-                         "AlwaysAdmit admits every request and is deprecated (CIS 1.2.10); remove it", "error"))
+    for plugin, why in _REFUSED_ADMISSION.items():
+        if plugin in options.enable_admission_plugins:
+            index = options.enable_admission_plugins.index(plugin)
+            findings.append((("spec", "components", "apiserver", "enableAdmissionPlugins", index), why, "error"))
     if "disable-admission-plugins" not in options.extra_args:
         return findings
     where = ("spec", "components", "apiserver", "extraArgs", "disable-admission-plugins")
@@ -597,6 +609,46 @@ def _bridge(cluster: Cluster) -> list[Finding]:
              "default cni0 or name a new interface", "error")]
 
 
+def kubelet_gate(cluster: Cluster, name: str) -> tuple[tuple[LocPart, ...], bool] | None:
+    """Where the kubelet's gate `name` is set and to what, as the kubelet gets it (its configuration's
+    featureGates over its own featureGates over the cluster's), or None when the file leaves it unset."""
+    kubelet = cluster.spec.components.kubelet
+    present, config = config_value(kubelet, ("featureGates",))
+    if present and isinstance(config, dict) and isinstance(config.get(name), bool):
+        return ("spec", "components", "kubelet", "extraConfig", "featureGates", name), config[name]
+    if name in (kubelet.feature_gates or {}):
+        return ("spec", "components", "kubelet", "featureGates", name), kubelet.feature_gates[name]
+    if name in cluster.spec.feature_gates:
+        return ("spec", "featureGates", name), cluster.spec.feature_gates[name]
+    return None
+
+
+def _kubelet_defaults(cluster: Cluster) -> list[Finding]:
+    """Settings the kubelet refuses next to the graceful shutdown period kubesmith writes (30s unless told
+    0s): "specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate
+    GracefulNodeShutdown", and "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod
+    at the same time"."""
+    kubelet = cluster.spec.components.kubelet
+    grace = config_value(kubelet, ("shutdownGracePeriod",))[1] or kubelet.shutdown_grace_period
+    try:
+        on = go_duration_ns(str(grace)) > 0
+    except ValueError:
+        return []  # the duration check names it
+    if not on:
+        return []
+    shown = f"{grace}{'' if 'shutdown_grace_period' in kubelet.model_fields_set else ' (kubesmith default)'}"
+    fix = "set spec.components.kubelet.shutdownGracePeriod: 0s as well"
+    if (found := kubelet_gate(cluster, "GracefulNodeShutdown")) is not None and not found[1]:
+        return [(found[0], f"GracefulNodeShutdown off, while the kubelet's shutdownGracePeriod is {shown}: the "
+                 f"kubelet refuses a shutdown grace period without the gate; {fix}", "error")]
+    present, by_priority = config_value(kubelet, ("shutdownGracePeriodByPodPriority",))
+    if present and isinstance(by_priority, list) and by_priority:
+        return [(("spec", "components", "kubelet", "extraConfig", "shutdownGracePeriodByPodPriority"),
+                 f"shutdownGracePeriodByPodPriority replaces shutdownGracePeriod ({shown}), and the kubelet refuses "
+                 f"both at once; {fix}", "error")]
+    return []
+
+
 def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]:
     """Gates against what the release's binaries know: the cluster's against every component that takes
     gates, a component's own against its binary."""
@@ -700,6 +752,7 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         for flag, value in extra.items():
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
+                ignored_flag_problem(module.binary, _alias(module.key), str(flag)) or \
                 (flag_value_problem(module.binary, str(flag), registry.flag_type(module.binary, str(flag)), value,
                                     minor)
                  if isinstance(value, (str, int)) else None)  # other types: the type check names them

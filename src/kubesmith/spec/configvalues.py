@@ -2,6 +2,8 @@
 pkg/kubelet/apis/config/validation, kube-proxy's and kube-scheduler's config validation): enumerations,
 ranges, resource quantities, eviction thresholds, and the few rules across fields that kubesmith's
 defaults make reachable. Only what the binary refuses is refused; a field not named here is left to it.
+The kubelet's flags set the same fields of its configuration (and win over the file), so its extraArgs
+are read as the fields they set and pass the same checks (kubelet_flag_fields).
 """
 
 from __future__ import annotations
@@ -9,15 +11,18 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import Finding, resolv_conf_problem, toml_type_findings, toml_value_at, value_at
+from kubesmith.spec.effective import (CONFIG_TYPES, Finding, go_bool, go_strings, resolv_conf_problem,
+                                      toml_type_findings, toml_value_at, value_at)
+from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
 from kubesmith.spec.errors import yaml_text
 from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
 from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
+from kubesmith.spec.types import go_int
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -27,7 +32,15 @@ ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         ("cpuManagerPolicy",): ("none", "static"),
         ("memoryManagerPolicy",): ("None", "Static"),
         ("configMapAndSecretChangeDetectionStrategy",): ("Get", "Cache", "Watch"),
+        ("logging", "format"): ("text", "json"),
+        # "" is the default (NoSwap); UnlimitedSwap is 1.28's and 1.29's
+        ("memorySwap", "swapBehavior"): ("", "NoSwap", "LimitedSwap", "UnlimitedSwap"),
     },
+    # component-base's logsapi: the formats registered in the Kubernetes binaries; kube-proxy v1.36.2:
+    # 'DetectLocalMode: Unsupported value: "bogus"'
+    # (mode: checks._apiserver_values)
+    "proxy": {("logging", "format"): ("text", "json"),
+              ("detectLocalMode",): ("", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix")},
 }
 # (lowest, highest) an integer field takes; None: no bound
 RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
@@ -36,25 +49,17 @@ RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
         ("maxParallelImagePulls",): (1, None), ("imageGCHighThresholdPercent",): (0, 100),
         ("imageGCLowThresholdPercent",): (0, 100), ("podsPerCore",): (0, None), ("eventRecordQPS",): (0, None),
         ("eventBurst",): (0, None), ("registryPullQPS",): (0, None), ("registryBurst",): (0, None),
-        ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None),
+        ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None), ("kubeAPIQPS",): (0, None),
+        ("kubeAPIBurst",): (0, None), ("nodeLeaseDurationSeconds",): (1, None),
     },
     "proxy": {("conntrack", "maxPerCore"): (0, None), ("conntrack", "min"): (0, None),
               ("oomScoreAdj",): (-1000, 1000)},
     "scheduler": {("percentageOfNodesToScore",): (0, 100), ("parallelism",): (1, None),
                   ("podInitialBackoffSeconds",): (1, None)},
 }
-# resource.Quantity's text: a signed decimal, then a binary (Ki...), decimal (n, u, m, k, M...) or exponent suffix
-_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
 _BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler"}
 _RESERVED = ("systemReserved", "kubeReserved")
 _EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
-
-
-def quantity_problem(value: Any) -> str | None:
-    """Why the text `value` is no resource.Quantity, or None (other types: the number and type checks)."""
-    if not isinstance(value, str) or _QUANTITY.fullmatch(value):
-        return None
-    return f"{yaml_text(value)} is no resource quantity (such as 500m, 1Gi or 2)"
 
 
 def _int(value: Any) -> int | None:
@@ -77,16 +82,87 @@ SCHEDULER_PLUGINS: dict[str, frozenset[str]] = {"1.35": _SCHEDULER_PLUGINS_135,
 IPVS_SCHEDULERS = ("rr", "wrr", "lc", "wlc", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "sed", "nq", "twos")
 
 
-def config_value_findings(components: Any, minor: str) -> Iterator[Finding]:
+# kubelet flags whose KubeletConfiguration field is not their name in camelCase (the rest are: hairpin-mode
+# is hairpinMode, kube-api-qps kubeAPIQPS); the image GC thresholds are the kubelet module's own check, and
+# --logging-format every binary's (effective.FLAG_CHOICES)
+_KUBELET_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "event-qps": ("eventRecordQPS",), "registry-qps": ("registryPullQPS",), "pod-max-pids": ("podPidsLimit",),
+    "contention-profiling": ("enableContentionProfiling",),
+}
+_CAMEL = {field.lower(): field for field in CONFIG_TYPES["kubelet"]}
+
+
+def kubelet_flag_fields(flags: dict[str, Any],
+                        kind_of: Callable[[str], str | None]) -> dict[tuple[str, ...], tuple[str, Any]]:
+    """The KubeletConfiguration fields the kubelet's `flags` set, each with its flag and the value as the
+    field holds it (a value its flag's type refuses is left out: the flag check names it). `kind_of` gives
+    a flag's type (the registry's), which says how a map flag separates its pairs."""
+    fields: dict[tuple[str, ...], tuple[str, Any]] = {}
+    for flag, value in flags.items():
+        path = _KUBELET_FLAG_FIELDS.get(str(flag)) or \
+            ((_CAMEL[key],) if (key := str(flag).replace("-", "")) in _CAMEL else None)
+        if path is None or isinstance(value, (dict, list)):
+            continue
+        kind = CONFIG_TYPES["kubelet"].get(path[0], "str") if len(path) == 1 else "str"
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        converted = _as_field(kind, text, "<" if kind_of(str(flag)) == "langleSeparatedMapStringString" else "=")
+        if converted is not None:
+            fields[path] = (str(flag), converted)
+    return fields
+
+
+def _as_field(kind: str, text: str, separator: str) -> Any:
+    """`text` of a flag as its configuration field of JSON kind `kind` holds it, or None when it cannot."""
+    if kind == "int":
+        return go_int(text, "int32")
+    if kind == "bool":
+        return go_bool(text)
+    if kind == "strings":
+        return go_strings(text)
+    if kind == "map":
+        pairs = [item.split(separator, 1) for item in text.split(",") if item]
+        return {key.strip(): value.strip() for key, value in pairs} if all(len(p) == 2 for p in pairs) else None
+    return text
+
+
+def config_value_findings(components: Any, minor: str,
+                          kind_of: Callable[[str], str | None] = lambda flag: None) -> Iterator[Finding]:
     """Every extraConfig value kubelet, kube-proxy or kube-scheduler refuses at its start (or that leaves
-    it without a working function), located."""
-    configs = {"kubelet": components.kubelet.extra_config, "proxy": components.proxy.extra_config,
+    it without a working function), and every kubelet flag that sets such a value (located at the flag),
+    `kind_of` giving a kubelet flag's type; `minor` the release (the scheduler plugins it has)."""
+    from_flags = kubelet_flag_fields(components.kubelet.extra_args, kind_of)
+    kubelet = dict(components.kubelet.extra_config)
+    for path, (_, value) in from_flags.items():
+        kubelet = _with(kubelet, path, value)
+    configs = {"kubelet": kubelet, "proxy": components.proxy.extra_config,
                "scheduler": components.scheduler.extra_config}
+    flags = {path: flag for path, (flag, _) in from_flags.items()}
+    for loc, message, severity in _config_values(components, configs, minor):
+        path = next((path for path in flags if loc[:3] == _loc("kubelet")[:3] and
+                     tuple(loc[4:4 + len(path)]) == path), None)
+        if path is None:
+            yield loc, message, severity
+        else:
+            yield (("spec", "components", "kubelet", "extraArgs", flags[path]),
+                   f"--{flags[path]} sets the kubelet's {'.'.join(path)}: {message}", severity)
+
+
+def _with(document: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of `document` with the field at `path` set to `value`."""
+    inner = document.get(path[0]) if len(path) > 1 else None
+    return {**document, path[0]: _with(inner if isinstance(inner, dict) else {}, path[1:], value)
+            if len(path) > 1 else value}
+
+
+def _config_values(components: Any, configs: dict[str, dict[str, Any]], minor: str) -> Iterator[Finding]:
+    """The checks, on each component's configuration as it takes effect (`configs`: the kubelet's with its
+    flags applied)."""
     for section, fields in ENUMS.items():
         for path, allowed in fields.items():
             present, value = value_at(configs[section], path)
             if present and isinstance(value, str) and value not in allowed:
-                yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {', '.join(allowed)}, "
+                shown = ", ".join(item for item in allowed if item)  # "": the field's default
+                yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {shown}, "
                        f"not {value!r}: it refuses to start", "error")
     for section, bounds in RANGES.items():
         for path, (low, high) in bounds.items():
@@ -96,9 +172,10 @@ def config_value_findings(components: Any, minor: str) -> Iterator[Finding]:
                 span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
+    yield from _node_monitor(configs["kubelet"], components.controller_manager.extra_args)
     yield from _scheduler(configs["scheduler"], SCHEDULER_PLUGINS.get(minor))
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
-    yield from _proxy(configs["proxy"])
+    yield from _proxy(configs["proxy"], components.proxy.mode)
     yield from _containerd(components.container_runtime.extra_config, components.container_runtime.socket)
 
 
@@ -276,10 +353,82 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
         yield (_loc("kubelet", "cgroupsPerQOS"), "without cgroupsPerQOS the kubelet refuses to enforce node "
                "allocatable, which it does by default (enforceNodeAllocatable: [pods]); set enforceNodeAllocatable: "
                "[] as well", "error")
+    # "maxParallelImagePulls ... cannot be larger than 1 unless SerializeImagePulls ... is set to false" (its
+    # default is true)
+    pulls = _int(config.get("maxParallelImagePulls"))
+    if pulls is not None and pulls > 1 and config.get("serializeImagePulls", True) is not False:
+        yield (_loc("kubelet", "maxParallelImagePulls"), f"maxParallelImagePulls {pulls} needs serializeImagePulls "
+               "off, and the kubelet pulls one image at a time by default (serializeImagePulls true, or "
+               "--serialize-image-pulls) and refuses both; set serializeImagePulls: false (no flag)", "error")
+    yield from _enforced(config)
+    # "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s" (0: the default)
+    interval = config.get("containerLogMonitorInterval")
+    try:
+        nanoseconds = go_duration_ns(interval) if isinstance(interval, str) else None
+    except ValueError:
+        nanoseconds = None  # the duration check names it
+    if nanoseconds is not None and 0 < nanoseconds < 3 * 10**9:
+        yield (_loc("kubelet", "containerLogMonitorInterval"), f"the kubelet refuses containerLogMonitorInterval "
+               f"{interval}: it takes 3s or more (0 for its default, 10s)", "error")
     if config.get("cpuManagerPolicy") == "static" and not _reserves_cpu(config, flags):
         yield (_loc("kubelet", "cpuManagerPolicy"), "the static CPU manager policy needs CPUs reserved for the "
                "system (reservedSystemCPUs, or a cpu in kubeReserved or systemReserved): the kubelet refuses to "
                "start without", "error")
+
+
+# The kubelet renews its node Lease every quarter of nodeLeaseDurationSeconds (default 40: every 10s,
+# pkg/kubelet/nodelease's renewIntervalFraction 0.25); kube-controller-manager marks a node NotReady once its
+# Lease is older than --node-monitor-grace-period (50s since 1.32, 40s before), and then evicts its pods
+_LEASE_SECONDS, _RENEW_FRACTION, _GRACE_DEFAULT = 40, 0.25, "50s"
+
+
+def _node_monitor(config: dict[str, Any], manager_flags: dict[str, Any]) -> Iterator[Finding]:
+    """Nodes whose Lease is renewed less often than the controller manager waits for it flap NotReady,
+    and lose their pods to taint-based eviction: the renew interval stays below the grace period."""
+    lease = _int(config.get("nodeLeaseDurationSeconds", _LEASE_SECONDS))
+    grace_text = manager_flags.get("node-monitor-grace-period", _GRACE_DEFAULT)
+    try:
+        grace = go_duration_ns(str(grace_text)) / 10**9
+    except ValueError:
+        return  # the flag check names it
+    if lease is None or lease < 1 or lease * _RENEW_FRACTION < grace:
+        return
+    renew = f"{lease * _RENEW_FRACTION:g}s"
+    if "node-monitor-grace-period" in manager_flags:
+        yield (("spec", "components", "controllerManager", "extraArgs", "node-monitor-grace-period"),
+               f"{grace_text} is not longer than the {renew} between the kubelets' Lease renewals (a quarter of "
+               f"nodeLeaseDurationSeconds, {lease}): every node would flap NotReady and lose its pods to eviction",
+               "error")
+    else:
+        yield (_loc("kubelet", "nodeLeaseDurationSeconds"), f"the kubelet would renew its Lease every {renew} (a "
+               f"quarter of {lease}), not within kube-controller-manager's node-monitor-grace-period ({grace_text}): "
+               "every node would flap NotReady and lose its pods to eviction; keep it under "
+               f"{int(grace / _RENEW_FRACTION)} or raise node-monitor-grace-period", "error")
+
+
+# what enforceNodeAllocatable may list, with the cgroup field each one needs (the kubelet's validation:
+# 'systemReservedCgroup (--system-reserved-cgroup) must be specified when "system-reserved" contained in
+# enforceNodeAllocatable'; the compressible forms arrived in 1.31, and older releases refuse them themselves)
+_ENFORCED = {"pods": None, "none": None, "system-reserved": "systemReservedCgroup",
+             "kube-reserved": "kubeReservedCgroup", "system-reserved-compressible": "systemReservedCgroup",
+             "kube-reserved-compressible": "kubeReservedCgroup"}
+
+
+def _enforced(config: dict[str, Any]) -> Iterator[Finding]:
+    """Each enforceNodeAllocatable item is one the kubelet knows, with the cgroup it enforces on; none alone."""
+    items = config.get("enforceNodeAllocatable")
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        if not isinstance(item, str):
+            continue  # the type check names it
+        if item not in _ENFORCED:
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), f"the kubelet enforces node allocatable on "
+                   f"{', '.join(_ENFORCED)} only, not {item!r}: it refuses to start", "error")
+        elif (cgroup := _ENFORCED[item]) and not config.get(cgroup):
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), f"enforcing {item} needs the cgroup it limits: "
+                   f"set {cgroup} as well; the kubelet refuses to start without", "error")
+        elif item == "none" and len(items) > 1:
+            yield (_loc("kubelet", "enforceNodeAllocatable", index), "none stands alone: the kubelet refuses it "
+                   "next to other enforcements", "error")
 
 
 def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
@@ -289,24 +438,28 @@ def _reserves_cpu(config: dict[str, Any], flags: dict[str, Any]) -> bool:
     for field in _RESERVED:
         reserved = config.get(field)
         cpu = reserved.get("cpu") if isinstance(reserved, dict) else None
-        match = _QUANTITY.fullmatch(str(cpu)) if cpu is not None and not isinstance(cpu, bool) else None
+        match = QUANTITY.fullmatch(str(cpu)) if cpu is not None and not isinstance(cpu, bool) else None
         if match and not str(cpu).startswith("-") and re.search(r"[1-9]", match.group(1)):
             return True
     return False
 
 
 def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterator[Finding]:
-    """Duplicate profile names and enabled plugins the release lacks (both stop kube-scheduler); an extender
-    reached without TLS or without checking its certificate (it receives every pod and node the scheduler
-    considers, and its answers place pods). A plugin the release lacks under `disabled` or `pluginConfig` is
-    a warning: kube-scheduler v1.36.2 starts and ignores it, so what was meant for a plugin reaches none."""
+    """A profile without a name ("profiles[0].schedulerName: Required value"), duplicate profile names and
+    enabled plugins the release lacks (all stop kube-scheduler v1.36.2); an extender reached without TLS or
+    without checking its certificate (it receives every pod and node the scheduler considers, and its answers
+    place pods). A plugin the release lacks under `disabled` or `pluginConfig` is a warning: kube-scheduler
+    v1.36.2 starts and ignores it, so what was meant for a plugin reaches none."""
     profiles = config.get("profiles")
     seen: dict[str, int] = {}
     for index, profile in enumerate(profiles if isinstance(profiles, list) else ()):
         name = profile.get("schedulerName", "default-scheduler") if isinstance(profile, dict) else None
         if not isinstance(name, str):
             continue
-        if name in seen:
+        if not name:
+            yield (_loc("scheduler", "profiles", index, "schedulerName"), "a profile needs a scheduler name: "
+                   "kube-scheduler refuses an empty one", "error")
+        elif name in seen:
             yield (_loc("scheduler", "profiles", index, "schedulerName"), f"profiles[{seen[name]}] already names "
                    f"{name!r}: kube-scheduler refuses duplicate scheduler names", "error")
         seen.setdefault(name, index)
@@ -392,9 +545,40 @@ def _leader_election(config: dict[str, Any], leader_elect: bool) -> Iterator[Fin
                "leader election refuses to start", "error")
 
 
-def _proxy(config: dict[str, Any]) -> Iterator[Finding]:
+# what a detectLocalMode needs set in detectLocal ('DetectLocalConfiguration.InterfaceName: Invalid value: "":
+# must not be empty'), and each mode's periods with kube-proxy's defaults (v1alpha1 SetDefaults)
+_DETECT_LOCAL = {"BridgeInterface": "bridgeInterface", "InterfaceNamePrefix": "interfaceNamePrefix"}
+_SYNC_DEFAULTS = {"syncPeriod": "30s", "minSyncPeriod": "1s"}
+
+
+def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
     """The IPVS scheduler the kernel has; kube-proxy v1.36.2: nodePortAddresses items "must be a valid CIDR",
-    and "can't use both 'primary' and CIDRs"."""
+    and "can't use both 'primary' and CIDRs"; a detectLocalMode's interface; bindAddress "not a valid textual representation of an IP
+    address"; the mode's "SyncPeriod ... must be greater than or equal to ... MinSyncPeriod"."""
+    mode = config.get("detectLocalMode")
+    if isinstance(mode, str) and mode in _DETECT_LOCAL:
+        field = _DETECT_LOCAL[mode]
+        detect = config.get("detectLocal")
+        if not (isinstance(detect, dict) and detect.get(field)):
+            yield (_loc("proxy", "detectLocalMode"), f"detectLocalMode {mode} needs detectLocal.{field}: kube-proxy "
+                   "refuses to start without", "error")
+    bind = config.get("bindAddress")
+    if isinstance(bind, str) and not go_ip(bind):
+        yield _loc("proxy", "bindAddress"), f"{bind!r} is no IP address: kube-proxy refuses to start", "error"
+    section = config.get("mode") or typed_mode
+    periods = config.get(section) if isinstance(section, str) else None
+    given = {field: periods[field] for field in _SYNC_DEFAULTS
+             if isinstance(periods, dict) and isinstance(periods.get(field), str)}
+    try:  # a zero syncPeriod is defaulted (v1.36.2 starts with iptables.syncPeriod: 0s)
+        sync = go_duration_ns(given.get("syncPeriod", "30s")) or go_duration_ns("30s")
+        minimum = go_duration_ns(given.get("minSyncPeriod", "1s"))
+    except ValueError:
+        sync = minimum = 0  # the duration check names it
+    if minimum > sync:
+        field = "minSyncPeriod" if "minSyncPeriod" in given else "syncPeriod"
+        yield (_loc("proxy", section, field), f"{section}.minSyncPeriod ({given.get('minSyncPeriod', '1s')}) is "
+               f"longer than {section}.syncPeriod ({given.get('syncPeriod', '30s')}): kube-proxy refuses to start",
+               "error")
     ipvs = config.get("ipvs")
     scheduler = ipvs.get("scheduler") if isinstance(ipvs, dict) else None
     if isinstance(scheduler, str) and scheduler not in ("", *IPVS_SCHEDULERS):

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubesmith.durations import go_duration_ns, go_duration_problem
 from kubesmith.spec.errors import LocPart, yaml_text
+from kubesmith.spec.flagtypes import flag_type_problem
 from kubesmith.spec.types import GO_INT_RANGES, go_int
 
 Loc = tuple[LocPart, ...]
@@ -130,6 +131,8 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
     if kind in ("float", "float32") and not _finite(text):
         return f"{binary} reads --{flag} as a finite number, not {text!r}"
+    if problem := flag_type_problem(binary, flag, kind, text):
+        return problem
     if kind == "strings" and (found := _LIST_SEPARATORS.search(text)):
         return (f"{binary} reads --{flag} as a comma-separated list; an item may not hold quotes or whitespace "
                 f"(found {found.group()!r} at position {found.start() + 1}): Go's CSV reader would change the items")
@@ -146,12 +149,25 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         if plain := next((url for url in servers if not url.startswith("https://")), None):
             return (f"{plain} is no https:// URL: the API server would store those resources in an etcd it reaches "
                     "without TLS and without kubesmith's client certificate")
+    if (choice := FLAG_CHOICES.get(flag)) and binary in choice[0] and text not in choice[1]:
+        return (f"{binary} takes --{flag} as {' or '.join(repr(item) for item in choice[1] if item)}, not {text!r}: "
+                f"it refuses to start")
+    if (bounds := FLAG_BOUNDS.get(flag)) and binary in bounds[0] and _finite(text) and \
+            not bounds[1] <= float(text) <= bounds[2]:
+        span = f"from {bounds[1]:g} to {bounds[2]:g}" if math.isfinite(bounds[2]) else f"{bounds[1]:g} or more"
+        return f"{binary} takes --{flag} {span}, not {text}: it refuses to start"
+    if binary == "kube-apiserver" and flag == "endpoint-reconciler-type" and text == "none":
+        return ("with endpoint-reconciler-type none nothing keeps the kubernetes Service's endpoints: pods (CoreDNS "
+                "first) could not reach the API server; use lease (the default)")
+    if binary == "kube-apiserver" and (problem := _api_setting_problem(flag, text)):
+        return problem
+    if flag in ("emulated-version", "min-compatibility-version") and minor and \
+            (problem := emulation_problem(flag, text, minor)):
+        return f"{binary}: {problem}"
     if binary == "kube-apiserver" and flag == "oidc-issuer-url" and not text.startswith("https://"):
         # v1.36.2: 'jwt[0].issuer.url: Invalid value: "http://evil": URL scheme must be https'
         return (f"{text!r} is no https:// URL: kube-apiserver refuses an OIDC issuer reached without TLS (anyone "
                 "on the path could mint tokens it accepts)")
-    if binary == "kube-apiserver" and flag == "audit-log-format" and text not in ("legacy", "json"):
-        return f"kube-apiserver writes the audit log as legacy or json only, not {text!r}: it refuses to start"
     if binary == "kube-apiserver" and flag == "service-account-max-token-expiration":
         try:
             nanoseconds = go_duration_ns(text)
@@ -160,14 +176,10 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
         if nanoseconds and not 3600 * 10**9 <= nanoseconds <= (1 << 32) * 10**9:
             return (f"{text} is not between 1 hour and 2^32 seconds: kube-apiserver refuses to start (0 means no "
                     "maximum)")
-    if binary == "kube-apiserver" and flag == "storage-backend" and text not in ("", "etcd3"):
-        return f"kube-apiserver knows the storage backend etcd3 only, not {text!r}"
     if binary == "kube-apiserver" and flag in ("max-requests-inflight", "max-mutating-requests-inflight"):
         number = go_int(text)
         if number is not None and number < 0:
             return f"kube-apiserver refuses a negative --{flag} ({number}); 0 means no limit"
-    if binary == "kubelet" and flag == "resolv-conf" and (problem := resolv_conf_problem(text)):
-        return problem
     # 1.28's kubelet still has in-tree providers (DisableCloudProviders turned on by default in 1.29)
     if binary == "kubelet" and flag == "cloud-provider" and text not in ("", "external") and minor != "1.28":
         return (f"the kubelet takes --cloud-provider only as external or empty: the in-tree cloud providers such "
@@ -179,6 +191,73 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
     return None
 
 
+_KUBERNETES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"})
+_APISERVER = frozenset({"kube-apiserver"})
+# The values a flag takes (its binary's option validation refuses to start with any other; v1.36.2's errors:
+# 'invalid audit log mode bogus, allowed modes are "batch,blocking,blocking-strict"', 'invalid group version,
+# allowed versions are ["audit.k8s.io/v1"]', '--storage-media-type "application/xml" invalid', 'resourceLock
+# value must be "leases"'
+# (kube-controller-manager; kube-scheduler's --help says "Supported options are 'leases'" too, and client-go's
+# resourcelock.New refuses the others: "endpoints lock is removed"), 'Unsupported log format'; the endpoint
+# reconcilers are the three --help lists, none refused on its own)
+FLAG_CHOICES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "audit-log-format": (_APISERVER, ("legacy", "json")),
+    **dict.fromkeys(("audit-log-mode", "audit-webhook-mode"), (_APISERVER, ("batch", "blocking", "blocking-strict"))),
+    **dict.fromkeys(("audit-log-version", "audit-webhook-version"), (_APISERVER, ("audit.k8s.io/v1",))),
+    "storage-media-type": (_APISERVER, ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")),
+    "storage-backend": (_APISERVER, ("", "etcd3")),
+    "endpoint-reconciler-type": (_APISERVER, ("master-count", "lease", "none")),
+    "leader-elect-resource-lock": (frozenset({"kube-controller-manager", "kube-scheduler"}), ("leases",)),
+    "logging-format": (_KUBERNETES, ("text", "json")),
+}
+# (binaries, lowest, highest) of a number flag: "--goaway-chance can not be less than 0 or greater than 0.02",
+# "--min-request-timeout can not be negative value"
+FLAG_BOUNDS: dict[str, tuple[frozenset[str], float, float]] = {
+    "goaway-chance": (_APISERVER, 0, 0.02), "min-request-timeout": (_APISERVER, 0, math.inf),
+}
+# component-base's versions: major.minor (a leading v allowed, no patch), of the component "kube" alone; the
+# binary emulates at most three minors back, and is compatible back to those ('emulation version 1.30 is not
+# between [1.33, 1.36.0]', 'minCompatibilityVersion version 1.37 is not between [1.33, 1.36]'; releases before
+# 1.33 emulated fewer: their binary names that)
+_EMULATED = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def emulation_problem(flag: str, text: str, minor: str) -> str | None:
+    """Why a binary of release `minor` refuses --emulated-version or --min-compatibility-version `text`
+    (its range; --min-compatibility-version's top is the emulated version, by default the release)."""
+    major, release = (int(part) for part in minor.split("."))
+    for item in go_strings(text):
+        component, _, version = item.rpartition("=")
+        if component not in ("", "kube"):
+            return f"--{flag}: no component {component!r} is registered (only kube)"
+        match = _EMULATED.fullmatch(version)
+        if match is None:
+            return f"--{flag} takes a version as major.minor (1.{release}), not {version!r}"
+        if int(match.group(1)) != major or not release - 3 <= int(match.group(2)) <= release:
+            return (f"--{flag} {version} is not between {major}.{release - 3} and {minor}, the versions a {minor} "
+                    "binary emulates or stays compatible with: it refuses to start")
+    return None
+
+
+def _api_setting_problem(flag: str, text: str) -> str | None:
+    """kube-apiserver's --runtime-config keys ("runtime-config invalid key apps", "invalid runtime-config with
+    only api/all=false") and --watch-cache-sizes items ("invalid value of watch cache size: pods")."""
+    if flag == "runtime-config":
+        pairs = [item.partition("=") for item in text.split(",") if item]
+        odd = next((key.strip() for key, _, _ in pairs if key.strip() != "v1" and key.strip().count("/") not in (1, 2)),
+                   None)
+        if odd is not None:
+            return (f"kube-apiserver has no API {odd!r} to turn on or off: a key is group/version, "
+                    "group/version/resource, v1 or api/all (api/ga, api/beta, api/alpha); it refuses to start")
+        if [(key.strip(), value.strip()) for key, _, value in pairs] == [("api/all", "false")]:
+            return "api/all=false alone turns off every API, v1 included: kube-apiserver refuses to start"
+    if flag == "watch-cache-sizes":
+        for item in go_strings(text):
+            resource, hash_, size = item.partition("#")
+            if not hash_ or not resource or go_int(size) is None or go_int(size) < 0:
+                return (f"kube-apiserver takes each --watch-cache-sizes item as resource[.group]#size, size a whole "
+                        f"number from 0, not {item!r}: it refuses to start")
+    return None
 # systemd-resolved's stub file: it names only 127.0.0.53, resolved's listener on the host's loopback
 SYSTEMD_STUB_RESOLV_CONF = "/run/systemd/resolve/stub-resolv.conf"
 
@@ -306,6 +385,7 @@ class Setting:
     config: tuple[str, ...] | None  # field path in the component's configuration document (extraConfig)
     option: str | None  # the typed option (attribute name), when there is one
     kind: str  # what the configuration document holds: bool, int, str, duration, list
+    flag_read: bool = True  # False: the binary ignores the flag next to kubesmith's --config (kube-proxy)
 
 
 SETTINGS: dict[str, tuple[Setting, ...]] = {
@@ -322,7 +402,7 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("register-with-taints", ("registerWithTaints",), "register_with_taints", "list"),
     ),
     "proxy": (
-        Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str"),
+        Setting("metrics-bind-address", ("metricsBindAddress",), "metrics_bind_address", "str", flag_read=False),
     ),
 }
 
@@ -377,7 +457,7 @@ def places(options: Any, setting: Setting) -> list[tuple[Loc, Any]]:
     if setting.option and setting.option in options.model_fields_set:
         alias = type(options).model_fields[setting.option].alias or setting.option
         found.append(((alias,), getattr(options, setting.option)))
-    if setting.flag in options.extra_args:
+    if setting.flag_read and setting.flag in options.extra_args:
         found.append((("extraArgs", setting.flag), options.extra_args[setting.flag]))
     if setting.config is not None:
         present, value = config_value(options, setting.config)

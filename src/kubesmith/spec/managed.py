@@ -23,6 +23,9 @@ _COMMON = {"v": "verbosity", "feature-gates": "featureGates"}
 _TOKEN_WEBHOOK = "kubesmith's kubelet configuration (always on: the kubelet checks bearer tokens with the API server)"
 _PROBED = "its readiness probe's address (127.0.0.1: the endpoint is plain HTTP without authentication, so it " \
     "stays on loopback)"
+# --master replaces the API server of the component's kubeconfig: a plain http:// one would hand kube-proxy
+# made-up Services and endpoints (and the cluster's traffic with them), past kubesmith's CA
+_MASTER = "its kubeconfig (the API server behind kubesmith's CA)"
 _ETCD_MEMBERS = "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort"
 _ETCD_BOOTSTRAP = "the hosts with the etcd role (spec.hosts), as --initial-cluster"
 MANAGED: dict[str, dict[str, str]] = {
@@ -59,9 +62,9 @@ MANAGED: dict[str, dict[str, str]] = {
         "service-account-private-key-file": PKI, "use-service-account-credentials": "useServiceAccountCredentials",
         "controllers": "kubesmith (every controller, with bootstrapsigner and tokencleaner for joins)",
         "leader-elect": "leaderElect", "terminated-pod-gc-threshold": "terminatedPodGcThreshold",
-        "profiling": "profiling", "tls-cert-file": PKI, "tls-private-key-file": PKI,
+        "profiling": "profiling", "tls-cert-file": PKI, "tls-private-key-file": PKI, "master": _MASTER,
     },
-    "kube-scheduler": _COMMON | {
+    "kube-scheduler": _COMMON | {"master": _MASTER,
         "config": CONFIG, "bind-address": "bindAddress", "secure-port": "securePort",
         "authentication-kubeconfig": PKI, "authorization-kubeconfig": PKI, "client-ca-file": PKI,
         "tls-cert-file": PKI, "tls-private-key-file": PKI, "profiling": "profiling",
@@ -77,7 +80,8 @@ MANAGED: dict[str, dict[str, str]] = {
         "register-node": "nothing: _REGISTERS", "enable-server": "nothing: _SERVES",
     },
     "kube-proxy": _COMMON | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
-                             "healthz-bind-address": "healthzPort"},
+                             "healthz-bind-address": "healthzPort", "master": _MASTER,
+                             **dict.fromkeys(("cleanup", "init-only", "write-config-to"), "nothing: _EXITS")},
     "etcd": {
         "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
         "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort", "initial-advertise-peer-urls": "peerPort",
@@ -178,7 +182,9 @@ _PEER_SAN = ("etcd would accept a peer's client certificate whatever addresses i
              "each member's address, so nothing needs it")
 _NO_FSYNC = ("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
              "the data directory")
+_EXITS = "kube-proxy would clean up, initialise or write its configuration, and exit, instead of proxying"
 _NOTHING = {"nothing: _FORCE_NEW_CLUSTER": lambda: _FORCE_NEW_CLUSTER, "nothing: _NO_FSYNC": lambda: _NO_FSYNC,
+            "nothing: _EXITS": lambda: _EXITS,
             "nothing: _PEER_SAN": lambda: _PEER_SAN, "nothing: _REGISTERS": lambda: _REGISTERS,
             "nothing: _SERVES": lambda: _SERVES,
             "nothing: _STATIC_URL": lambda: _STATIC_URL, "nothing: _CONTAINERD_TCP": lambda: _CONTAINERD_TCP,
@@ -194,6 +200,29 @@ def managed_flag_problem(binary: str, component: str, flag: str, value: Any = No
         return None
     instead = MANAGED.get(binary, {}).get(flag)
     return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
+
+
+# Flags a binary ignores next to the configuration file kubesmith gives it (--config), so a value there would
+# pass without effect: kube-proxy takes only its logging flags over the file (copyLogsFromFlags; v1.36.2
+# starts with --proxy-mode=bogus or --conntrack-max-per-core=-5 next to --config), kube-scheduler ignores
+# the deprecated flags its --help says so of (its leader election flags still apply)
+_LOGGING_FLAGS = frozenset({"v", "vmodule", "logging-format", "log-flush-frequency", "log-json-info-buffer-size",
+                            "log-json-split-stream", "log-text-info-buffer-size", "log-text-split-stream"})
+_IGNORED_WITH_CONFIG: dict[str, Any] = {
+    "kube-proxy": lambda flag: flag not in _LOGGING_FLAGS,
+    "kube-scheduler": frozenset({"contention-profiling", "kube-api-burst", "kube-api-content-type", "kube-api-qps",
+                                 "kubeconfig", "pod-max-in-unschedulable-pods-duration"}).__contains__,
+}
+
+
+def ignored_flag_problem(binary: str, component: str, flag: str) -> str | None:
+    """Why an extraArgs `flag` the binary knows would do nothing (it reads that setting from kubesmith's
+    configuration file for it), or None."""
+    ignored = _IGNORED_WITH_CONFIG.get(binary)
+    if ignored is None or not ignored(flag):
+        return None
+    return (f"{binary} ignores --{flag} next to the configuration file kubesmith gives it (--config): set the "
+            f"field in spec.components.{component}.extraConfig instead")
 
 
 def managed_config_problem(section: str, path: tuple[str, ...]) -> str | None:

@@ -15,15 +15,18 @@ files only, bounded, and image archives are checked to be images before anything
 from __future__ import annotations
 
 import posixpath
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.images import ImageError, check_archive
-from kubesmith.spec.effective import config_value, value_at
+from kubesmith.spec.effective import config_type_findings, config_value, toml_type_findings, value_at
 from kubesmith.spec.errors import LocPart, format_path, yaml_text
-from kubesmith.spec.model import Cluster
+from kubesmith.spec.managed import containerd_written, managed_config_problem, managed_flag_problem
+from kubesmith.spec.model import Cluster, Components
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # as spec.checks.Finding
 
@@ -54,7 +57,7 @@ SYSTEM_DIRECTORIES = frozenset({
 # under its own name (the subdirectories the OS keeps there are listed above, as whole trees); /run is
 # /var/lib's counterpart for runtime state (containerd's /run/containerd); /opt, /var/opt, /srv,
 # /usr/local and /var/local are the administrator's; /tmp and /var/tmp hold scratch directories
-# (tests and `kubesmith run` keep whole clusters in one); /var and /var/backups hold what operators
+# (which reset may delete), though no system service's path (UNSAFE_TREES); /var and /var/backups hold what operators
 # and installers put there (/var/etcd/data as kube-up has it, kubespray's /var/backups/etcd), the
 # OS's own subdirectories of /var listed above as whole trees. Every other system directory is a whole
 # tree: the OS's files (/etc, /usr, /boot, /var/spool, ...), where nothing may be a component's.
@@ -65,9 +68,29 @@ CONTAINERS = frozenset({
 # Another name of a directory on every system kubesmith supports (FHS 3.0's /var/run and /var/lock;
 # merged /usr, Debian 12's default): one directory is compared under one name.
 ALIASES = (("/var/run", "/run"), ("/var/lock", "/run/lock"), ("/lib", "/usr/lib"), ("/bin", "/usr/bin"),
-           ("/sbin", "/usr/sbin"), ("/lib64", "/usr/lib64"), ("/lib32", "/usr/lib32"), ("/libx32", "/usr/libx32"))
+           ("/sbin", "/usr/sbin"), ("/lib64", "/usr/lib64"), ("/lib32", "/usr/lib32"), ("/libx32", "/usr/libx32"),
+           ("/run/shm", "/dev/shm"))
 KERNEL_FILE_SYSTEMS = ("/proc", "/sys", "/dev")  # nothing of a component's lives inside these
 HOMES = ("/home", "/root")  # users' files: a component's directory inside would have its parents chowned to root
+
+# Trees that users other than root can write to, or that every boot empties: no path a system service
+# executes (containerd, haproxy, keepalived, runc, CNI and credential plugins), loads configuration,
+# plugins or certificates from (containerd's imports, the kubelet's config-dir and staticPodPath), dials
+# (a plugin's socket) or keeps its state in (etcd's data, the kubelet's keys) may lie inside one. Whoever
+# creates the file there first decides what root runs (/tmp/runc, /tmp/*.toml import turning on
+# containerd's TCP API), and a reboot deletes the cluster's state (/tmp/etcd). These are the trees of
+# that kind on every system kubesmith supports (Debian 12, Ubuntu 22.04+, systemd's tmpfiles.d): each is
+# world-writable with the sticky bit (1777), a user's own, or both. /run is not here: root alone writes
+# there, and what belongs there (sockets, containerd's state) is meant to go at boot; /root is root's.
+# mount points such as /mnt and /srv are the administrator's (an etcd disk at /mnt/etcd is common).
+UNSAFE_TREES: tuple[tuple[str, str], ...] = (
+    ("/tmp", "which every user may write to (mode 1777) and every boot empties (tmpfs, or tmpfiles.d's D /tmp)"),
+    ("/var/tmp", "which every user may write to (mode 1777), and whose unused files systemd-tmpfiles deletes"),
+    ("/dev/shm", "a tmpfs every user may write to (mode 1777), empty at every boot"),
+    ("/run/lock", "a tmpfs every user may write to (mode 1777 on Debian and Ubuntu), empty at every boot"),
+    ("/run/user", "where each logged-in user's own runtime directory lives (owned by that user, removed at logout)"),
+    ("/home", "where users keep their own files (each user owns and writes their directory)"),
+)
 
 # kubesmith's own directories on every host: a component's directory may be neither these nor around them
 KUBESMITH_DIRECTORIES = (
@@ -116,6 +139,18 @@ class Owned:
     why: str = ""  # what the component does there, for the message (default: what a typed option means)
 
 
+# The system service behind each component's options (what executes, loads or keeps the path)
+SERVICES = {"etcd": "etcd", "apiserver": "kube-apiserver", "controllerManager": "kube-controller-manager",
+            "scheduler": "kube-scheduler", "kubelet": "the kubelet", "proxy": "kube-proxy",
+            "containerRuntime": "containerd", "apiLoadBalancer": "HAProxy", "controlPlaneVip": "keepalived"}
+# extraArgs flags whose value names a file, directory or socket: pflag's names say so (--cert-dir,
+# --lock-file, --bootstrap-kubeconfig, --pod-manifest-path, --tls-sni-cert-key, --image-service-endpoint,
+# --image-credential-provider-bin-dir, etcd's --wal-dir); in a value the paths are the items that start
+# with / (a list, key=value pairs, a socket URL, namedCertKey's "cert,key:names")
+_PATH_FLAG = re.compile(r"(file|dir|path|config|cert-key|endpoint)$")
+_ITEM_SEPARATORS = re.compile(r"[,;=\s]")
+
+
 def path_findings(cluster: Cluster) -> list[Finding]:
     """Every check of this module, in spec order."""
     owned = owned_directories(cluster)
@@ -124,6 +159,9 @@ def path_findings(cluster: Cluster) -> list[Finding]:
     findings += _typed_config_directories(cluster)
     extra, extra_findings = _extra_directories(cluster)
     findings += extra_findings
+    refused = {finding[0] for finding in findings}
+    findings += [finding for finding in _service_path_findings(cluster)
+                 if not any(finding[0][:len(loc)] == loc for loc in refused)]  # an option, or inside one
     refused = {finding[0] for finding in findings}
     findings += _overlaps([item for item in [*owned, *extra] if item.loc not in refused], cluster)
     findings += _image_archives(cluster)
@@ -163,6 +201,96 @@ def system_directory_problem(path: str) -> str | None:
     if deepest not in CONTAINERS:
         return f"{_spelled(path, canon)} lies inside {deepest}, a system directory"
     return _held(path, canon)
+
+
+def unsafe_tree_problem(path: str) -> str | None:
+    """Why a system service may not execute, load or keep its state at `path` (None: it may): it lies in
+    one of UNSAFE_TREES, which other users write to or a boot empties."""
+    canon = canonical(path)
+    found = next(((top, why) for top, why in UNSAFE_TREES if canon == top or _inside(canon, top)), None)
+    return None if found is None else f"{_spelled(path, canon)} lies inside {found[0]}, {found[1]}"
+
+
+def _service_path_findings(cluster: Cluster) -> Iterator[Finding]:
+    """UNSAFE_TREES against every path a service runs, loads or keeps: the typed options (data
+    directories, binaries, socket, CNI directories) and any path in extraArgs or extraConfig, one finding
+    per option (the first such path in it)."""
+    reported: set[tuple[LocPart, ...]] = set()
+    for loc, path in (*_typed_service_paths(cluster), *_extra_service_paths(cluster.spec.components)):
+        if loc in reported or (problem := unsafe_tree_problem(path)) is None:
+            continue
+        reported.add(loc)
+        yield (loc, f"{problem}: {SERVICES.get(str(loc[2]), 'a system service')}, a system service, would run, "
+               "load or keep there what another user put there first (or lose it at boot); name a root-owned path "
+               "(under /etc, /usr, /opt or /var/lib, say)", "error")
+
+
+def _typed_service_paths(cluster: Cluster) -> Iterator[tuple[tuple[LocPart, ...], str]]:
+    """The typed options naming a path on the hosts: the directories components keep or use, containerd's
+    binary and socket, HAProxy's and keepalived's binaries (checked whether or not they run: the file says
+    to run them from there)."""
+    for item in owned_directories(cluster):
+        yield item.loc, item.path
+    components = cluster.spec.components
+    for alias, options, field in (("containerRuntime", components.container_runtime, "binary"),
+                                  ("containerRuntime", components.container_runtime, "socket"),
+                                  ("apiLoadBalancer", components.api_load_balancer, "binary"),
+                                  ("controlPlaneVip", components.control_plane_vip, "binary")):
+        yield ("spec", "components", alias, field), getattr(options, field)
+
+
+def _extra_service_paths(components: Components) -> Iterator[tuple[tuple[LocPart, ...], str]]:
+    """Every path in a component's extraArgs (path flags, see _PATH_FLAG) or extraConfig (any string that
+    is an absolute path or a unix:// or file:// URL, but cgroup names, which are no files): containerd's
+    imports, plugin_dir, runtimes' BinaryName, a proxy plugin's socket, the kubelet's staticPodPath...
+    Flags and fields kubesmith manages, and fields of the wrong type (kubelet, kube-proxy, kube-scheduler:
+    JSON; containerd: TOML), are left to that error."""
+    mistyped_json = {tuple(map(str, loc[2:3] + loc[4:])) for loc, _, _ in
+                     config_type_findings(components, {"kubelet": "kubelet", "proxy": "proxy", "scheduler": "scheduler"})}
+    for key, field in Components.model_fields.items():
+        alias, options = field.alias or key, getattr(components, key)
+        binary = next((module.binary for module in _modules() if module.key == key), None)
+        for flag, value in (getattr(options, "extra_args", None) or {}).items():
+            if _PATH_FLAG.search(str(flag)) and not isinstance(value, bool) and \
+                    not (binary and managed_flag_problem(binary, alias, str(flag), value)):
+                for item in _ITEM_SEPARATORS.split(str(value)):
+                    if (path := _path_in(item.partition(":")[0] if item.startswith("/") else item)) is not None:
+                        yield ("spec", "components", alias, "extraArgs", str(flag)), path
+        config = getattr(options, "extra_config", None)
+        mistyped = frozenset(keys for keys, _ in toml_type_findings(config, containerd_written())) \
+            if alias == "containerRuntime" and config else \
+            frozenset(keys[1:] for keys in mistyped_json if keys[0] == alias)
+        yield from _config_paths(config, ("spec", "components", alias, "extraConfig"), mistyped)
+
+
+def _config_paths(value: Any, loc: tuple[LocPart, ...], mistyped: frozenset[tuple[str, ...]] = frozenset()
+                  ) -> Iterator[tuple[tuple[LocPart, ...], str]]:
+    """The paths in extraConfig `value` at `loc`, but under the fields `mistyped` names (keys below
+    extraConfig: the TOML type check's error)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = (*loc, key)
+            keys = tuple(map(str, where[4:]))
+            if "cgroup" not in str(key).lower() and keys not in mistyped and \
+                    managed_config_problem(str(loc[2]), keys) is None:
+                yield from _config_paths(item, where, mistyped)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _config_paths(item, (*loc, index), mistyped)
+    elif isinstance(value, str) and (path := _path_in(value)) is not None:
+        yield loc, path
+
+
+def _path_in(text: str) -> str | None:
+    """The absolute path `text` names (itself, or a unix:// or file:// URL's), or None."""
+    for scheme in ("unix://", "file://"):
+        text = text.removeprefix(scheme)
+    return text if text.startswith("/") else None
+
+
+def _modules() -> tuple[Any, ...]:
+    from kubesmith.modules import MODULES  # the modules import the spec's types: imported when first needed
+    return tuple(MODULES)
 
 
 def used_path_problem(path: str) -> str | None:
