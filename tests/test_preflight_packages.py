@@ -66,9 +66,13 @@ def test_each_role_needs_its_programs(tmp_path: Path) -> None:
     assert needed["nft"] == "nftables" and needed["iptables"] == "iptables"  # kube-proxy's; the pods' masquerade
 
 
+# where nothing is installed; not under /tmp, where the spec may not put what a service runs or loads
+NOWHERE = Path("/opt/kubesmith-test-nowhere")
+
+
 def test_every_missing_package_is_in_one_finding_with_the_install_line(tmp_path: Path) -> None:
     """A node whose containerd and HAProxy the spec puts where nothing is: one failure, one apt-get line."""
-    nowhere = tmp_path / "nowhere"
+    nowhere = NOWHERE
     spec = write_spec(tmp_path, hosts=[{"name": "cp", "address": "10.213.98.3", "roles": ["control-plane", "etcd"]},
                                        {"name": HOST, "address": "10.213.98.2", "roles": ["node"]}],
                       components={"containerRuntime": {"binary": f"{nowhere}/containerd"},
@@ -80,8 +84,7 @@ def test_every_missing_package_is_in_one_finding_with_the_install_line(tmp_path:
 
 
 def test_plugins_in_another_directory_name_the_option(tmp_path: Path) -> None:
-    empty = tmp_path / "cni"
-    empty.mkdir()
+    empty = NOWHERE / "cni"
     plan = observed_here(write_spec(tmp_path, components={"containerRuntime": {"cniBinDir": str(empty)}}))
     (failure,) = failures(plan, "packages")
     assert failure.problem == f"the CNI plugins are in /usr/lib/cni, not in {empty} where containerd looks"
@@ -90,7 +93,7 @@ def test_plugins_in_another_directory_name_the_option(tmp_path: Path) -> None:
 
 def test_a_program_not_looked_for_is_not_claimed_missing(tmp_path: Path) -> None:
     """run and join observe with the modules' defaults: a path the spec sets elsewhere is unknown, not missing."""
-    spec = write_spec(tmp_path, components={"containerRuntime": {"binary": str(tmp_path / "nowhere" / "containerd")}})
+    spec = write_spec(tmp_path, components={"containerRuntime": {"binary": str(NOWHERE / "containerd")}})
     assert failures(observed_here(spec, probe_spec=False), "packages") == []
 
 
