@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kubesmith
+from conftest import kubesmith
 from test_hostile_round4_combos import HA
 from test_hostile_values import HEAD, HOSTS, component
-from test_spec_hostile import BOUND_SECONDS, assert_one_located_error, bounded
+from hostile_support import BOUND_SECONDS, assert_refused, assert_valid, bounded
+from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 
 HEAD_136 = HEAD.replace('"1.33.2"', '"1.36.2"')
 APISERVER, ETCD, KUBELET = "spec.components.apiserver", "spec.components.etcd", "spec.components.kubelet"
@@ -191,28 +192,16 @@ WARNED: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm() -> None:
-    """Imports and the release registry load once, outside the bounded runs."""
-    assert kubesmith("validate", str(ROOT / "examples" / "single-node.yaml")).returncode == 0
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_what_the_consumer_refuses_or_breaks_on_is_one_located_error(name: str, tmp_path: Path) -> None:
     text, path, fragment = CASES[name]
-    (tmp_path / f"{name}.yaml").write_text(HEAD_136 + text)
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert_one_located_error(result, f"{name}.yaml", path, fragment)
+    result = assert_refused(tmp_path, name, HEAD_136 + text, path, fragment)
     assert result.stderr.splitlines()[-1] == "1 error found", result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(LEGITIMATE))
 def test_the_legitimate_neighbour_stays_valid(name: str, tmp_path: Path) -> None:
-    (tmp_path / f"{name}.yaml").write_text(HEAD_136 + LEGITIMATE[name])
-    with bounded(BOUND_SECONDS):
-        result = kubesmith("validate", f"{name}.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = assert_valid(tmp_path, name, HEAD_136 + LEGITIMATE[name])
     assert "error" not in result.stderr and "warning" not in result.stderr, result.stderr
 
 
