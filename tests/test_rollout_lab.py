@@ -165,14 +165,17 @@ def test_a_bad_change_fails_its_trial_on_the_first_host_and_halts_the_roll_out(k
 
 def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on_the_first_host(
         keeping: tuple[Cluster, Path]) -> None:
-    """A KubeletConfiguration the kubelet rejects (the keeper's dry load refuses it) and an etcd flag
-    etcd cannot parse, in one roll-out: h1 fails both trials and is back on its last-known-good
-    configuration; its Node says so; h2 and h3 never get them."""
+    """A KubeletConfiguration the keeper's dry load refuses and an etcd flag etcd cannot parse, in one
+    roll-out: h1 fails both trials and is back on its last-known-good configuration; its Node says so;
+    h2 and h3 never get them. The bad values are ones only a host can refuse, as the spec takes what
+    the binaries take: a misspelt field (the kubelet would ignore it with a log line, the keeper calls
+    it a problem) and an etcd --proxy mode etcd's flag parsing refuses. Values the spec's validation
+    knows to be wrong never reach a trial (a negative nodeLeaseDurationSeconds once did)."""
     cluster, work = keeping
     files = "/etc/systemd/system/etcd.service /etc/kubernetes/config/kubelet.yaml"
     before = {host: cluster.lab.ssh(host, f"cat {files}").stdout for host in CONTROL_PLANE}
     spec = spec_with(cluster, work, "bad-node", {"max-mutating-requests-inflight": 250},
-                     kubelet={"extraConfig": {"nodeLeaseDurationSeconds": -1}}, etcd={"extraArgs": {"proxy": "bogus"}})
+                     kubelet={"extraConfig": {"nodeLeaseDurationSecond": 40}}, etcd={"extraArgs": {"proxy": "bogus"}})
     result = cluster.apply(spec)
     assert result.returncode == 5, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -186,7 +189,7 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     for component in ("kubelet", "etcd"):
         assert conditions[component]["status"] == "False", conditions[component]
         assert conditions[component]["active"] == conditions[component]["last_known_good"], conditions[component]
-    assert "nodeLeaseDurationSeconds" in conditions["kubelet"]["reason"], conditions["kubelet"]
+    assert 'unknown field "nodeLeaseDurationSecond"' in conditions["kubelet"]["reason"], conditions["kubelet"]
     admin = cluster.admin_kubeconfig(work)
 
     def kubelet_condition() -> dict[str, str] | None:
