@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -20,7 +21,9 @@ from polling import poll
 
 from kubesmith.health.probespec import format_probe, parse_probe
 from kubesmith.health.wait import LocalProbeRunner, dns_query
+from kubesmith.durations import go_duration_ns
 from kubesmith.images import COREDNS_IMAGE, NET_BIND_SERVICE_FILE_CAP, archive_names, coredns_archive
+from kubesmith.modules.kubelet import KubeletOptions
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.spec.load import load_spec_text
 from kubesmith.versions.registry import load_registry
@@ -78,6 +81,21 @@ def test_the_objects_follow_kubeadms_layout_and_run_unprivileged() -> None:
     assert any(f.path.endswith("/kubesmith-coredns.tar") for f in plan.host("w1").files)
     assert not any(f.path.startswith("/etc/kubernetes/addons/") for f in plan.host("w1").files)
 
+
+
+def test_a_stopping_pod_leaves_the_service_well_before_it_stops_answering() -> None:
+    """A reboot sets no deletion time: only the readiness probe takes a stopping pod out of kube-dns,
+    and it must do so with most of the lame duck left for the kubelet's status, the EndpointSlice and
+    every kube-proxy; the kubelet's share for critical pods must outlast the lame duck."""
+    objects = addon_objects(plan_of())
+    (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
+    probe = container["readinessProbe"]
+    lame_duck = re.search(r"lameduck (\d+)s", objects["ConfigMap"]["data"]["Corefile"])
+    assert lame_duck, objects["ConfigMap"]["data"]["Corefile"]
+    out_of_service = probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
+    assert out_of_service * 3 <= int(lame_duck[1]), (probe, lame_duck[0])
+    critical = KubeletOptions().shutdown_grace_period_critical_pods
+    assert go_duration_ns(critical) > int(lame_duck[1]) * 10**9, (critical, lame_duck[0])
 
 def test_pods_go_only_to_nodes_labelled_as_holding_the_image_and_adding_a_node_changes_no_file() -> None:
     plan = plan_of()
