@@ -30,12 +30,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from k8s_support import real_binaries  # noqa: E402
 
-from kubesmith.backends.run import (release_node_leftovers, reroot, reroot_argument,  # noqa: E402
-                                    resolve_binary)
+from kubesmith.backends.run import reroot, reroot_argument, resolve_binary  # noqa: E402
 from kubesmith.health.probespec import parse_probe, probe_argument  # noqa: E402
 from kubesmith.health.wait import LocalProbeRunner  # noqa: E402
 from kubesmith.layout import RunPaths  # noqa: E402
-from kubesmith.plan.environment import observe_local  # noqa: E402
+from kubesmith.node.observe import observe_local  # noqa: E402
+from kubesmith.node.teardown import release_node_leftovers  # noqa: E402
 from kubesmith.plan.evaluate import evaluate  # noqa: E402
 from kubesmith.plan.model import HostPlan  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402

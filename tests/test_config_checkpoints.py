@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from kubesmith import layout
-from kubesmith.agent.checkpoints import (CheckpointError, CheckpointStore, ComponentConfig, component_config, restore,
-                                         snapshot)
+from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore, ComponentConfig, restore, snapshot
 from kubesmith.agent.trial import Active, Record
 from kubesmith.backends.render import render
 from kubesmith.fsutil import TEMP_MARKER
+from kubesmith.plan.components import component_config
 from kubesmith.plan.model import Plan
 from conftest import kubesmith
 from plan_support import plan_of

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_a_cluster_range_too_small_for_its_nodes_says_so() -> None:
 ])
 def test_an_observation_decides_driver_cgroup_version_oom_and_writable_cgroups(output: str,
                                                                               expected: tuple) -> None:
-    environment = parse_observation(output)
+    environment = parse_observation(output, time.time())
     assert (environment.init_system, environment.cgroup_version, environment.can_lower_oom_score,
             environment.cgroups_writable) == expected
     assert environment.observed and environment.cgroup_driver == ("systemd" if expected[0] == "systemd" else "cgroupfs")

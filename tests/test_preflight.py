@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -91,7 +92,7 @@ def write_spec(directory: Path, address: str = ADDRESS, components: dict[str, An
 def observed(netns: str, spec: Path) -> Plan:
     """The plan for the host as the namespace shows it: the real observation, run there."""
     output = inside(netns, "sh", "-c", OBSERVE_COMMAND, check=True).stdout
-    return evaluate(load_spec_file(spec).cluster, load_registry(), {HOST: parse_observation(output)})
+    return evaluate(load_spec_file(spec).cluster, load_registry(), {HOST: parse_observation(output, time.time())})
 
 
 def failures(plan: Plan, check: str, **inputs: Any) -> list[preflight.Failure]:
@@ -193,7 +194,7 @@ def test_swap_fails_where_the_kubelet_refuses_it(netns: str, tmp_path: Path) -> 
         output = inside(netns, "sh", "-c", OBSERVE_COMMAND, check=True).stdout
     finally:
         subprocess.run(["swapoff", str(swapfile)], check=True)
-    environment = {HOST: parse_observation(output)}
+    environment = {HOST: parse_observation(output, time.time())}
     plans = [evaluate(load_spec_file(spec).cluster, load_registry(), environment) for spec in (default, allowed)]
     (failure,) = failures(plans[0], "swap")
     assert str(swapfile) in failure.problem and "failSwapOn" in failure.problem and "swapoff" in failure.fix
@@ -215,7 +216,7 @@ def test_run_needs_the_sysctls_set_already(netns: str, tmp_path: Path) -> None:
 
 def test_hosts_need_the_sysctls_settable(tmp_path: Path) -> None:
     """Where apply sets the sysctls itself (systemd hosts), a wrong value is fine if it can be written."""
-    document = parse_observation("init=systemd\ncgroup=2\n")
+    document = parse_observation("init=systemd\ncgroup=2\n", time.time())
     spec = load_spec_file(write_spec(tmp_path)).cluster
     cases = {
         "writable": ((Sysctl("net.ipv4.ip_forward", "0", True),), ("br_netfilter",), 0),
@@ -233,7 +234,7 @@ def test_hosts_need_the_sysctls_settable(tmp_path: Path) -> None:
 def test_cgroup_driver_and_version_follow_the_host(netns: str, tmp_path: Path) -> None:
     """This machine's init system and cgroup version, against settings that contradict them."""
     output = inside(netns, "sh", "-c", OBSERVE_COMMAND, check=True).stdout
-    environment = parse_observation(output)
+    environment = parse_observation(output, time.time())
     other = "cgroupfs" if environment.cgroup_driver == "systemd" else "systemd"
     spec = write_spec(tmp_path, components={"kubelet": {"cgroupDriver": other,
                                                         "extraConfig": {"failCgroupV1": True}}})
@@ -263,7 +264,8 @@ def test_too_little_space_under_the_data_directories_fails(netns: str, tmp_path:
 
 
 def test_a_binary_of_another_release_fails(tmp_path: Path) -> None:
-    plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry(), {HOST: parse_observation("")})
+    plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry(),
+                    {HOST: parse_observation("", time.time())})
     directory = binaries_with_an_older(tmp_path / "bin")
     paths = {entry.name: entry for entry in directory.iterdir()}
     problems = preflight.binary_problems(paths, plan, [HOST])

@@ -9,6 +9,7 @@ program is one the spec names at a path where nothing is, and other distribution
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -29,7 +30,7 @@ def observed_here(spec: Path, probe_spec: bool = True) -> Plan:
     cluster = load_spec_file(spec).cluster
     command = preflight.observation_for(cluster) if probe_spec else observe_command()
     output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True, timeout=60).stdout
-    return evaluate(cluster, load_registry(), {HOST: parse_observation(output)})
+    return evaluate(cluster, load_registry(), {HOST: parse_observation(output, time.time())})
 
 
 def os_release_words(text: str, tmp_path: Path) -> tuple[str, ...]:

@@ -2,9 +2,9 @@
 
 A component's configuration is what `kubesmith apply` lays down for it and what it reads at start:
 its argv and systemd unit, its configuration documents, and the certificates, keys and kubeconfigs
-those point at (`component_config` finds them in the plan). A checkpoint is a copy of those files
-(bytes, mode, owner) plus the argv, named by the sha256 of its manifest: the same configuration is
-always the same checkpoint, and a checkpoint's name proves its content.
+those point at (`plan.components.component_config` finds them in the plan). A checkpoint is a copy
+of those files (bytes, mode, owner) plus the argv, named by the sha256 of its manifest: the same
+configuration is always the same checkpoint, and a checkpoint's name proves its content.
 
 Layout, under `layout.CONFIG_CHECKPOINTS` (root-only, 0700):
 
@@ -34,15 +34,13 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.agent.trial import Active, Record, Records
 from kubesmith.documents import MAX_STATE_BYTES, read_json_file, reason
-from kubesmith.formats import json_bytes, strings_in
-
-if TYPE_CHECKING:
-    from kubesmith.plan.model import HostPlan, Service
+from kubesmith.formats import json_bytes
+from kubesmith.plan.components import ComponentConfig
 
 MANIFEST = "manifest.json"
 RECORDS = {"assigned": "assigned.json", "active": "active.json", "last_known_good": "last-known-good.json"}
@@ -54,39 +52,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
 
 class CheckpointError(Exception):
     """A checkpoint or record is missing or does not match its content; the message names it."""
-
-
-@dataclass(frozen=True, slots=True)
-class ComponentConfig:
-    """What makes up one component's configuration on a host: argv and the files behind it."""
-
-    name: str  # the service (unit) name: kube-apiserver
-    argv: tuple[str, ...]
-    paths: tuple[str, ...]  # absolute paths on the host, sorted
-
-    def document(self) -> dict[str, Any]:
-        return {"name": self.name, "argv": list(self.argv), "paths": list(self.paths)}
-
-    @classmethod
-    def from_document(cls, document: dict[str, Any]) -> ComponentConfig:
-        return cls(str(document["name"]), tuple(map(str, document["argv"])), tuple(map(str, document["paths"])))
-
-
-def component_config(host: HostPlan, service: Service) -> ComponentConfig:
-    """The files a service's configuration consists of: its unit, the plan's files that its argv
-    names, that it needs or watches, and those that its configuration documents name in turn
-    (the kubelet's KubeletConfiguration names its certificates; admission.yaml its plugins')."""
-    by_path = {file.path: file for file in host.files}
-    wanted = {f"{layout.UNIT_DIR}/{service.name}.service"}
-    wanted |= {path for path in (*service.needs_files, *service.watch_files) if path in by_path}
-    wanted |= {path for path in by_path if any(path in argument for argument in service.argv)}
-    wanted |= {source for _, source in service.credentials if source in by_path}
-    pending = [path for path in wanted if path in by_path]
-    while pending:
-        named = set(strings_in(by_path[pending.pop()].data)) & set(by_path)
-        pending += sorted(named - wanted)
-        wanted |= named
-    return ComponentConfig(service.name, service.argv, tuple(sorted(wanted)))
 
 
 # ---- snapshots: the configuration as it is on disk

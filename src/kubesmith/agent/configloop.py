@@ -23,15 +23,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kubesmith.agent import hostrelease, trial
-from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore, ComponentConfig, snapshot
+from kubesmith.agent.checkpoints import CheckpointError, CheckpointStore, snapshot
 from kubesmith.agent.keeper import Outcome, carry_out, condition_document, step
 from kubesmith.agent.report import Stopping, iso, locked_report
 from kubesmith.clock import utc_now
 from kubesmith.documents import damaged, read_json_file, reason
 from kubesmith.health.probespec import parse_probe
+from kubesmith.plan.components import Component
 
 if TYPE_CHECKING:  # the running keeper's (keeper_for): `config wait` and `config status` start without them
     from kubesmith.agent.nodeconditions import NodeConditions
@@ -41,22 +42,6 @@ if TYPE_CHECKING:  # the running keeper's (keeper_for): `config wait` and `confi
 
 LOG = logging.getLogger("kubesmith.agent")
 MAX_SAMPLES = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class Component:
-    config: ComponentConfig
-    binary: str  # the registry's name for it: kube-scheduler
-    probe: str | None  # readiness probe argument (health.probespec); None: no probe, never ready
-    executable: str | None = None  # the binary on the host, for its own load (validate)
-
-    def document(self) -> dict[str, Any]:
-        return {**self.config.document(), "binary": self.binary, "probe": self.probe, "executable": self.executable}
-
-    @classmethod
-    def from_document(cls, document: dict[str, Any]) -> Component:
-        return cls(ComponentConfig.from_document(document), str(document["binary"]), document.get("probe"),
-                   document.get("executable"))
 
 
 def load_components(path: Path) -> tuple[str, tuple[Component, ...]]:

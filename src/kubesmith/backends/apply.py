@@ -703,7 +703,7 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
         if not result.ok:
             raise ApplyError(f"{name}: looking at the host failed ({result.exit_status}): "
                              f"{result.stderr.strip()[-300:]}")
-        return name, parse_observation(result.stdout)
+        return name, parse_observation(result.stdout, time.time())
 
     return evaluate(cluster, registry, dict(await asyncio.gather(*(observe(name) for name in addresses))),
                     history)

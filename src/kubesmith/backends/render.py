@@ -22,8 +22,6 @@ from typing import Any
 
 from kubesmith import fsutil, layout
 from kubesmith.documents import load_json
-from kubesmith.agent.checkpoints import component_config
-from kubesmith.agent.configloop import Component
 from kubesmith.backends.systemd import UnitOptions, binary_path, executable, unit_file_mode, unit_files
 from kubesmith.formats import DOCUMENT_WRITERS, json_bytes, yaml_bytes
 from kubesmith.hostfile import AnyHostFile, HostFile, StreamedFile, size_of
@@ -33,6 +31,7 @@ from kubesmith.images import (MAX_ARCHIVE_BYTES, ImageError, check_archive, core
 from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
+from kubesmith.plan.components import Component, component_config
 from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
 
 MANIFEST = "manifest.json"
@@ -208,8 +207,9 @@ class _Extras:
 
 
 def components_file(plan: Plan, host: HostPlan, units: UnitOptions) -> list[HostFile]:
-    """What the agent's configuration keeper keeps on this host (agent.configloop): each component
-    with a trial length, its configuration's files (from the plan), binary and readiness probe."""
+    """What the agent's configuration keeper keeps on this host (plan.components, read by
+    agent.configloop): each component with a trial length, its configuration's files (from the
+    plan), binary and readiness probe."""
     kept = [s for s in host.services if s.name in TRIAL_SECONDS and not s.oneshot]
     if not kept or not any(s.component == "agent" for s in host.services):
         return []

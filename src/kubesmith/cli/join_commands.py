@@ -15,7 +15,7 @@ from kubesmith.ca.client import parse_pin
 from kubesmith.cli.common import (Duration, check_addresses, check_node_name, fail, ignore_preflight_flag,
                                   load_plan_or_fail, preflight_failed, report_problems, spec_argument, user_errors)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.plan.environment import observe_local
+from kubesmith.node.observe import observe_local
 from kubesmith.plan.model import HostPlan
 
 

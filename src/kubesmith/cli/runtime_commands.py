@@ -47,7 +47,7 @@ def run_command(spec_file: str, host_name: str, binaries: Path | None, state_dir
     from kubesmith.backends.run import RunError, RunOptions, line_printer, preflight_host, run_host
     from kubesmith.binaries import binary_paths
     from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
-    from kubesmith.plan.environment import observe_local
+    from kubesmith.node.observe import observe_local
 
     _, plan = load_plan_or_fail(spec_file, {host_name: observe_local()})
     check_host_names(plan, [host_name], spec_file)

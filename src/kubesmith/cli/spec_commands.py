@@ -178,7 +178,7 @@ IPV6_NETWORK = {"clusterCidr": "fd01::/48", "serviceCidr": "fd02::/112"}
 
 
 def _this_machine() -> dict[str, Any]:
-    from kubesmith.plan.environment import local_host_name, primary_address
+    from kubesmith.node.observe import local_host_name, primary_address
 
     address = primary_address()
     if address is None:

@@ -6,15 +6,15 @@ Three settings depend on the machine rather than on the spec (measured with the 
 to start; and where the runtime may not lower `oom_score_adj` (no CAP_SYS_RESOURCE) every pod
 sandbox fails unless containerd restricts it. The plan takes these as observed facts (`run`
 observes its own machine) and assumes an ordinary systemd host where nothing was observed.
+
+Data and pure functions only (the plan's vocabulary): the command that looks at a host, and the
+parsing of its answer. Running it here is `kubesmith.node.observe`; over SSH, `backends.apply`.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import socket
-import subprocess
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -118,8 +118,9 @@ ASSUMED = HostEnvironment()
 
 
 # What kubesmith reads of a host, as one shell command: over SSH on hosts (apply and the live plan,
-# before kubesmith is installed there), and here by `run` and `join`. One `key=value` per line; the
-# lines after the first four are preflight's. The clock is read last, nearest to the answer's arrival.
+# before kubesmith is installed there), and on this machine by `run` and `join` (node/observe.py).
+# One `key=value` per line; the lines after the first four are preflight's. The clock is read last,
+# nearest to the answer's arrival.
 _SYSCTL_PATHS = " ".join(name.replace(".", "/") for name in OBSERVED_SYSCTLS)
 _BASE = (
     "if [ -d /run/systemd/system ]; then echo init=systemd; else echo init=none; fi; "  # sd_booted()
@@ -172,10 +173,10 @@ def observe_command(programs: Iterable[str] = (), cni_dirs: Iterable[str] = ()) 
 OBSERVE_COMMAND = observe_command()
 
 
-def parse_observation(text: str, received: float | None = None) -> HostEnvironment:
+def parse_observation(text: str, received: float) -> HostEnvironment:
     """The environment OBSERVE_COMMAND's output describes (a line it lacks leaves the assumption).
 
-    `received`: this machine's clock when the output arrived (default: now), for the clock offset."""
+    `received`: this machine's clock (`time.time()`) when the output arrived, for the clock offset."""
     facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     version: Literal[1, 2] = 2 if facts.get("cgroup", "2") == "2" else 1
     controllers = facts.get("mount/sys/fs/cgroup" if version == 2 else "mount/sys/fs/cgroup/memory", "rw")
@@ -183,7 +184,7 @@ def parse_observation(text: str, received: float | None = None) -> HostEnvironme
     return HostEnvironment(init_system="systemd" if facts.get("init") == "systemd" else "none",
                            cgroup_version=version, can_lower_oom_score=bool(capabilities >> CAP_SYS_RESOURCE & 1),
                            cgroups_writable="ro" not in controllers.split(","), observed=True,
-                           facts=parse_facts(text, time.time() if received is None else received))
+                           facts=parse_facts(text, received))
 
 
 _USERS = re.compile(r'\("([^"]*)",pid=(\d+)')
@@ -229,28 +230,3 @@ def _sysctl(value: str) -> Sysctl:
     path, _, rest = value.partition(" ")
     mode, _, current = rest.partition(" ")
     return Sysctl(path.replace("/", "."), current.strip() if mode != "-" else None, mode == "rw")
-
-
-def observe_local(command: str = OBSERVE_COMMAND) -> HostEnvironment:
-    """This machine's environment (no privileges needed)."""
-    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30, check=False)
-    return parse_observation(result.stdout)
-
-
-def local_host_name() -> str:
-    """This machine's host name as a node name: the first label, lower case (names are DNS labels)."""
-    return socket.gethostname().split(".")[0].lower()
-
-
-def primary_address() -> str | None:
-    """The source address of this machine's default route, or None without one.
-
-    Connecting a UDP socket only asks the kernel for a route: no packet is sent."""
-    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
-        with socket.socket(family, socket.SOCK_DGRAM) as sock:
-            try:
-                sock.connect((probe, 9))
-            except OSError:
-                continue
-            return str(sock.getsockname()[0])
-    return None
