@@ -122,7 +122,7 @@ def test_a_missing_input_of_the_hosts_files_during_apply_is_one_line_and_exit_2(
     input, like a missing binary) is one line and exit 2, never a traceback."""
     from kubesmith.backends.render import RenderError
     from kubesmith.cli.common import CommandFailed
-    from kubesmith.cli.host_commands import _on_hosts
+    from kubesmith.cli.apply_commands import _on_hosts
 
     async def work() -> None:
         raise RenderError("/var/lib/kubesmith/images/kubesmith-coredns.tar: no coredns binary for the cluster "

@@ -72,7 +72,7 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     shipped = Shipped()
     if binaries_dir is not None or with_runtime:
         from kubesmith.backends.runtime_bundle import BundleError, build_bundle, host_files, host_pythons
-        from kubesmith.cli.host_commands import checked_binaries
+        from kubesmith.cli.apply_commands import checked_binaries
 
         selected = list(hosts) or [host.name for host in plan.hosts]
         binaries = checked_binaries(plan, binaries_dir, selected).paths if binaries_dir is not None else {}

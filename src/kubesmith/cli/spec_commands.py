@@ -65,7 +65,7 @@ def plan(spec_file: str, offline: bool, hosts: tuple[str, ...], output: str, bin
     reached within the connect deadline are named together, in one error (exit 5).
     """
     if not offline:
-        from kubesmith.cli.host_commands import show_live_diff
+        from kubesmith.cli.apply_commands import show_live_diff
 
         show_live_diff(spec_file, state_dir, ",".join(hosts) or None, ssh_config, known_hosts, identity,
                        binaries_dir, output)

@@ -1,4 +1,4 @@
-"""Commands that change hosts: apply (and plan's live diff), and fetching release binaries."""
+"""`kubesmith apply`: make the hosts match the cluster file (and `plan`'s live diff)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from kubesmith.backends.render import RenderError
 from kubesmith.backends.runtime_bundle import BundleError
 from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.binaries import (DEFAULT_BASE_URL, KUBERNETES_BINARIES, BinaryVersionError, FetchError, binary_paths,
-                                check_release, fetch_release)
+from kubesmith.binaries import BinaryVersionError, binary_paths, check_release
 from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, hosts_option, ignore_preflight_flag,
-                                  load_plan_or_fail, out_dir_option, output_option, preflight_failed,
+                                  load_plan_or_fail, output_option, preflight_failed,
                                   report_problems, require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.cli.progress import mode_of, progress_option, reporter
 from kubesmith.exitcodes import ExitCode
@@ -29,35 +28,6 @@ from kubesmith.transport.ssh import HostsUnreachable, TransportError
 from kubesmith.versions.registry import load_registry
 
 T = TypeVar("T")
-
-
-@click.group()
-def binaries() -> None:
-    """Kubernetes release binaries."""
-
-
-@binaries.command("fetch")
-@click.option("--version", "version", required=True, help="Release, for example 1.33.2.")
-@out_dir_option("Directory to fill.", "--dest", required=True)
-@click.option("--base-url", default=DEFAULT_BASE_URL, show_default=True, help="Release mirror.")
-@click.option("--arch", default="amd64", show_default=True)
-@click.option("--only", "only", multiple=True, type=click.Choice(KUBERNETES_BINARIES), help="Fetch only these.")
-def fetch(version: str, out_dir: str, base_url: str, arch: str, only: tuple[str, ...]) -> None:
-    """Download a release's binaries into DIR (--out-dir), verifying each against its published sha512.
-
-    A binary whose digest does not match is not written; the command then exits 5.
-    Use the result with `kubesmith apply --binaries DIR`.
-    """
-    names = only or KUBERNETES_BINARIES
-    dest = Path(out_dir)
-    try:
-        fetched = asyncio.run(fetch_release(version, dest, base_url, arch, names,
-                                            progress=lambda line: click.echo(line, err=True)))
-    except FetchError as exc:
-        fail(str(exc), ExitCode.FAILED)
-    except OSError as exc:
-        fail(f"{dest}: {exc.strerror}", ExitCode.IO_ERROR)
-    click.echo(f"{len(fetched)} binaries of Kubernetes {version} verified in {dest}")
 
 
 def host_flags(function: Callable[..., Any]) -> Callable[..., Any]:
