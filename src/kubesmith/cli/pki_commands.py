@@ -20,6 +20,7 @@ from kubesmith.cli.common import (emit_json, fail, hosts_option, load_plan_or_fa
                                   out_dir_option, output_option, report_problems, require_ssh_files, spec_argument,
                                   ssh_flags)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.lifetimes import standing
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
 from kubesmith.pki.store import (ForeignStateError, PkiError, PkiStore, check_owner, default_state_dir, store_root,
@@ -248,15 +249,13 @@ def _expiration_rows(plan: Plan, store: PkiStore, hosts: list[str] | None) -> li
 def _status(plan: Plan, request: Any, cert: Any, ca_cert: Any, now: dt.datetime) -> str:
     if cert is None:
         return "missing"
-    if cert.not_valid_after_utc <= now:
+    due = standing(cert, plan.pki.renew_fraction, now)
+    if due == "expired":
         return "expired"
     if Identity.of_certificate(cert) != Identity.of_request(request) or ca_cert is None \
             or not issued_by(cert, ca_cert):
         return "outdated"
-    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
-    if cert.not_valid_after_utc - now < lifetime * (1 - plan.pki.renew_fraction):
-        return "renew-due"
-    return "ok"
+    return "renew-due" if due == "due" else "ok"
 
 
 def _load_if_present(path: Path) -> Any:
