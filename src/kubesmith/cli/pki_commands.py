@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def check_expiration(spec_file: str, output: str, hosts: tuple[str, ...], state_
         check_owner(root, plan.cluster)
         rows = _expiration_rows(plan, PkiStore(root, plan.pki, plan.authorities), list(hosts) or None)
     if output == "json":
-        emit_json(rows)
+        emit_json([row.to_document() for row in rows])
     else:
         sys.stdout.write(_table(rows))
 
@@ -233,16 +234,48 @@ def _user_errors() -> Iterator[None]:
         fail(f"{exc.filename or ''}: {exc.strerror}" if exc.filename else str(exc), ExitCode.IO_ERROR)
 
 
-def _expiration_rows(plan: Plan, store: PkiStore, hosts: list[str] | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class CertificateRow:
+    """One line of `certs check-expiration`: a CA (no host, no CA) or a host's certificate; no expiry
+    when the certificate is missing."""
+
+    name: str
+    host: str
+    ca: str
+    status: str
+    common_name: str = ""
+    expires: dt.datetime | None = None
+    residual: dt.timedelta | None = None  # expires - now
+
+    @classmethod
+    def of(cls, name: str, host: str, ca: str, cert: Any, now: dt.datetime, status: str,
+           common_name: str = "") -> CertificateRow:
+        if cert is None:
+            return cls(name, host, ca, status, common_name)
+        return cls(name, host, ca, status, common_name, cert.not_valid_after_utc, cert.not_valid_after_utc - now)
+
+    @property
+    def residual_text(self) -> str:
+        return _residual(self.residual) if self.residual is not None else ""
+
+    def to_document(self) -> dict[str, Any]:
+        """The row as `--output json` gives it."""
+        return {"name": self.name, "host": self.host, "ca": self.ca, "common_name": self.common_name,
+                "expires": self.expires.isoformat() if self.expires is not None else None,
+                "residual_seconds": int(self.residual.total_seconds()) if self.residual is not None else None,
+                "residual": self.residual_text, "status": self.status}
+
+
+def _expiration_rows(plan: Plan, store: PkiStore, hosts: list[str] | None) -> list[CertificateRow]:
     """One row per CA and per (host, certificate); reads the store, never creates anything."""
     now = utc_now()
     cas = {ca.name: _load_if_present(store.ca_paths(ca.name)[0]) for ca in plan.authorities}
-    rows = [_row(name, "", "", cert, now, "ok" if cert else "missing") for name, cert in cas.items()]
+    rows = [CertificateRow.of(name, "", "", cert, now, "ok" if cert else "missing") for name, cert in cas.items()]
     for host in select_hosts(plan, hosts):
         for request in host.certificates:
             cert = store.existing(host.name, request.name)
             status = _status(plan, request, cert, cas.get(request.ca), now)
-            rows.append(_row(request.name, host.name, request.ca, cert, now, status, request.common_name))
+            rows.append(CertificateRow.of(request.name, host.name, request.ca, cert, now, status, request.common_name))
     return rows
 
 
@@ -262,17 +295,6 @@ def _load_if_present(path: Path) -> Any:
     return x509.load_pem_x509_certificate(path.read_bytes()) if path.exists() else None
 
 
-def _row(name: str, host: str, ca: str, cert: Any, now: dt.datetime, status: str,
-         common_name: str = "") -> dict[str, Any]:
-    if cert is None:
-        return {"name": name, "host": host, "ca": ca, "common_name": common_name, "expires": None,
-                "residual_seconds": None, "residual": "", "status": status}
-    residual = cert.not_valid_after_utc - now
-    return {"name": name, "host": host, "ca": ca, "common_name": common_name,
-            "expires": cert.not_valid_after_utc.isoformat(), "residual_seconds": int(residual.total_seconds()),
-            "residual": _residual(residual), "status": status}
-
-
 def _residual(delta: dt.timedelta) -> str:
     """kubeadm's style: 364d, 9y, 23h; <invalid> once expired."""
     seconds = delta.total_seconds()
@@ -290,13 +312,12 @@ def _when(moment: dt.datetime) -> str:
     return moment.strftime("%b %d, %Y %H:%M UTC")
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[CertificateRow]) -> str:
     header = ("CERTIFICATE", "HOST", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY", "STATUS")
     lines = [header]
     for row in rows:
-        expires = _when(dt.datetime.fromisoformat(row["expires"])) if row["expires"] else "-"
-        lines.append((row["name"], row["host"] or "-", expires, row["residual"] or "-", row["ca"] or "-",
-                      row["status"]))
+        expires = _when(row.expires) if row.expires is not None else "-"
+        lines.append((row.name, row.host or "-", expires, row.residual_text or "-", row.ca or "-", row.status))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() + "\n"
                    for line in lines)
