@@ -62,6 +62,7 @@ from kubesmith.ca import client as ca_client
 from kubesmith.ca.client import CaClientError, CaUnavailable, Subject
 from kubesmith.ca.policy import backdate_for
 from kubesmith.formats import yaml_bytes
+from kubesmith.lifetimes import renewal_due
 from kubesmith.pki import keys
 from kubesmith.pki.certlist import AUTHORITIES
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
@@ -108,10 +109,6 @@ class Material:
     slot: Slot
     cert: x509.Certificate
     key: PrivateKey
-
-    def renew_at(self, fraction: float) -> dt.datetime:
-        lifetime = self.cert.not_valid_after_utc - self.cert.not_valid_before_utc
-        return self.cert.not_valid_before_utc + lifetime * fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +332,8 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
         entry = _slot_state(material, ca, renewer, config.renew_fraction, previous)
         now = clock()
         schedule = renewer != "none"
-        if now >= material.renew_at(config.renew_fraction) and renewer != "none":
+        due_now = now >= renewal_due(material.cert, config.renew_fraction)
+        if due_now and renewer != "none":
             assert ca is not None
             try:
                 pem = renew_locally(material, ca, now) if renewer == "local" else \
@@ -357,12 +355,12 @@ async def run_cycle(config: AgentConfig, session: aiohttp.ClientSession, state: 
                 problems.append(f"{slot.path}: {exc}")
                 entry = replace(entry, last_error=str(exc))
                 schedule = False  # retried at the next regular check, not in a tight loop
-        elif renewer == "none" and now >= material.renew_at(config.renew_fraction):
+        elif renewer == "none" and due_now:
             entry = replace(entry, last_error=f"due, but no key for {ca.name if ca else 'its CA'} on this host and "
                                               "no CA service for it: renew with `kubesmith certs renew` + apply")
         state.slots[key] = entry
         if schedule:
-            due = material.renew_at(config.renew_fraction)
+            due = renewal_due(material.cert, config.renew_fraction)
             next_due = due if next_due is None or due < next_due else next_due
     seen = set(ca_problems) | {str(slot.path) for slot in slots}
     state.slots = {path: entry for path, entry in state.slots.items() if path in seen}  # gone, or mended
@@ -430,5 +428,5 @@ def _slot_state(material: Material, ca: Authority | None, renewer: Renewer, frac
                 previous: SlotState | None) -> SlotState:
     return SlotState(path=str(material.slot.path), subject=Identity.of_certificate(material.cert).common_name,
                      ca=ca.name if ca else "unknown", not_after=iso(material.cert.not_valid_after_utc),
-                     renew_at=iso(material.renew_at(fraction)), renewer=renewer,
+                     renew_at=iso(renewal_due(material.cert, fraction)), renewer=renewer,
                      last_renewal=previous.last_renewal if previous else None)  # errors: this pass's only

@@ -43,6 +43,7 @@ from kubesmith import fsutil
 from kubesmith.clock import utc_now
 from kubesmith.documents import load_json
 from kubesmith.exitcodes import UsageError
+from kubesmith.lifetimes import standing
 from kubesmith.pki import issue, keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
@@ -298,10 +299,8 @@ class PkiStore:
                              ("dns_names", "DNS names"), ("ip_addresses", "IP addresses"), ("usages", "usages")):
             if getattr(want, field) != getattr(have, field):
                 return f"{label} changed"
-        lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
-        if cert.not_valid_after_utc - now < lifetime * (1 - self.settings.renew_fraction):
-            return "due for renewal" if cert.not_valid_after_utc > now else "expired"
-        return None
+        due = standing(cert, self.settings.renew_fraction, now)
+        return None if due == "valid" else "due for renewal" if due == "due" else "expired"
 
     def _write_new_keys(self, work: list[_Work]) -> list[_Work]:
         """Generate keys where missing and write them all (durably) before any certificate."""

