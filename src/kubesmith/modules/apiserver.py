@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 
 from kubesmith import layout
-from kubesmith.modules.base import (COMMON_FLAGS, PKI, ComponentOptions, Managed, Module, effective_gates,
+from kubesmith.modules.base import (COMMON_FLAGS, PKI, CisRule, ComponentOptions, Managed, Module, effective_gates,
                                     feature_gates_flag, file_from, https_probe, render_flags, system_user)
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -131,6 +131,20 @@ class ApiserverModule(Module):
         # tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below TLS 1.2 is refused, as for every
         # component
         replaceable=frozenset({"tls-min-version"}),
+    )
+    cis_rules = (
+        CisRule("1.2.1", "API server --anonymous-auth=false", ("anonymousAuth",), weak=lambda o: o.anonymous_auth),
+        CisRule("1.2.2", "API server --token-auth-file not set", ("extraArgs", "token-auth-file"),
+                weak=lambda o: "token-auth-file" in o.extra_args),
+        CisRule("1.2.6", "API server --authorization-mode not AlwaysAllow", ("authorizationMode",),
+                weak=lambda o: "AlwaysAllow" in o.authorization_mode),
+        CisRule("1.2.7", "API server --authorization-mode includes Node", ("authorizationMode",),
+                weak=lambda o: "Node" not in o.authorization_mode),
+        CisRule("1.2.8", "API server --authorization-mode includes RBAC", ("authorizationMode",),
+                weak=lambda o: "RBAC" not in o.authorization_mode),
+        CisRule("1.2.15", "API server --profiling=false", ("profiling",), weak=lambda o: o.profiling),
+        CisRule("1.2.27", "API server --encryption-provider-config set", ("encryptSecrets",),
+                weak=lambda o: not o.encrypt_secrets),
     )
 
     def contribute(self, ctx: HostContext, options: ApiserverOptions) -> Contribution:

@@ -75,6 +75,24 @@ class Managed:
     ignored_with_config: Callable[[str], bool] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CisRule:
+    """A setting that weakens a secure default, named by the CIS Kubernetes Benchmark (v1.12) check it
+    breaks: spec/security.py refuses it unless spec.security.allowInsecure names the check.
+
+    Either a typed option at `loc`, weak when `weak(options)` holds, or the setting of `flag` wherever the
+    file sets it (typed option, flag or configuration field), weak when `weak(value)` holds for the value as
+    the binary reads it, or for a boolean setting when Go reads it as anything but `secure`.
+    """
+
+    check: str  # CIS id
+    title: str
+    loc: tuple[LocPart, ...] = ()  # under spec.components.<component>
+    flag: str | None = None
+    weak: Callable[[Any], bool] | None = None
+    secure: bool | None = None
+
+
 class ComponentOptions(StrictModel):
     """Options every Kubernetes component shares."""
 
@@ -95,6 +113,7 @@ class Module:
     roles: ClassVar[frozenset[str]]  # hosts with any of these roles run the component
     binary: ClassVar[str | None] = None  # for flag checks of extraArgs
     managed: ClassVar[Managed] = Managed()
+    cis_rules: ClassVar[tuple[CisRule, ...]] = ()  # the settings that weaken it, by CIS check
 
     def applies(self, host: HostFacts) -> bool:
         return bool(self.roles & host.roles)

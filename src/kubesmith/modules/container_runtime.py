@@ -81,7 +81,8 @@ class ContainerRuntimeModule(Module):
     managed = Managed(
         config={
             ("version",): "kubesmith (version 2: the format of the plugin tables it writes)",
-            ("plugins", CRI_PLUGIN, "containerd", "default_runtime_name"): "kubesmith (runc, the runtime it configures)",
+            ("plugins", CRI_PLUGIN, "containerd", "default_runtime_name"):
+                "kubesmith (runc, the runtime it configures)",
             ("grpc", "address"): "socket", ("plugins", CRI_PLUGIN, "sandbox_image"): "sandboxImage",
             # the metrics endpoint is plain HTTP without authentication, on loopback where the readiness probe
             # dials

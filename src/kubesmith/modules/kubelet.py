@@ -18,8 +18,8 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.apiserver import STRONG_CIPHERS
-from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, PKI, ComponentOptions, Managed, Module, NoOption,
-                                    OptionProblem, effective_gates, render_flags)
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, PKI, CisRule, ComponentOptions, Managed, Module,
+                                    NoOption, OptionProblem, effective_gates, render_flags)
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.durations import go_duration_ns, go_duration_problem, go_seconds
@@ -97,6 +97,14 @@ _STATIC_URL = NoOption("kubesmith runs no static pods from a URL: the kubelet wo
                        "it, past authorization and admission; deploy workloads through the API (spec.addons)")
 
 
+def _zero_duration(value: Any) -> bool:
+    """0 as Go reads it (`0`, `0s`, `0h0m`, `-0.0s`...); an unreadable duration counts as weak too."""
+    try:
+        return go_duration_ns(str(value)) == 0
+    except ValueError:
+        return True
+
+
 class KubeletModule(Module):
     key = "kubelet"
     title = "kubelet node agent"
@@ -135,6 +143,16 @@ class KubeletModule(Module):
         same={("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
               ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1",
               ("registerNode",): True, ("enableServer",): True},
+    )
+    cis_rules = (
+        CisRule("4.2.1", "kubelet anonymous authentication off", flag="anonymous-auth", secure=False),
+        CisRule("4.2.2", "kubelet authorization mode not AlwaysAllow", flag="authorization-mode",
+                weak=lambda value: str(value) != "Webhook"),
+        CisRule("4.2.4", "kubelet read-only port 0", flag="read-only-port", weak=lambda value: go_int(value) != 0),
+        CisRule("4.2.5", "kubelet streaming connection idle timeout not 0", flag="streaming-connection-idle-timeout",
+                weak=_zero_duration),
+        CisRule("4.2.6", "kubelet makes its iptables utility chains", flag="make-iptables-util-chains", secure=True),
+        CisRule("4.2.14", "kubelet seccomp default on", flag="seccomp-default", secure=True),
     )
 
     def check(self, spec: Any, options: KubeletOptions, registry: Any) -> list[OptionProblem]:

@@ -9,8 +9,8 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
-from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, ComponentOptions, Managed, Module,
-                                    NoOption, OptionProblem, effective_gates, render_flags)
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
+                                    Module, NoOption, OptionProblem, effective_gates, render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.facts import Contribution, HostContext
@@ -33,6 +33,19 @@ _LOGGING_FLAGS = frozenset({"v", "vmodule", "logging-format", "log-flush-frequen
                             "log-json-split-stream", "log-text-info-buffer-size", "log-text-split-stream"})
 
 
+
+def _metrics_off_loopback(value: Any) -> bool:
+    """kube-proxy's metrics address off loopback. An empty one is its default, 127.0.0.1:10249 (kube-proxy
+    v1.36 defaults "" from the configuration file and the flag alike; kubeadm's generated file writes "")."""
+    if str(value) == "":
+        return False
+    host = metrics_endpoint(str(value))[0]
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
 class ProxyModule(Module):
     key = "proxy"
     title = "kube-proxy service routing"
@@ -50,6 +63,10 @@ class ProxyModule(Module):
                            ("clusterCIDR",): "clusterCidr"},
         same={("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
         ignored_with_config=lambda flag: flag not in _LOGGING_FLAGS,
+    )
+    cis_rules = (
+        CisRule("4.3.1", "kube-proxy metrics bound to loopback", flag="metrics-bind-address",
+                weak=_metrics_off_loopback),
     )
 
     def check(self, spec: Any, options: ProxyOptions, registry: Any) -> list[OptionProblem]:

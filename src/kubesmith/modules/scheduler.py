@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, ComponentOptions, Managed, Module,
-                                    effective_gates, feature_gates_flag, https_probe, render_flags, system_user)
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
+                                    Module, effective_gates, feature_gates_flag, https_probe, render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
@@ -42,6 +42,11 @@ class SchedulerModule(Module):
         ignored_with_config=frozenset({"contention-profiling", "kube-api-burst", "kube-api-content-type",
                                        "kube-api-qps", "kubeconfig",
                                        "pod-max-in-unschedulable-pods-duration"}).__contains__,
+    )
+    cis_rules = (
+        CisRule("1.4.1", "scheduler --profiling=false", ("profiling",), weak=lambda o: o.profiling),
+        CisRule("1.4.2", "scheduler --bind-address=127.0.0.1", ("bindAddress",),
+                weak=lambda o: o.bind_address != "127.0.0.1"),
     )
 
     def contribute(self, ctx: HostContext, options: SchedulerOptions) -> Contribution:
