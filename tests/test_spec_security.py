@@ -38,7 +38,7 @@ def test_every_flag_a_module_sets_is_managed(source: Path | str) -> None:
                 for argument in service.argv if argument.startswith("--")}
     unlisted = {(binary, flag) for binary, flag in unlisted
                 if flag not in MANAGED[binary] and flag not in REPLACEABLE.get(binary, ())}
-    assert not unlisted - {("kube-apiserver", "max-requests-inflight")}, "add them to spec/managed.py"
+    assert not unlisted - {("kube-apiserver", "max-requests-inflight")}, "add them to their module's `managed`"
 
 
 @pytest.mark.parametrize(("component", "flag", "says"), [

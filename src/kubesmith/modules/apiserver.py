@@ -12,8 +12,8 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag,
-                                    file_from, https_probe, render_flags, system_user)
+from kubesmith.modules.base import (COMMON_FLAGS, PKI, CisRule, ComponentOptions, Managed, Module, effective_gates,
+                                    feature_gates_flag, file_from, https_probe, render_flags, system_user)
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, Gate, Probe, Service
@@ -102,6 +102,50 @@ class ApiserverModule(Module):
     options = ApiserverOptions
     roles = frozenset({"control-plane"})
     binary = "kube-apiserver"
+    managed = Managed(
+        flags=COMMON_FLAGS | {
+            "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",
+            "allow-privileged": "allowPrivileged", "anonymous-auth": "anonymousAuth",
+            "authorization-mode": "authorizationMode", "enable-admission-plugins": "enableAdmissionPlugins",
+            "authorization-config": "authorizationMode", "admission-control": "enableAdmissionPlugins",
+            "admission-control-config-file": "enableAdmissionPlugins (EventRateLimit)",
+            "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
+            "tls-cipher-suites": "tlsCipherSuites",
+            "etcd-servers": "the hosts with the etcd role (spec.hosts) and spec.components.etcd.clientPort",
+            "etcd-cafile": PKI, "etcd-certfile": PKI, "etcd-keyfile": PKI, "kubelet-certificate-authority": PKI,
+            "kubelet-client-certificate": PKI, "kubelet-client-key": PKI,
+            "kubelet-preferred-address-types": "kubeletPreferredAddressTypes", "proxy-client-cert-file": PKI,
+            "proxy-client-key-file": PKI, "requestheader-client-ca-file": PKI, "requestheader-allowed-names": PKI,
+            "requestheader-extra-headers-prefix": PKI, "requestheader-group-headers": PKI,
+            "requestheader-username-headers": PKI, "service-account-issuer": "serviceAccountIssuer",
+            "service-account-key-file": PKI, "service-account-signing-key-file": PKI,
+            "service-account-lookup": "kubesmith (always on, CIS 1.2.22)",
+            "service-account-extend-token-expiration": "kubesmith (off: tokens expire when they say)",
+            "service-cluster-ip-range": "spec.network.serviceCidr",
+            "service-node-port-range": "serviceNodePortRange",
+            "encryption-provider-config": "encryptSecrets", "audit-log-path": "auditLog.path",
+            "audit-log-maxage": "auditLog.maxAge", "audit-log-maxbackup": "auditLog.maxBackup",
+            "audit-log-maxsize": "auditLog.maxSize", "audit-policy-file": "kubesmith's audit policy",
+            "event-ttl": "eventTtl", "profiling": "profiling",
+        },
+        # tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below TLS 1.2 is refused, as for every
+        # component
+        replaceable=frozenset({"tls-min-version"}),
+    )
+    cis_rules = (
+        CisRule("1.2.1", "API server --anonymous-auth=false", ("anonymousAuth",), weak=lambda o: o.anonymous_auth),
+        CisRule("1.2.2", "API server --token-auth-file not set", ("extraArgs", "token-auth-file"),
+                weak=lambda o: "token-auth-file" in o.extra_args),
+        CisRule("1.2.6", "API server --authorization-mode not AlwaysAllow", ("authorizationMode",),
+                weak=lambda o: "AlwaysAllow" in o.authorization_mode),
+        CisRule("1.2.7", "API server --authorization-mode includes Node", ("authorizationMode",),
+                weak=lambda o: "Node" not in o.authorization_mode),
+        CisRule("1.2.8", "API server --authorization-mode includes RBAC", ("authorizationMode",),
+                weak=lambda o: "RBAC" not in o.authorization_mode),
+        CisRule("1.2.15", "API server --profiling=false", ("profiling",), weak=lambda o: o.profiling),
+        CisRule("1.2.27", "API server --encryption-provider-config set", ("encryptSecrets",),
+                weak=lambda o: not o.encrypt_secrets),
+    )
 
     def contribute(self, ctx: HostContext, options: ApiserverOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host

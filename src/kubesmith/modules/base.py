@@ -6,7 +6,8 @@ returns services, files, certificate requests, users and targets; the plan colle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -29,6 +30,69 @@ class OptionProblem:
     severity: str = "error"
 
 
+# What to set instead of a managed setting (Managed.flags and Managed.config): a bare name is an option of
+# the same component (spec.components.<c>.<name>), anything else says where kubesmith takes the value from
+PKI = "kubesmith's PKI (spec.pki)"
+CONFIG = "kubesmith's configuration file for it; use extraConfig"
+COMMON_FLAGS = {"v": "verbosity", "feature-gates": "featureGates"}
+# --master replaces the API server of the component's kubeconfig: a plain http:// one would hand kube-proxy
+# made-up Services and endpoints (and the cluster's traffic with them), past kubesmith's CA
+MASTER = "its kubeconfig (the API server behind kubesmith's CA)"
+# the fields every configuration document kubesmith writes has
+DOCUMENT = {("apiVersion",): "spec.kubernetesVersion (the release's configuration API)",
+            ("kind",): "the document it writes (KubeletConfiguration, KubeProxyConfiguration...)"}
+
+
+@dataclass(frozen=True, slots=True)
+class NoOption:
+    """A managed setting no option replaces: kubesmith refuses it outright, for this reason."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Managed:
+    """Settings kubesmith sets itself, which extraArgs and extraConfig may not replace (spec/managed.py).
+
+    The probes, kubeconfigs, certificates and unit files follow the typed options, so such an entry is an
+    error that names what to set instead.
+    """
+
+    flags: Mapping[str, str | NoOption] = field(default_factory=dict)  # of `binary`, without dashes
+    # switches that break the cluster or weaken it in one position only: their default (the value here) is
+    # harmless and passes, as Go reads it (`false`, `0`, `f`...)
+    harmless: Mapping[str, bool] = field(default_factory=dict)
+    # flags the module sets as a default that extraArgs may replace: nothing else kubesmith writes follows
+    # them, and the flag checks judge the value
+    replaceable: frozenset[str] = frozenset()
+    # fields of the component's configuration document (extraConfig), by path; extraConfig is merged over
+    # kubesmith's document, so these would replace it
+    config: Mapping[tuple[str, ...], str | NoOption] = field(default_factory=dict)
+    # the values kubesmith writes itself where every supported release agrees: a pasted configuration
+    # that repeats them replaces nothing, so it is no error
+    same: Mapping[tuple[str, ...], Any] = field(default_factory=dict)
+    # extraArgs flags the binary ignores next to the configuration file kubesmith gives it (--config)
+    ignored_with_config: Callable[[str], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CisRule:
+    """A setting that weakens a secure default, named by the CIS Kubernetes Benchmark (v1.12) check it
+    breaks: spec/security.py refuses it unless spec.security.allowInsecure names the check.
+
+    Either a typed option at `loc`, weak when `weak(options)` holds, or the setting of `flag` wherever the
+    file sets it (typed option, flag or configuration field), weak when `weak(value)` holds for the value as
+    the binary reads it, or for a boolean setting when Go reads it as anything but `secure`.
+    """
+
+    check: str  # CIS id
+    title: str
+    loc: tuple[LocPart, ...] = ()  # under spec.components.<component>
+    flag: str | None = None
+    weak: Callable[[Any], bool] | None = None
+    secure: bool | None = None
+
+
 class ComponentOptions(StrictModel):
     """Options every Kubernetes component shares."""
 
@@ -48,6 +112,8 @@ class Module:
     options: ClassVar[type[StrictModel]]
     roles: ClassVar[frozenset[str]]  # hosts with any of these roles run the component
     binary: ClassVar[str | None] = None  # for flag checks of extraArgs
+    managed: ClassVar[Managed] = Managed()
+    cis_rules: ClassVar[tuple[CisRule, ...]] = ()  # the settings that weaken it, by CIS check
 
     def applies(self, host: HostFacts) -> bool:
         return bool(self.roles & host.roles)

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.images import PAUSE_IMAGE
-from kubesmith.modules.base import Module
+from kubesmith.modules.base import Managed, Module, NoOption
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.environment import HostEnvironment
 from kubesmith.plan.facts import Contribution, HostContext
@@ -33,6 +33,11 @@ CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"
 IMAGES_DIR = f"{layout.LIB}/kubesmith/images"
 ARCHIVE_MODE = 0o600  # an operator's image archive on a node: root imports it, no one else reads it
+RUNC_SYSTEMD_CGROUP = ("plugins", CRI_PLUGIN, "containerd", "runtimes", "runc", "options", "SystemdCgroup")
+_TCP = NoOption("kubesmith serves containerd's API on its unix socket only: over TCP it has no authentication, "
+                "and anyone who reaches the port runs containers as root on the node")
+_OWNER = NoOption("the containerd socket stays owned by root (uid and gid 0): whoever may open it runs containers "
+                  "as root on the node, so another owner or group is local root for its members")
 
 
 ImageArchives = Annotated[list[AbsolutePath], at_most(MAX_IMAGES, "image archives", "each is a tar of up to 8 GiB")]
@@ -71,6 +76,25 @@ class ContainerRuntimeModule(Module):
     title = "containerd container runtime"
     options = ContainerRuntimeOptions
     roles = frozenset({"node"})
+    # containerd's config.toml: kubesmith writes version 2 tables (a `version: 3` file ignores them, and with
+    # them SystemdCgroup and the sandbox image), the runc runtime, and the socket the kubelet dials
+    managed = Managed(
+        config={
+            ("version",): "kubesmith (version 2: the format of the plugin tables it writes)",
+            ("plugins", CRI_PLUGIN, "containerd", "default_runtime_name"):
+                "kubesmith (runc, the runtime it configures)",
+            ("grpc", "address"): "socket", ("plugins", CRI_PLUGIN, "sandbox_image"): "sandboxImage",
+            # the metrics endpoint is plain HTTP without authentication, on loopback where the readiness probe
+            # dials
+            ("metrics", "address"): "metricsPort",
+            # containerd's API is root on the node: never over TCP, and its socket stays root's alone
+            ("grpc", "tcp_address"): _TCP, ("grpc", "uid"): _OWNER, ("grpc", "gid"): _OWNER,
+            # runc's cgroup driver is the kubelet's: with two drivers each manages pods' cgroups its own way
+            RUNC_SYSTEMD_CGROUP: "spec.components.kubelet.cgroupDriver",
+        },
+        same={("version",): 2, ("plugins", CRI_PLUGIN, "containerd", "default_runtime_name"): "runc",
+              ("grpc", "tcp_address"): "", ("grpc", "uid"): 0, ("grpc", "gid"): 0},
+    )
 
     def contribute(self, ctx: HostContext, options: ContainerRuntimeOptions) -> Contribution:
         if not options.enabled:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag, file_from,
-                                    https_probe, render_flags, system_user)
+from kubesmith.modules.base import (COMMON_FLAGS, MASTER, PKI, CisRule, ComponentOptions, Managed, Module,
+                                    effective_gates, feature_gates_flag, file_from, https_probe, render_flags,
+                                    system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
@@ -47,6 +48,23 @@ class ControllerManagerModule(Module):
     options = ControllerManagerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-controller-manager"
+    managed = Managed(flags=COMMON_FLAGS | {
+        "allocate-node-cidrs": "allocateNodeCidrs", "cluster-cidr": "clusterCidr",
+        "node-cidr-mask-size": "nodeCidrMaskSize", "service-cluster-ip-range": "spec.network.serviceCidr",
+        "cluster-name": "metadata.name", "bind-address": "bindAddress", "secure-port": "securePort",
+        "kubeconfig": PKI, "authentication-kubeconfig": PKI, "authorization-kubeconfig": PKI, "client-ca-file": PKI,
+        "requestheader-client-ca-file": PKI, "root-ca-file": PKI, "cluster-signing-cert-file": PKI,
+        "cluster-signing-key-file": PKI, "cluster-signing-duration": "signingDuration",
+        "service-account-private-key-file": PKI, "use-service-account-credentials": "useServiceAccountCredentials",
+        "controllers": "kubesmith (every controller, with bootstrapsigner and tokencleaner for joins)",
+        "leader-elect": "leaderElect", "terminated-pod-gc-threshold": "terminatedPodGcThreshold",
+        "profiling": "profiling", "tls-cert-file": PKI, "tls-private-key-file": PKI, "master": MASTER,
+    })
+    cis_rules = (
+        CisRule("1.3.2", "controller-manager --profiling=false", ("profiling",), weak=lambda o: o.profiling),
+        CisRule("1.3.7", "controller-manager --bind-address=127.0.0.1", ("bindAddress",),
+                weak=lambda o: o.bind_address != "127.0.0.1"),
+    )
 
     def contribute(self, ctx: HostContext, options: ControllerManagerOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host

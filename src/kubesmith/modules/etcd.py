@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field
 
 from kubesmith import layout
 from kubesmith.durations import go_duration_problem
-from kubesmith.modules.base import Module, OptionProblem, render_flags, system_user
+from kubesmith.modules.base import PKI, Managed, Module, NoOption, OptionProblem, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import Probe, RestartPolicy, Service
@@ -107,6 +107,17 @@ def local_etcdctl(bin_dir: str, client_port: int) -> list[str]:
 
 MAX_ELECTION_MS = 50000  # etcd's maxElectionMs (server/embed/config.go)
 
+_BOOTSTRAP = "the hosts with the etcd role (spec.hosts), as --initial-cluster"
+_FORCE_NEW_CLUSTER = NoOption("it rewrites the membership to this one member on every start: in a cluster of "
+                              "several members each restart splits it and loses writes; it belongs to a one-off "
+                              "recovery, which `kubesmith etcd restore` (a snapshot restore) does")
+_NO_FSYNC = NoOption("etcd would not fsync its log: a crash or power loss loses acknowledged writes or corrupts "
+                     "the data directory")
+# no CIS check names it, and spec.security.allowInsecure takes CIS ids only: no opt-in
+_PEER_SAN = NoOption("etcd would accept a peer's client certificate whatever addresses it names: any certificate "
+                     "of the etcd peer CA could join or impersonate a member from anywhere; kubesmith's peer "
+                     "certificates name each member's address, so nothing needs it")
+
 
 class EtcdModule(Module):
     key = "etcd"
@@ -114,6 +125,33 @@ class EtcdModule(Module):
     options = EtcdOptions
     roles = frozenset({"etcd"})
     binary = "etcd"
+    managed = Managed(
+        flags={
+            "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
+            "advertise-client-urls": "clientPort", "listen-peer-urls": "peerPort",
+            "initial-advertise-peer-urls": "peerPort",
+            "initial-cluster": "the hosts with the etcd role (spec.hosts)", "initial-cluster-state":
+                "the member's history (new on the cluster's first start, existing when a member joins one)",
+            # etcd bootstraps from one source: next to --initial-cluster it stops with "multiple discovery or
+            # bootstrap flags are set"
+            "discovery": _BOOTSTRAP, "discovery-srv": _BOOTSTRAP, "discovery-srv-name": _BOOTSTRAP,
+            "discovery-fallback": _BOOTSTRAP, "discovery-proxy": _BOOTSTRAP,
+            "initial-cluster-token": "metadata.name", "listen-metrics-urls": "metricsPort",
+            "client-cert-auth": PKI, "trusted-ca-file": PKI, "cert-file": PKI, "key-file": PKI, "auto-tls": PKI,
+            "peer-client-cert-auth": PKI, "peer-trusted-ca-file": PKI, "peer-cert-file": PKI,
+            "peer-key-file": PKI, "peer-auto-tls": PKI, "heartbeat-interval": "heartbeatInterval",
+            "election-timeout": "electionTimeout", "snapshot-count": "snapshotCount",
+            "quota-backend-bytes": "quotaBackendBytes", "auto-compaction-retention": "autoCompactionRetention",
+            "auto-compaction-mode": "autoCompactionMode", "log-level": "logLevel",
+            "force-new-cluster": _FORCE_NEW_CLUSTER, "unsafe-no-fsync": _NO_FSYNC,
+            # renamed without experimental- in etcd 3.6
+            "experimental-peer-skip-client-san-verification": _PEER_SAN,
+            "peer-skip-client-san-verification": _PEER_SAN,
+        },
+        harmless={"force-new-cluster": False, "unsafe-no-fsync": False,
+                  "experimental-peer-skip-client-san-verification": False,
+                  "peer-skip-client-san-verification": False},
+    )
 
     def check(self, spec: Any, options: EtcdOptions, registry: Any) -> list[OptionProblem]:
         # etcd refuses to start otherwise: "--election-timeout should be at least as 5 times as

@@ -18,7 +18,8 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.apiserver import STRONG_CIPHERS
-from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, PKI, CisRule, ComponentOptions, Managed, Module,
+                                    NoOption, OptionProblem, effective_gates, render_flags)
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.durations import go_duration_ns, go_duration_problem, go_seconds
@@ -82,6 +83,27 @@ def critical_pods_grace(options: KubeletOptions) -> str:
     grace = options.shutdown_grace_period
     return grace if go_duration_ns(grace) < go_duration_ns(share) else share
 
+_TOKEN_WEBHOOK = "kubesmith's kubelet configuration (always on: the kubelet checks bearer tokens with the API server)"
+_PROBED = "its readiness probe's address (127.0.0.1: the endpoint is plain HTTP without authentication, so it " \
+    "stays on loopback)"
+# a node with the node role is one the cluster schedules onto and reaches: kubesmith waits for it to register
+# and be Ready, and the API server dials its kubelet's port for logs, exec, port-forward and metrics
+_REGISTERS = NoOption("the kubelet would never register its Node: nothing is scheduled there, and kubesmith waits "
+                      "for every node to register and be Ready; a host without workloads takes no node role")
+_SERVES = NoOption("the kubelet would serve no API on its port: the API server's logs, exec, port-forward and "
+                   "metrics through it would fail; a host without workloads takes no node role")
+# a URL the kubelet would fetch pods from and run unadmitted (privileged, hostPath...), over plain HTTP too
+_STATIC_URL = NoOption("kubesmith runs no static pods from a URL: the kubelet would run whatever that server hands "
+                       "it, past authorization and admission; deploy workloads through the API (spec.addons)")
+
+
+def _zero_duration(value: Any) -> bool:
+    """0 as Go reads it (`0`, `0s`, `0h0m`, `-0.0s`...); an unreadable duration counts as weak too."""
+    try:
+        return go_duration_ns(str(value)) == 0
+    except ValueError:
+        return True
+
 
 class KubeletModule(Module):
     key = "kubelet"
@@ -89,6 +111,49 @@ class KubeletModule(Module):
     options = KubeletOptions
     roles = frozenset({"node"})
     binary = "kubelet"
+    # Bind addresses and ports: kubesmith's probes, firewall notes and port checks follow the typed ports, so
+    # `port` and `healthzPort` are managed. `healthzBindAddress` is 127.0.0.1, where its probe dials: the
+    # endpoint is plain HTTP without authentication, so widening it to 0.0.0.0 would serve it to the network,
+    # and any other address would break the probe; it is managed, not merely checked for the unspecified
+    # address, because no value but kubesmith's own works. `address` (the authenticated API, 0.0.0.0 already,
+    # as the API server must reach it) stays the operator's: narrowing it to one interface is legitimate.
+    managed = Managed(
+        flags=COMMON_FLAGS | {
+            "config": CONFIG, "kubeconfig": PKI, "hostname-override": "spec.hosts[].name",
+            "node-ip": "spec.hosts[].address", "root-dir": "rootDir", "node-labels": "spec.hosts[].labels",
+            "client-ca-file": PKI, "tls-cert-file": PKI, "tls-private-key-file": PKI,
+            "authentication-token-webhook": _TOKEN_WEBHOOK, "cluster-dns": "clusterDns",
+            "port": "port", "healthz-port": "healthzPort", "healthz-bind-address": _PROBED,
+            "cluster-domain": "spec.network.dnsDomain", "container-runtime-endpoint": "containerRuntimeEndpoint",
+            "cgroup-driver": "cgroupDriver", "manifest-url": _STATIC_URL,
+            "register-node": _REGISTERS, "enable-server": _SERVES,
+        },
+        harmless={"register-node": True, "enable-server": True},
+        # the client CA, serving certificate and token webhook, the DNS server (clusterDns, which CoreDNS's
+        # Service address follows)
+        config=DOCUMENT | {
+            ("authentication", "webhook", "enabled"): _TOKEN_WEBHOOK,
+            ("authentication", "x509", "clientCAFile"): PKI, ("tlsCertFile",): PKI, ("tlsPrivateKeyFile",): PKI,
+            ("clusterDNS",): "clusterDns", ("port",): "port", ("healthzPort",): "healthzPort",
+            ("healthzBindAddress",): _PROBED, ("staticPodURL",): _STATIC_URL,
+            ("clusterDomain",): "spec.network.dnsDomain", ("containerRuntimeEndpoint",): "containerRuntimeEndpoint",
+            ("cgroupDriver",): "cgroupDriver", ("registerNode",): _REGISTERS,
+            ("enableServer",): _SERVES,
+        },
+        same={("apiVersion",): "kubelet.config.k8s.io/v1beta1", ("kind",): "KubeletConfiguration",
+              ("authentication", "webhook", "enabled"): True, ("healthzBindAddress",): "127.0.0.1",
+              ("registerNode",): True, ("enableServer",): True},
+    )
+    cis_rules = (
+        CisRule("4.2.1", "kubelet anonymous authentication off", flag="anonymous-auth", secure=False),
+        CisRule("4.2.2", "kubelet authorization mode not AlwaysAllow", flag="authorization-mode",
+                weak=lambda value: str(value) != "Webhook"),
+        CisRule("4.2.4", "kubelet read-only port 0", flag="read-only-port", weak=lambda value: go_int(value) != 0),
+        CisRule("4.2.5", "kubelet streaming connection idle timeout not 0", flag="streaming-connection-idle-timeout",
+                weak=_zero_duration),
+        CisRule("4.2.6", "kubelet makes its iptables utility chains", flag="make-iptables-util-chains", secure=True),
+        CisRule("4.2.14", "kubelet seccomp default on", flag="seccomp-default", secure=True),
+    )
 
     def check(self, spec: Any, options: KubeletOptions, registry: Any) -> list[OptionProblem]:
         # the kubelet's own validation: "shutdownGracePeriodCriticalPods ... must be <= shutdownGracePeriod"

@@ -9,7 +9,8 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
-from kubesmith.modules.base import ComponentOptions, Module, OptionProblem, effective_gates, render_flags
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
+                                    Module, NoOption, OptionProblem, effective_gates, render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.plan.facts import Contribution, HostContext
@@ -25,6 +26,25 @@ class ProxyOptions(ComponentOptions):
     metrics_bind_address: str = Field(default="127.0.0.1:10249", description="Metrics endpoint (CIS: loopback).")
     extra_config: ExtraConfig = Field(default={}, description="Merged into the KubeProxyConfiguration document.")
 
+_EXITS = NoOption("kube-proxy would clean up, initialise or write its configuration, and exit, instead of proxying")
+# kube-proxy takes only its logging flags over the configuration file (copyLogsFromFlags; v1.36.2 starts with
+# --proxy-mode=bogus or --conntrack-max-per-core=-5 next to --config)
+_LOGGING_FLAGS = frozenset({"v", "vmodule", "logging-format", "log-flush-frequency", "log-json-info-buffer-size",
+                            "log-json-split-stream", "log-text-info-buffer-size", "log-text-split-stream"})
+
+
+
+def _metrics_off_loopback(value: Any) -> bool:
+    """kube-proxy's metrics address off loopback. An empty one is its default, 127.0.0.1:10249 (kube-proxy
+    v1.36 defaults "" from the configuration file and the flag alike; kubeadm's generated file writes "")."""
+    if str(value) == "":
+        return False
+    host = metrics_endpoint(str(value))[0]
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
 
 class ProxyModule(Module):
     key = "proxy"
@@ -32,6 +52,22 @@ class ProxyModule(Module):
     options = ProxyOptions
     roles = frozenset({"node"})
     binary = "kube-proxy"
+    # healthzBindAddress (0.0.0.0:<healthzPort>, which its probe dials on the host's address) follows the typed
+    # port; bindAddress stays the operator's: narrowing it to one interface is legitimate, and 0.0.0.0 widens
+    # nothing
+    managed = Managed(
+        flags=COMMON_FLAGS | {"config": CONFIG, "hostname-override": "spec.hosts[].name",
+                              "healthz-bind-address": "healthzPort", "master": MASTER,
+                              **dict.fromkeys(("cleanup", "init-only", "write-config-to"), _EXITS)},
+        config=DOCUMENT | {("clientConnection", "kubeconfig"): PKI, ("healthzBindAddress",): "healthzPort",
+                           ("clusterCIDR",): "clusterCidr"},
+        same={("apiVersion",): "kubeproxy.config.k8s.io/v1alpha1", ("kind",): "KubeProxyConfiguration"},
+        ignored_with_config=lambda flag: flag not in _LOGGING_FLAGS,
+    )
+    cis_rules = (
+        CisRule("4.3.1", "kube-proxy metrics bound to loopback", flag="metrics-bind-address",
+                weak=_metrics_off_loopback),
+    )
 
     def check(self, spec: Any, options: ProxyOptions, registry: Any) -> list[OptionProblem]:
         """kube-proxy's own validation: metricsBindAddress is HOST:PORT with a port up to 65535 (or empty: off)."""

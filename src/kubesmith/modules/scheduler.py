@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import (ComponentOptions, Module, effective_gates, feature_gates_flag, https_probe,
-                                    render_flags, system_user)
+from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
+                                    Module, effective_gates, feature_gates_flag, https_probe, render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
@@ -29,6 +29,25 @@ class SchedulerModule(Module):
     options = SchedulerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-scheduler"
+    managed = Managed(
+        flags=COMMON_FLAGS | {
+            "master": MASTER, "config": CONFIG, "bind-address": "bindAddress", "secure-port": "securePort",
+            "authentication-kubeconfig": PKI, "authorization-kubeconfig": PKI, "client-ca-file": PKI,
+            "tls-cert-file": PKI, "tls-private-key-file": PKI, "profiling": "profiling",
+        },
+        config=DOCUMENT | {("clientConnection", "kubeconfig"): PKI},
+        same={("apiVersion",): "kubescheduler.config.k8s.io/v1", ("kind",): "KubeSchedulerConfiguration"},
+        # the deprecated flags its --help says it ignores next to --config (its leader election flags still
+        # apply)
+        ignored_with_config=frozenset({"contention-profiling", "kube-api-burst", "kube-api-content-type",
+                                       "kube-api-qps", "kubeconfig",
+                                       "pod-max-in-unschedulable-pods-duration"}).__contains__,
+    )
+    cis_rules = (
+        CisRule("1.4.1", "scheduler --profiling=false", ("profiling",), weak=lambda o: o.profiling),
+        CisRule("1.4.2", "scheduler --bind-address=127.0.0.1", ("bindAddress",),
+                weak=lambda o: o.bind_address != "127.0.0.1"),
+    )
 
     def contribute(self, ctx: HostContext, options: SchedulerOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host
