@@ -466,3 +466,22 @@ spec:
     assert w1.certificate("agent-client").common_name == "kubesmith:agent:w1"
     serving = cp1.certificate("ca-service-serving")
     assert "10.0.0.11" in serving.ip_addresses and "server auth" in serving.usages
+
+
+def test_the_agent_settings_read_back_as_the_module_wrote_them(tmp_path):
+    """The module writes AgentConfig.to_document(); the agent reads it with from_document(): every
+    host's file reads back to the same document, and flags override the file's values."""
+    from plan_support import plan_of
+
+    from kubesmith.settings import AgentConfig
+
+    plan = plan_of(Path(__file__).resolve().parents[1] / "examples" / "lab.yaml")
+    for host in plan.hosts:
+        document = next(f.data for f in host.files if f.path == "/etc/kubesmith/agent.json")
+        config = AgentConfig.from_document(document)
+        assert config.host == host.name and config.to_document() == document
+        assert "retry_initial" not in document and "agent_certificate" not in document  # never written
+    config = AgentConfig.from_document(document, host=None, pki_dir=str(tmp_path), retry_initial=2.0)
+    assert config.host == host.name and config.pki_dir == tmp_path and config.retry_initial == 2.0
+    assert AgentConfig.from_document(config.to_document()) == config
+    assert AgentConfig.from_document({}).host == ""  # the command names the machine
