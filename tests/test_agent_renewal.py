@@ -466,3 +466,36 @@ spec:
     assert w1.certificate("agent-client").common_name == "kubesmith:agent:w1"
     serving = cp1.certificate("ca-service-serving")
     assert "10.0.0.11" in serving.ip_addresses and "server auth" in serving.usages
+
+
+def test_the_settings_files_read_back_as_the_modules_wrote_them(tmp_path):
+    """The modules write AgentConfig and CaServiceConfig through to_document(); the agent and `ca serve`
+    read them with from_document(): every host's file reads back to the same document, and flags
+    override the file's values."""
+    from plan_support import plan_of
+
+    from kubesmith.settings import AgentConfig, CaServiceConfig
+
+    plan = plan_of(Path(__file__).resolve().parents[1] / "examples" / "lab.yaml")
+    for host in plan.hosts:
+        document = next(f.data for f in host.files if f.path == "/etc/kubesmith/agent.json")
+        config = AgentConfig.from_document(document)
+        assert config.host == host.name and config.to_document() == document
+        assert "retry_initial" not in document and "agent_certificate" not in document  # never written
+    config = AgentConfig.from_document(document, host=None, pki_dir=str(tmp_path), retry_initial=2.0)
+    assert config.host == host.name and config.pki_dir == tmp_path and config.retry_initial == 2.0
+    assert AgentConfig.from_document(config.to_document()) == config
+    assert AgentConfig.from_document({}).host == ""  # the command names the machine
+
+    served = [f.data for host in plan.hosts for f in host.files if f.path == "/etc/kubesmith/ca-service.json"]
+    assert served
+    for document in served:
+        assert CaServiceConfig.from_document(document).to_document() == document
+    config = CaServiceConfig.from_document({**served[0], "removed_keys": {"sha256:b": "h2", "sha256:a": "h1"}},
+                                           port=9999, reserved_nodes=None, state_dir=str(tmp_path))
+    assert config.port == 9999 and config.reserved_nodes == tuple(served[0]["reserved_nodes"])
+    assert config.removed_keys == (("sha256:a", "h1"), ("sha256:b", "h2")) and config.token_file.parent == tmp_path
+    assert CaServiceConfig.from_document(config.to_document()) == config
+    assert CaServiceConfig.from_document({}) == CaServiceConfig()  # no file: the standard paths
+    with pytest.raises(ValueError, match="unknown CA service setting 'surprise'"):
+        CaServiceConfig.from_document({"surprise": 1})

@@ -212,3 +212,25 @@ def test_only_refused_connections_count_as_not_started() -> None:
     starting = ProbeResult(False, "HTTP 500: [-]poststarthook/rbac failed", 0.01, 500)
     assert all_refused([refused, refused])
     assert not all_refused([refused, starting]) and not all_refused([]) and not all_refused([starting])
+
+
+def test_a_probe_failure_crosses_the_batch_as_its_error_and_reads_back(tmp_path: Path) -> None:
+    """A failed operation is a ProbeFailure on the host, {"error": ...} in the batch's JSON, and the
+    same failure again where status replays the batch; a measurement passes as plain data."""
+    from kubesmith.health.wait import (LocalProbeRunner, ProbeFailure, ProbeOperation, RecordedProbeRunner,
+                                       batch_document, run_operations)
+
+    missing = tmp_path / "ca.crt"
+    operations = [ProbeOperation(f"https://127.0.0.1:{free_port()}/?ca={missing}", "expiry"),
+                  ProbeOperation(f"tcp://127.0.0.1:{free_port()}", "check")]
+    answers = asyncio.run(run_operations(LocalProbeRunner(), operations, 1.0))
+    assert answers[0] == ProbeFailure(f"credential file missing: {missing}") and isinstance(answers[1], dict)
+    document = batch_document(answers)
+    assert document[0] == {"error": f"credential file missing: {missing}"} and document[1] is answers[1]
+    replayed = RecordedProbeRunner.of(operations, document)
+    assert replayed.results[operations[0].key] == answers[0] and replayed.results[operations[1].key] == answers[1]
+    result = asyncio.run(replayed.check(parse_probe(f"https://127.0.0.1:1/?ca={missing}"), 1.0))
+    assert not result.ok and "was not measured" in result.reason
+    with pytest.raises(Exception, match="credential file missing"):
+        asyncio.run(replayed.certificate_expiry(parse_probe(operations[0].probe), 1.0))
+    assert ProbeFailure.from_document({"ok": True}) is None and ProbeFailure.from_document([]) is None

@@ -36,9 +36,9 @@ from kubesmith.plan.components import Component
 
 if TYPE_CHECKING:  # the running keeper's (keeper_for): `config wait` and `config status` start without them
     from kubesmith.agent.nodeconditions import NodeConditions
-    from kubesmith.agent.renewal import AgentConfig
     from kubesmith.agent.validate import Verdict
     from kubesmith.health.wait import ProbeRunner
+    from kubesmith.settings import AgentConfig
 
 LOG = logging.getLogger("kubesmith.agent")
 MAX_SAMPLES = 2000

@@ -46,7 +46,7 @@ import base64
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,7 +56,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
-from kubesmith import fsutil, layout
+from kubesmith import fsutil
 from kubesmith.agent.report import AgentState, Renewer, SlotState, Stopping, failed_slot, iso, locked_report
 from kubesmith.ca import client as ca_client
 from kubesmith.ca.client import CaClientError, CaUnavailable, Subject
@@ -69,30 +69,10 @@ from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signatu
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
 from kubesmith.plan.model import CertificateRequest
+from kubesmith.settings import AgentConfig
 
 LOG = logging.getLogger("kubesmith.agent")
 Clock = Callable[[], dt.datetime]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
-    host: str
-    pki_dir: Path
-    kubeconfig_dir: Path
-    state_file: Path
-    ca_urls: tuple[str, ...] = ()
-    renew_fraction: float = 2 / 3
-    check_interval: float = 300.0
-    retry_initial: float = 1.0
-    retry_max: float = 60.0
-    agent_certificate: str = "agent-client"  # PKI-relative name without .crt/.key
-    ca_keys: dict[str, str] = field(default_factory=dict)  # CA name -> key file held here (default: PKI layout)
-    config_trials: dict[str, float] = field(default_factory=dict)  # component -> trial seconds (checkpoints)
-    keep_configs: bool = False  # run the configuration keeper (agent.configloop) beside the renewals
-    components_file: Path = Path(layout.COMPONENTS_FILE)  # what the keeper keeps
-    checkpoints_dir: Path = Path(layout.CONFIG_CHECKPOINTS)
-    etcd_snapshots: dict[str, Any] | None = None  # an etcd member's periodic snapshots (agent.snapshots)
-    node_kubeconfig: str | None = None  # a node's kubelet credential: the keeper's conditions go on its Node
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,37 +72,12 @@ from kubesmith.fsutil import SMALL_FILE_BYTES, check_regular, read_regular
 from kubesmith.pki import keys
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
+from kubesmith.settings import CaServiceConfig
 from kubesmith.urls import url_host
 
 LOG = logging.getLogger("kubesmith.ca")
 MAX_BODY = 64 * 1024
 MAX_TRACKED_ADDRESSES = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class CaServiceConfig:
-    """Everything `ca serve` needs; read from the module's JSON file, overridden by flags."""
-
-    ca_cert: Path
-    ca_key: Path
-    tls_cert: Path
-    tls_key: Path
-    state_dir: Path
-    listen: str = "127.0.0.1"
-    port: int = 8443
-    validity_seconds: float = 365 * 86400.0
-    failed_auth_delay: float = 0.5
-    max_failed_auth_delay: float = 10.0
-    reserved_nodes: tuple[str, ...] = ()  # names a token bound at first use may not take
-    nodes_kubeconfig: Path | None = None  # one that may read Nodes: a registered Node's name is taken too
-    removed_keys: tuple[tuple[str, str], ...] = ()  # (`sha256:<hex>` of a key, host): a removed host's, not renewed
-    service_sans: tuple[str, ...] = ()  # the API server's names and addresses, which no node may carry
-    default_token_ttl: float = 3600.0  # `token create` without --ttl
-    cert_reload_interval: float = 10.0
-
-    @property
-    def token_file(self) -> Path:
-        return self.state_dir / "tokens.json"
 
 
 def penalty(failures: int, base: float, maximum: float) -> float:
@@ -610,23 +585,3 @@ async def _serve(config: CaServiceConfig, ready: Callable[[int], None] | None) -
 def serve(config: CaServiceConfig, ready: Callable[[int], None] | None = None) -> None:
     """`ca serve`: check the CA and the serving certificate, then serve until SIGTERM or SIGINT."""
     asyncio.run(_serve(config, ready))
-
-
-def config_from_document(document: dict[str, Any], **overrides: Any) -> CaServiceConfig:
-    merged = {**document, **{k: v for k, v in overrides.items() if v is not None}}
-    for field in ("ca_cert", "ca_key", "tls_cert", "tls_key", "state_dir"):
-        if field not in merged:
-            raise ValueError(f"CA service configuration lacks {field}")
-        merged[field] = Path(merged[field])
-    if merged.get("nodes_kubeconfig") is not None:
-        merged["nodes_kubeconfig"] = Path(merged["nodes_kubeconfig"])
-    for field in ("reserved_nodes", "service_sans"):
-        if field in merged:
-            merged[field] = tuple(merged[field])
-    if "removed_keys" in merged:
-        merged["removed_keys"] = tuple(sorted(dict(merged["removed_keys"]).items()))
-    known = set(CaServiceConfig.__dataclass_fields__)
-    unknown = sorted(set(merged) - known)
-    if unknown:
-        raise ValueError(f"unknown CA service setting {unknown[0]!r}")
-    return CaServiceConfig(**merged)

@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from kubesmith import layout
 from kubesmith.agent import report
 from kubesmith.cli.common import DURATION, config_option, emit_json, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
+from kubesmith.settings import AgentConfig
 
 if TYPE_CHECKING:
     from kubesmith.agent import renewal
@@ -76,26 +78,19 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
                                   renewal was refused or failed
     """
     document = read_json_config(config_file or layout.AGENT_CONFIG, config_file is not None)
-    overrides = {"host": host, "pki_dir": pki_dir, "kubeconfig_dir": kubeconfig_dir, "state_file": state_file,
-                 "ca_urls": list(ca_urls) or None, "renew_fraction": renew_fraction,
-                 "check_interval": check_interval, "retry_initial": retry_initial, "retry_max": retry_max}
-    merged = {"pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC, "state_file": layout.AGENT_STATE_FILE,
-              **document, **{k: v for k, v in overrides.items() if v is not None}}
-    if show_state:
-        emit_json(report.read_state(Path(merged["state_file"])))
+    if show_state:  # the report only: the rest of the file is not read, so a damaged one does not hide it
+        emit_json(report.read_state(Path(state_file if state_file is not None else
+                                         document.get("state_file", layout.AGENT_STATE_FILE))))
         return
-    if not merged.get("host"):
-        merged["host"] = socket.gethostname().split(".")[0]
-    from kubesmith.agent import renewal  # the renewals' (aiohttp, cryptography): not for --help, --show-state
-
     try:
-        paths = {name: Path(merged.pop(name)) for name in ("components_file", "checkpoints_dir") if name in merged}
-        config = renewal.AgentConfig(host=str(merged.pop("host")), pki_dir=Path(merged.pop("pki_dir")),
-                                   kubeconfig_dir=Path(merged.pop("kubeconfig_dir")),
-                                   state_file=Path(merged.pop("state_file")),
-                                   ca_urls=tuple(merged.pop("ca_urls", ()) or ()), **paths, **merged)
+        config = AgentConfig.from_document(
+            document, host=host, pki_dir=pki_dir, kubeconfig_dir=kubeconfig_dir, state_file=state_file,
+            ca_urls=list(ca_urls) or None, renew_fraction=renew_fraction, check_interval=check_interval,
+            retry_initial=retry_initial, retry_max=retry_max)
     except TypeError as exc:
         fail(f"{config_file or layout.AGENT_CONFIG}: {exc}", ExitCode.USAGE)
+    if not config.host:
+        config = replace(config, host=socket.gethostname().split(".")[0])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="kubesmith agent: %(message)s")
     with user_errors():
         if once:
@@ -113,7 +108,7 @@ def agent_command(config_file: str | None, host: str | None, pki_dir: str | None
             pass
 
 
-def _once_summary(config: renewal.AgentConfig, outcome: renewal.CycleOutcome) -> str:
+def _once_summary(config: AgentConfig, outcome: renewal.CycleOutcome) -> str:
     if outcome.checked == 0:
         return (f"nothing to renew: no certificate with its key under {config.pki_dir} and no kubeconfig "
                 f"with a client certificate under {config.kubeconfig_dir}")
@@ -121,7 +116,7 @@ def _once_summary(config: renewal.AgentConfig, outcome: renewal.CycleOutcome) ->
     return f"checked {outcome.checked}, renewed {outcome.renewed}; next renewal due {due}"
 
 
-async def _agent_once(config: renewal.AgentConfig) -> renewal.CycleOutcome:
+async def _agent_once(config: AgentConfig) -> renewal.CycleOutcome:
     import aiohttp
 
     from kubesmith.agent import renewal
@@ -131,7 +126,7 @@ async def _agent_once(config: renewal.AgentConfig) -> renewal.CycleOutcome:
             return await renewal.run_cycle(config, session, state)
 
 
-async def _agent_forever(config: renewal.AgentConfig) -> None:
+async def _agent_forever(config: AgentConfig) -> None:
     from kubesmith.agent import configloop, renewal, snapshots
 
     stop = asyncio.Event()

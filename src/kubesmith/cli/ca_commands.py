@@ -8,30 +8,21 @@ from __future__ import annotations
 import logging
 import ssl
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from kubesmith import layout
 from kubesmith.cli.common import DURATION_OR_ZERO, SERVICE_VALIDITY, config_option, fail, read_json_config, user_errors
 from kubesmith.exitcodes import ExitCode
-
-if TYPE_CHECKING:
-    from kubesmith.ca import server as ca_service
-
-CA_DEFAULTS: dict[str, Any] = {
-    "ca_cert": layout.pki_path("ca.crt"), "ca_key": layout.pki_path("ca.key"),
-    "tls_cert": layout.pki_path("ca-service/serving.crt"), "tls_key": layout.pki_path("ca-service/serving.key"),
-    "state_dir": layout.CA_SERVICE_STATE,
-}
+from kubesmith.settings import CaServiceConfig
 
 
-def ca_config(config_file: str | None, **overrides: Any) -> ca_service.CaServiceConfig:
-    from kubesmith.ca import server as ca_service  # the service's (aiohttp, cryptography): not for `ca --help`
-
-    document = {**CA_DEFAULTS, **read_json_config(config_file or layout.CA_SERVICE_CONFIG, config_file is not None)}
+def ca_config(config_file: str | None, **overrides: Any) -> CaServiceConfig:
+    """The settings file's values (a file without some has their defaults), the flags given over them."""
+    document = read_json_config(config_file or layout.CA_SERVICE_CONFIG, config_file is not None)
     try:
-        return ca_service.config_from_document(document, **overrides)
+        return CaServiceConfig.from_document(document, **overrides)
     except (ValueError, TypeError) as exc:
         fail(f"{config_file or layout.CA_SERVICE_CONFIG}: {exc}", ExitCode.USAGE)
 

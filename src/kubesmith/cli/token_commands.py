@@ -12,7 +12,7 @@ from cryptography import x509
 from kubesmith import fsutil, layout
 from kubesmith.backends import remote_tokens
 from kubesmith.backends.ssh_settings import ssh_options
-from kubesmith.ca import policy as ca_policy, server as ca_service, tokens
+from kubesmith.ca import policy as ca_policy, tokens
 from kubesmith.ca.client import spki_hash
 from kubesmith.cli.ca_commands import ca_config
 from kubesmith.cli.common import (DURATION, RenamedOption, check_addresses, check_node_name, emit_json, fail,
@@ -21,6 +21,7 @@ from kubesmith.cli.common import (DURATION, RenamedOption, check_addresses, chec
 from kubesmith.exitcodes import ExitCode
 from kubesmith.fsutil import SMALL_FILE_BYTES, read_regular
 from kubesmith.pki import keys
+from kubesmith.settings import CaServiceConfig
 
 
 @click.group("token")
@@ -28,7 +29,7 @@ def token_group() -> None:
     """Join tokens for new nodes (stored wrapped, never in clear; expiry enforced)."""
 
 
-def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | None) -> tokens.TokenStore:
+def token_store(config: CaServiceConfig, ca_cert: x509.Certificate | None) -> tokens.TokenStore:
     """The store, with the CA key checked against the CA certificate where that is readable (a
     token wrapped with another key would never be accepted by the CA service)."""
     with user_errors():
@@ -40,7 +41,7 @@ def token_store(config: ca_service.CaServiceConfig, ca_cert: x509.Certificate | 
     return tokens.TokenStore(config.token_file, key)
 
 
-def ca_certificate(config: ca_service.CaServiceConfig) -> x509.Certificate | None:
+def ca_certificate(config: CaServiceConfig) -> x509.Certificate | None:
     """The CA certificate, or None where it is not readable here (the token store works without)."""
     try:
         return x509.load_pem_x509_certificate(read_regular(config.ca_cert, SMALL_FILE_BYTES, "a certificate"))

@@ -15,7 +15,8 @@ from kubesmith import layout
 from kubesmith.cli.common import DURATION_OR_ZERO, Duration, emit_json, fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
-from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, WaitPolicy, run_operations, wait_ready
+from kubesmith.health.wait import (LocalProbeRunner, ProbeOperation, WaitPolicy, batch_document, run_operations,
+                                   wait_ready)
 
 WAIT_HELP_EPILOG = """\b
 Probe forms (one argument each; relative file paths are under --pki-dir):
@@ -81,4 +82,4 @@ def probe_command(timeout: float) -> None:
         operations = [ProbeOperation(**item) for item in json.load(sys.stdin)]
     except (ValueError, TypeError) as exc:
         fail(f"probe batch on stdin is not a JSON list of operations: {exc}", ExitCode.USAGE)
-    emit_json(asyncio.run(run_operations(LocalProbeRunner(), operations, timeout)))
+    emit_json(batch_document(asyncio.run(run_operations(LocalProbeRunner(), operations, timeout))))

@@ -14,7 +14,7 @@ from dataclasses import asdict
 
 from kubesmith import layout
 from kubesmith.health.status import AgentReport, HostView, runs_agent, status_operations
-from kubesmith.health.wait import ProbeOperation, RecordedProbeRunner
+from kubesmith.health.wait import ProbeFailure, ProbeOperation, RecordedProbeRunner
 from kubesmith.plan.model import HostPlan
 from kubesmith.transport.ssh import SshTransport, TransportError
 
@@ -32,7 +32,7 @@ async def remote_runner(transport: SshTransport, address: str, operations: Seque
             raise TransportError(f"{address}: kubesmith probe failed: {result.stderr.strip()[-300:]}")
         answers = json.loads(result.stdout)
     except (TransportError, ValueError) as exc:
-        answers = [{"error": str(exc)}] * len(operations)
+        answers = [ProbeFailure(str(exc))] * len(operations)
     return RecordedProbeRunner.of(operations, answers)
 
 
@@ -44,7 +44,7 @@ async def ssh_view(transport: SshTransport, host: HostPlan, timeout: float) -> H
     try:
         await transport.run(host.address, "true", timeout=timeout * 3 + 30)
     except TransportError as exc:
-        return HostView(RecordedProbeRunner.of(operations, [{"error": "host not reached"}] * len(operations)),
+        return HostView(RecordedProbeRunner.of(operations, [ProbeFailure("host not reached")] * len(operations)),
                         layout.PKI, problem=str(exc))
     running, runner, agent = await asyncio.gather(
         running_services(transport, host),

@@ -222,8 +222,31 @@ class ProbeOperation:
         return self.probe, self.mode, self.method, self.path, json.dumps(self.body, sort_keys=True)
 
 
-async def run_operation(runner: ProbeRunner, operation: ProbeOperation, timeout: float) -> dict[str, Any]:
-    """One operation as plain data: the wire format of `kubesmith probe --batch`."""
+@dataclass(frozen=True, slots=True)
+class ProbeFailure:
+    """The answer to an operation that has no measurement: the probe raised on the host, or the host's
+    batch did not run (or the host was not reached). In a batch's JSON (`kubesmith probe`) it is
+    {"error": <what went wrong>}, which a reader turns back into this."""
+
+    error: str
+
+    def to_document(self) -> dict[str, Any]:
+        return {"error": self.error}
+
+    @staticmethod
+    def from_document(document: Any) -> ProbeFailure | None:
+        """The failure a batch's answer reports (a ProbeFailure is its own); None for a measurement."""
+        if isinstance(document, ProbeFailure):
+            return document
+        return ProbeFailure(document["error"]) if isinstance(document, dict) and "error" in document else None
+
+
+BatchAnswer = dict[str, Any] | ProbeFailure  # a measurement as plain data, or why there is none
+
+
+async def run_operation(runner: ProbeRunner, operation: ProbeOperation, timeout: float) -> BatchAnswer:
+    """One operation's answer: a measurement as plain data (the wire format of `kubesmith probe
+    --batch`), or a ProbeFailure."""
     spec = parse_probe(operation.probe)
     try:
         if operation.mode == "check":
@@ -235,12 +258,17 @@ async def run_operation(runner: ProbeRunner, operation: ProbeOperation, timeout:
             return {"status": answer.status, "body": answer.body, "latency": answer.latency}
         return {"expiry": await runner.certificate_expiry(spec, timeout)}
     except Exception as exc:  # the reader turns this back into the same failure
-        return {"error": describe_error(exc)}
+        return ProbeFailure(describe_error(exc))
 
 
 async def run_operations(runner: ProbeRunner, operations: Sequence[ProbeOperation],
-                         timeout: float) -> list[dict[str, Any]]:
+                         timeout: float) -> list[BatchAnswer]:
     return list(await asyncio.gather(*(run_operation(runner, op, timeout) for op in operations)))
+
+
+def batch_document(answers: Sequence[BatchAnswer]) -> list[dict[str, Any]]:
+    """The answers as `kubesmith probe` prints them (JSON)."""
+    return [answer.to_document() if isinstance(answer, ProbeFailure) else answer for answer in answers]
 
 
 class RecordedProbeError(Exception):
@@ -251,19 +279,20 @@ class RecordedProbeError(Exception):
 class RecordedProbeRunner:
     """A ProbeRunner that answers from results measured elsewhere (a batch run on the host)."""
 
-    results: dict[tuple[str, str, str, str, str], dict[str, Any]]
+    results: dict[tuple[str, str, str, str, str], BatchAnswer]
 
     @classmethod
-    def of(cls, operations: Sequence[ProbeOperation], results: Sequence[dict[str, Any]]) -> RecordedProbeRunner:
-        return cls({op.key: result for op, result in zip(operations, results)})
+    def of(cls, operations: Sequence[ProbeOperation], results: Sequence[Any]) -> RecordedProbeRunner:
+        """`results`: one answer per operation, as a batch's JSON holds them or as ProbeFailures."""
+        return cls({op.key: ProbeFailure.from_document(result) or result for op, result in zip(operations, results)})
 
     def _lookup(self, spec: ProbeSpec, mode: str, method: str = "GET", path: str = "/",
                 body: Any = None) -> dict[str, Any]:
         found = self.results.get(ProbeOperation(format_probe(spec), mode, method, path, body).key)
         if found is None:
             raise RecordedProbeError(f"{mode} {path} of {spec.label} was not measured")
-        if "error" in found:
-            raise RecordedProbeError(found["error"])
+        if isinstance(found, ProbeFailure):
+            raise RecordedProbeError(found.error)
         return found
 
     async def check(self, spec: ProbeSpec, timeout: float) -> ProbeResult:

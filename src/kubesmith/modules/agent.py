@@ -20,6 +20,7 @@ from kubesmith.modules.cluster import SIGNING_ROLES
 from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.settings import AgentConfig
 from kubesmith.spec.types import MAX_SERVERS, HttpsUrl, StrictModel, at_most
 from kubesmith.urls import url_host
 
@@ -80,21 +81,19 @@ class AgentModule(Module):
     def contribute(self, ctx: HostContext, options: AgentOptions) -> Contribution:
         port = ctx.spec.spec.components.ca_service.port
         urls = options.ca_urls or [f"https://{url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
-        settings = {
-            "host": ctx.host.name, "pki_dir": layout.PKI, "kubeconfig_dir": layout.ETC,
-            "state_file": layout.AGENT_STATE_FILE, "ca_urls": urls,
-            "renew_fraction": options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
-            "check_interval": options.check_interval, "retry_max": options.retry_max_interval,
-            "config_trials": {**TRIAL_SECONDS, **options.config_trials}, "keep_configs": options.keep_configs,
-            "components_file": layout.COMPONENTS_FILE, "checkpoints_dir": layout.CONFIG_CHECKPOINTS,
+        settings = AgentConfig(  # its paths (PKI, report, checkpoints...) are its defaults: the layout's
+            host=ctx.host.name, ca_urls=tuple(urls),
+            renew_fraction=options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
+            check_interval=options.check_interval, retry_max=options.retry_max_interval,
+            config_trials={**TRIAL_SECONDS, **options.config_trials}, keep_configs=options.keep_configs,
             # CA keys this host holds (it renews those certificates itself, without the network)
-            "ca_keys": {"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
-            "etcd_snapshots": etcd_snapshots(ctx),
-            "node_kubeconfig": layout.kubeconfig_path("kubelet") if "node" in ctx.host.roles else None,
-        }
+            ca_keys={"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
+            etcd_snapshots=etcd_snapshots(ctx),
+            node_kubeconfig=layout.kubeconfig_path("kubelet") if "node" in ctx.host.roles else None,
+        )
         return Contribution(
             services=[ctx.shared("agent-service", lambda: self._service())],
-            files=[File(path=layout.AGENT_CONFIG, mode=0o644, data=settings, format="json")],
+            files=[File(path=layout.AGENT_CONFIG, mode=0o644, data=settings.to_document(), format="json")],
             certificates=["agent-client"],
         )
 

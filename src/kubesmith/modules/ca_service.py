@@ -9,6 +9,7 @@ Ready means `/healthz` answers over TLS with a certificate from kubernetes-ca: t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -19,6 +20,7 @@ from kubesmith.modules.base import Module, OptionProblem, https_probe
 from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
 from kubesmith.plan.facts import Contribution, HostContext
 from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.settings import CaServiceConfig
 from kubesmith.spec.types import CertificateLifetime, Port, StrictModel, TokenTtl
 
 # The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA
@@ -65,20 +67,20 @@ class CaServiceModule(Module):
         ca_cert = layout.pki_path(authority("kubernetes-ca").cert_file)
         validity = parse_duration(options.validity) if options.validity else \
             ctx.spec.spec.pki.certificate_validity_days * 86400.0
-        settings = {
-            "ca_cert": ca_cert, "ca_key": CA_KEY_PATH, "tls_cert": serving.cert_path, "tls_key": serving.key_path,
-            "state_dir": layout.CA_SERVICE_STATE, "listen": host.address, "port": options.port,
-            "validity_seconds": validity,
-            "default_token_ttl": parse_duration(options.token_ttl),
-            "failed_auth_delay": options.failed_auth_delay, "max_failed_auth_delay": options.max_failed_auth_delay,
+        settings = CaServiceConfig(
+            ca_cert=Path(ca_cert), ca_key=Path(CA_KEY_PATH), tls_cert=Path(serving.cert_path),
+            tls_key=Path(serving.key_path), state_dir=Path(layout.CA_SERVICE_STATE), listen=host.address,
+            port=options.port, validity_seconds=validity, default_token_ttl=parse_duration(options.token_ttl),
+            failed_auth_delay=options.failed_auth_delay, max_failed_auth_delay=options.max_failed_auth_delay,
             # names no joining node may take: the hosts that never register a Node of their own here
             # (control-plane and etcd hosts), and through the API every registered Node's; not the
             # node hosts' list, which would change this file on every control-plane host when one is added
-            "reserved_nodes": sorted(h.name for h in ctx.spec.spec.hosts if {"control-plane", "etcd"} & set(h.roles)),
-            "nodes_kubeconfig": layout.kubeconfig_path("scheduler"),  # its role reads Nodes; no binding needed
-            "removed_keys": dict(ctx.cluster.removed_keys),  # hosts removed from the cluster: never renewed
-            "service_sans": ctx.shared("ca-service-sans", lambda: service_sans(ctx)),
-        }
+            reserved_nodes=tuple(sorted(h.name for h in ctx.spec.spec.hosts
+                                        if {"control-plane", "etcd"} & set(h.roles))),
+            nodes_kubeconfig=Path(layout.kubeconfig_path("scheduler")),  # its role reads Nodes; no binding needed
+            removed_keys=tuple(sorted(dict(ctx.cluster.removed_keys).items())),  # removed hosts': never renewed
+            service_sans=tuple(ctx.shared("ca-service-sans", lambda: service_sans(ctx))),
+        )
         service = Service(
             name="kubesmith-ca",
             component=self.key,
@@ -97,7 +99,7 @@ class CaServiceModule(Module):
         )
         return Contribution(
             services=[service],
-            files=[File(path=layout.CA_SERVICE_CONFIG, mode=0o644, data=settings, format="json")],
+            files=[File(path=layout.CA_SERVICE_CONFIG, mode=0o644, data=settings.to_document(), format="json")],
             certificates=["ca-service-serving"],
         )
 
