@@ -53,7 +53,7 @@ from net_support import free_port, listening  # noqa: E402
 from kubesmith.ca import client as ca_client, policy as ca_policy, tokens  # noqa: E402
 from kubesmith.pki import issue, keys  # noqa: E402
 from kubesmith.pki.store import utc_now  # noqa: E402
-from kubesmith.plan.model import CertificateRequest  # noqa: E402
+from kubesmith.vocabulary.model import CertificateRequest  # noqa: E402
 
 NODE = "bench"
 PROFILE = "kubelet-client"

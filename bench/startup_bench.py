@@ -37,7 +37,7 @@ from kubesmith.layout import RunPaths  # noqa: E402
 from kubesmith.node.observe import observe_local  # noqa: E402
 from kubesmith.node.teardown import release_node_leftovers  # noqa: E402
 from kubesmith.plan.evaluate import evaluate  # noqa: E402
-from kubesmith.plan.model import HostPlan  # noqa: E402
+from kubesmith.vocabulary.model import HostPlan  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.versions.registry import load_registry  # noqa: E402
 

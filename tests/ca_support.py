@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubesmith.pki import issue, keys
 from net_support import free_port, listening
-from kubesmith.plan.model import CertificateRequest
+from kubesmith.vocabulary.model import CertificateRequest
 
 CFSSL = shutil.which("cfssl")
 KUBESMITH = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))

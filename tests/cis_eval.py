@@ -32,7 +32,7 @@ import yaml
 
 from kubesmith import layout
 from kubesmith.plan import credentials
-from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.vocabulary.model import HostPlan, Plan, Service
 
 State = Literal["PASS", "FAIL", "WARN", "INFO"]
 AuditUsed = Literal["command", "config", "env"]

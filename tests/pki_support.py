@@ -10,7 +10,7 @@ from cryptography import x509
 from plan_support import plan_of
 
 from kubesmith.backends.render import RenderResult, render
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 
 REPO = Path(__file__).resolve().parents[1]
 HA_SPEC = REPO / "examples" / "ha.yaml"

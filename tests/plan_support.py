@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from kubesmith.spec.load import load_spec_file, load_spec_text
 from kubesmith.versions.registry import VersionRegistry, load_registry
 

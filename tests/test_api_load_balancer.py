@@ -18,7 +18,7 @@ from pki_support import render_spec, write_spec
 from plan_support import plan_of, plan_of_text
 
 from kubesmith.modules.api_load_balancer import BACKEND, CONFIG_PATH, CREDENTIALS, SERVICE, backend_states
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 
 HOSTS = [{"name": "cp1", "address": "10.0.0.11", "roles": ["control-plane", "etcd", "node"]},
          {"name": "cp2", "address": "10.0.0.12", "roles": ["control-plane", "etcd"]},

@@ -28,7 +28,7 @@ import cis_eval
 from conftest import EXAMPLES
 from plan_support import plan_of_text
 from kubesmith.versions.registry import load_registry
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.errors import SpecError
 from kubesmith.spec.load import load_spec_text
 
 REGISTRY = load_registry()

@@ -19,7 +19,7 @@ from kubesmith.agent.trial import Active, Record
 from kubesmith.backends.render import render
 from kubesmith.fsutil import TEMP_MARKER
 from kubesmith.plan.components import component_config
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from conftest import kubesmith
 from plan_support import plan_of
 

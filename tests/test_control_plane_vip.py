@@ -14,7 +14,7 @@ from pki_support import write_spec
 from plan_support import plan_of_text
 
 from kubesmith.modules.control_plane_vip import CHECK_PATH, CONFIG_PATH, SERVICE
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.errors import SpecError
 from kubesmith.spec.load import load_spec_text
 
 HOSTS = [{"name": "cp1", "address": "10.0.0.11", "roles": ["control-plane", "etcd"]},

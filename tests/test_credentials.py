@@ -13,7 +13,7 @@ from kubesmith import layout
 from kubesmith.backends.run import load_credentials, reroot
 from kubesmith.backends.systemd import unit_files
 from kubesmith.plan import credentials
-from kubesmith.plan.model import File, HostPlan, Service
+from kubesmith.vocabulary.model import File, HostPlan, Service
 
 
 def _argument_values(service: Service) -> set[str]:

@@ -22,7 +22,7 @@ from hostile_support import BOUND_SECONDS, assert_refused, assert_valid, bounded
 from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from test_hostile_values import HEAD, HOSTS, component
 
-from kubesmith.spec.types import MAX_EXTRA_SANS, MAX_FEATURE_GATES
+from kubesmith.vocabulary.types import MAX_EXTRA_SANS, MAX_FEATURE_GATES
 
 
 def gates(count: int, where: str = "spec") -> str:

@@ -18,7 +18,7 @@ from hostile_support import BOUND_SECONDS, assert_refused, assert_valid, validat
 from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 from test_hostile_values import HEAD, HOSTS, component
 
-from kubesmith.spec import types
+from kubesmith.vocabulary import types
 
 HA = ("  hosts:\n"
       "    - {name: cp1, address: 10.0.0.11, roles: [control-plane, etcd]}\n"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from plan_support import registry
 from kubesmith.backends.systemd import UnitOptions, command_line, render_unit, unit_files, write_units
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.errors import SpecError
 from kubesmith.spec.load import load_spec_text
 
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")

@@ -1,6 +1,6 @@
 """kubesmith's packages form a one-way ladder: a module imports only from its own rung or below.
 
-Bottom to top (docs/design.md, "Design", says the same):
+Bottom to top (docs/architecture.md draws it):
 
     base        layout, urls, fsutil, formats, ... ; versions (what each release accepts)
     transport   SSH, nothing else; lab (the test bed of nspawn hosts) stands beside it
@@ -33,9 +33,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src"
 LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kubesmith", "kubesmith.versions")),
     ("transport", ("kubesmith.transport", "kubesmith.lab")),
-    ("vocabulary", ("kubesmith.spec.types", "kubesmith.spec.errors", "kubesmith.plan.model", "kubesmith.plan.facts",
-                    "kubesmith.plan.environment", "kubesmith.plan.membership",
-                    "kubesmith.plan.history")),
+    ("vocabulary", ("kubesmith.vocabulary",)),
     ("pki", ("kubesmith.pki",)),
     ("modules", ("kubesmith.modules",)),
     ("spec", ("kubesmith.spec",)),
@@ -126,9 +124,19 @@ def test_no_module_imports_from_a_rung_above_its_own() -> None:
     assert violations() == []
 
 
+
+def test_each_rung_is_whole_packages() -> None:
+    """One package (or sibling packages) per rung: a module's rung is its package's, so a folder of the
+    tree never spans two rungs and a picture of folders and imports shows the ladder as it is."""
+    for _, prefixes in LADDER:
+        assert all(prefix == "kubesmith" or SOURCE.joinpath(*prefix.split(".")).is_dir() for prefix in prefixes)
+    spanning = [module for path in SOURCE.joinpath("kubesmith").rglob("*.py")
+                if rung(module := module_name(path, SOURCE)) != rung(".".join(module.split(".")[:2]))]
+    assert spanning == []
+
 @pytest.mark.parametrize(("source", "imported", "upward"), [
-    ("src/kubesmith/transport/ssh.py", "from kubesmith.plan.model import HostPlan", True),
-    ("src/kubesmith/plan/facts.py", "from kubesmith.modules import MODULES", True),
+    ("src/kubesmith/transport/ssh.py", "from kubesmith.vocabulary.model import HostPlan", True),
+    ("src/kubesmith/vocabulary/facts.py", "from kubesmith.modules import MODULES", True),
     ("src/kubesmith/health/wait.py", "from kubesmith.backends.run import RunPaths", True),
     ("src/kubesmith/backends/apply.py", "from kubesmith.health.wait import wait_ready", False),
     ("src/kubesmith/modules/base.py", "if TYPE_CHECKING:\n    from kubesmith.spec.model import Cluster", False),

@@ -17,8 +17,8 @@ from kubesmith.backends.render import render
 from kubesmith.pki import keys
 from kubesmith.pki.store import store_root
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.history import History
-from kubesmith.plan.membership import Bootstrap, bootstraps
+from kubesmith.vocabulary.history import History
+from kubesmith.vocabulary.membership import Bootstrap, bootstraps
 from kubesmith.spec.load import load_spec_text
 from kubesmith.versions.registry import load_registry
 

@@ -96,7 +96,7 @@ def test_key_algorithms(tmp_path, algorithm, kind, size):
 
 def test_ca_key_refused_on_a_host_that_does_not_sign(tmp_path):
     import dataclasses
-    from kubesmith.plan.model import File, Source
+    from kubesmith.vocabulary.model import File, Source
     plan = plan_of(write_spec(tmp_path / "c.yaml", "leak", HOSTS))
     w1 = plan.host("w1")
     leaky = dataclasses.replace(w1, files=w1.files + (File("/etc/kubernetes/pki/ca.key", 0o600,

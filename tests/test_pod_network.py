@@ -17,8 +17,8 @@ import pytest
 from plan_support import plan_of_text
 
 from kubesmith.images import ImageError, ImageFile, archive_names, oci_archive
-from kubesmith.plan.environment import parse_observation
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.environment import parse_observation
+from kubesmith.vocabulary.errors import SpecError
 
 SPEC = """apiVersion: kubesmith.io/v1alpha1
 kind: Cluster

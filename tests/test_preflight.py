@@ -33,10 +33,10 @@ from kubesmith.backends.apply import observed_plan
 from kubesmith.ca.tokens import new_token
 from kubesmith.cli import cli
 from kubesmith.modules.pod_network import KERNEL_MODULES, SYSCTLS
-from kubesmith.plan.environment import (OBSERVE_COMMAND, OBSERVED_MODULES, OBSERVED_SYSCTLS, HostFacts, Sysctl,
+from kubesmith.vocabulary.environment import (OBSERVE_COMMAND, OBSERVED_MODULES, OBSERVED_SYSCTLS, HostFacts, Sysctl,
                                         parse_facts, parse_observation)
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from kubesmith.spec.load import load_spec_file
 from kubesmith.transport.ssh import SshOptions, SshTransport
 from kubesmith.versions.registry import load_registry

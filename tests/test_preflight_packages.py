@@ -16,9 +16,9 @@ import yaml
 from test_preflight import HOST, _over_ssh, failures, write_spec
 
 from kubesmith.backends import preflight
-from kubesmith.plan.environment import HOST_PYTHON, observe_command, parse_facts, parse_observation
+from kubesmith.vocabulary.environment import HOST_PYTHON, observe_command, parse_facts, parse_observation
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from kubesmith.spec.load import load_spec_file
 from kubesmith.versions.registry import load_registry
 

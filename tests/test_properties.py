@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from plan_support import plan_of_text
 from kubesmith.plan.jsonout import plan_json
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.versions.registry import load_registry
 
 REGISTRY = load_registry()

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from kubesmith.backends.renewed import is_renewal
 from kubesmith.pki import documents, keys
 from kubesmith.pki.issue import new_ca, new_leaf
-from kubesmith.plan.model import CertificateRequest
+from kubesmith.vocabulary.model import CertificateRequest
 
 NOW = dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc)
 REQUEST = CertificateRequest("kubelet-client", "kubernetes-ca", "system:node:w1", ("system:nodes",),

@@ -10,8 +10,8 @@ import yaml
 from kubesmith.backends.apply import HostChanges, HostState, rolling_hosts
 from kubesmith.backends.rollout import on_trial, trial_seconds, waves
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.model import Plan
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.model import Plan
+from kubesmith.vocabulary.errors import SpecError
 from kubesmith.spec.load import load_spec_text
 from kubesmith.versions.registry import load_registry
 from test_membership import ROOT, lab_spec

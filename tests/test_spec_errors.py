@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES, ROOT, kubesmith, kubesmith_process
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.errors import SpecError
 from kubesmith.spec.load import load_spec_text
 
 BAD = ROOT / "tests" / "specs" / "bad"

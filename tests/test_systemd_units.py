@@ -11,7 +11,7 @@ import pytest
 from plan_support import plan_of
 from kubesmith.backends.systemd import UnitOptions, unit_files, write_units
 from kubesmith.health.probespec import parse_probe
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

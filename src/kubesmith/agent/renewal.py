@@ -68,7 +68,7 @@ from kubesmith.pki.certlist import AUTHORITIES
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
 from kubesmith.pki.store import utc_now
-from kubesmith.plan.model import CertificateRequest
+from kubesmith.vocabulary.model import CertificateRequest
 from kubesmith.settings import AgentConfig
 
 LOG = logging.getLogger("kubesmith.agent")

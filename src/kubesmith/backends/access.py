@@ -27,7 +27,7 @@ from kubesmith.modules import addons
 from kubesmith.pki import documents, keys
 from kubesmith.pki.issue import new_leaf
 from kubesmith.pki.store import PkiError, PkiStore, check_owner, store_root, utc_now
-from kubesmith.plan.model import CertificateRequest, Plan
+from kubesmith.vocabulary.model import CertificateRequest, Plan
 from kubesmith.urls import url_host
 
 ROLES = ("view", "edit", "admin", "cluster-admin")

@@ -42,11 +42,11 @@ from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
 from kubesmith.modules import addons
-from kubesmith.plan.environment import HostEnvironment, parse_observation
+from kubesmith.vocabulary.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.history import History
-from kubesmith.plan.membership import Bootstrap
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.history import History
+from kubesmith.vocabulary.membership import Bootstrap
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.skew import Verdict
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport, TransportError

@@ -24,7 +24,7 @@ from kubesmith.backends.runtime_bundle import REMOTE_ROOT
 from kubesmith.backends.systemd import UnitOptions
 from kubesmith.hostfile import HostFile
 from kubesmith.modules.pod_network import NETWORK_CONFIG
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.transport.ssh import SshTransport
 
 Progress = Callable[[str], None]

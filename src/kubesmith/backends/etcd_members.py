@@ -22,8 +22,8 @@ from kubesmith import fsutil
 from kubesmith.backends.systemd import UnitOptions
 from kubesmith.documents import damaged, read_json_file
 from kubesmith.modules.etcd import local_etcdctl
-from kubesmith.plan.membership import Bootstrap
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.membership import Bootstrap
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshTransport
 

@@ -43,7 +43,7 @@ from kubesmith.formats import yaml_bytes
 from kubesmith.images import ImageError, image_cache_dir, pause_archive
 from kubesmith.pki import documents, keys
 from kubesmith.pki.certlist import NODE_SCOPED, Sans, authority, certificate
-from kubesmith.plan.model import CertificateRequest, File, HostPlan
+from kubesmith.vocabulary.model import CertificateRequest, File, HostPlan
 
 
 class JoinError(Exception):

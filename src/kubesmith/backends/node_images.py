@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from kubesmith.hostfile import StreamedFile
 from kubesmith.images import MAX_ARCHIVE_BYTES
 from kubesmith.modules.container_runtime import ARCHIVE_MODE, IMAGES_DIR
-from kubesmith.plan.model import HostPlan
+from kubesmith.vocabulary.model import HostPlan
 from kubesmith.transport.ssh import SshTransport, TransportError
 
 REMOTE_KUBESMITH = "/usr/local/bin/kubesmith"

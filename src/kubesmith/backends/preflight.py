@@ -27,8 +27,8 @@ from kubesmith.modules.container_runtime import CONFIG_PATH as CONTAINERD_CONFIG
 from kubesmith.modules.pod_network import CNI_CONFIG, NETWORK_CONFIG
 from kubesmith.node.network import NetworkSettings, sysctl_advice
 from kubesmith.pki.issue import BACKDATE
-from kubesmith.plan.environment import HOST_PYTHON, HostFacts, Listener, observe_command
-from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.vocabulary.environment import HOST_PYTHON, HostFacts, Listener, observe_command
+from kubesmith.vocabulary.model import HostPlan, Plan, Service
 
 if TYPE_CHECKING:
     from kubesmith.spec.model import Cluster

@@ -32,9 +32,9 @@ from kubesmith.documents import damaged, read_json_file
 from kubesmith.pki import keys
 from kubesmith.pki.store import store_root
 from kubesmith.plan.evaluate import evaluate
-from kubesmith.plan.history import History
-from kubesmith.plan.membership import Bootstrap
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.history import History
+from kubesmith.vocabulary.membership import Bootstrap
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshTransport
 from kubesmith.versions.registry import VersionRegistry

@@ -32,7 +32,7 @@ from kubesmith.modules.agent import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
 from kubesmith.plan.components import Component, component_config
-from kubesmith.plan.model import File, HostPlan, Plan, Source, plain
+from kubesmith.vocabulary.model import File, HostPlan, Plan, Source, plain
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # the list of a host's rendered files: a few hundred entries

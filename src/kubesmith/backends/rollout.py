@@ -19,7 +19,7 @@ from typing import Any
 from kubesmith import layout
 from kubesmith.agent.trial import FOLLOWED, TrialPolicy, short
 from kubesmith.backends.phases import StepError
-from kubesmith.plan.model import HostPlan
+from kubesmith.vocabulary.model import HostPlan
 from kubesmith.transport.ssh import SshTransport
 
 SERIAL_ROLES = frozenset({"control-plane", "etcd"})

@@ -54,7 +54,7 @@ from kubesmith.health.probespec import ProbeSpec, parse_probe, probe_argument
 from kubesmith.health.wait import LocalProbeRunner, ProbeRunner, WaitPolicy, wait_ready
 from kubesmith.layout import RunPaths
 from kubesmith.node.teardown import release_node_leftovers
-from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.vocabulary.model import HostPlan, Plan, Service
 
 REROOT_PREFIXES = (layout.ETC + "/", layout.KUBESMITH_ETC + "/", "/var/lib/", "/var/log/kubernetes", "/run/kubernetes",
                    "/etc/containerd/", "/run/containerd", "/etc/cni/", layout.CREDENTIALS + "/")

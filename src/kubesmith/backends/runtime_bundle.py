@@ -45,7 +45,7 @@ from kubesmith.hostfile import HostFile
 from kubesmith.images import PAUSE_BUNDLED, image_cache_dir, pause_archive
 
 if TYPE_CHECKING:
-    from kubesmith.plan.model import Plan
+    from kubesmith.vocabulary.model import Plan
 
 COMMAND = "kubesmith"
 REMOTE_ROOT = "/usr/local/lib/kubesmith"

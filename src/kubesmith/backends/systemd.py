@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from kubesmith import layout
 from kubesmith.fsutil import Pending, write_many
 from kubesmith.health.probespec import probe_argument
-from kubesmith.plan.model import HostPlan, Service, Target
+from kubesmith.vocabulary.model import HostPlan, Service, Target
 
 SLICE = "kubernetes.slice"
 ENV_DIR = f"{layout.KUBESMITH_ETC}/env"

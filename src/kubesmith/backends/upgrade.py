@@ -22,7 +22,7 @@ from kubesmith import layout
 from kubesmith.backends import etcd_members, removal, rollout
 from kubesmith.backends.phases import StepError
 from kubesmith.health.status import ClusterStatus
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan
 from kubesmith.skew import Verdict, judge, running_from
 from kubesmith.transport.ssh import SshTransport, TransportError
 from kubesmith.versions.registry import VersionRegistry

@@ -45,8 +45,8 @@ from kubesmith.pki import keys
 from kubesmith.pki.certlist import NODE_SCOPED, apiserver_name_problem, certificate, is_ip
 from kubesmith.pki.issue import BACKDATE, Identity, issued_by, new_leaf, signature_problem
 from kubesmith.pki.keys import PrivateKey
-from kubesmith.plan.model import CertificateRequest
-from kubesmith.spec.types import is_dns_label
+from kubesmith.vocabulary.model import CertificateRequest
+from kubesmith.vocabulary.types import is_dns_label
 
 NODE_PREFIX, AGENT_PREFIX = "system:node:", "kubesmith:agent:"
 FORBIDDEN_ORGANIZATIONS = frozenset({"system:masters"})

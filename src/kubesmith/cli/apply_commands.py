@@ -23,7 +23,7 @@ from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, h
 from kubesmith.cli.progress import mode_of, progress_option, reporter
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from kubesmith.transport.ssh import HostsUnreachable, TransportError
 from kubesmith.versions.registry import load_registry
 

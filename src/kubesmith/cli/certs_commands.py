@@ -20,7 +20,7 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.lifetimes import standing
 from kubesmith.pki.issue import Identity, issued_by
 from kubesmith.pki.store import PkiStore, check_owner, store_root, utc_now
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 
 
 @click.group()

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from kubesmith.exitcodes import ExitCode, UsageError
-from kubesmith.spec.errors import Problem, SpecError
+from kubesmith.vocabulary.errors import Problem, SpecError
 from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS
 
 if TYPE_CHECKING:
-    from kubesmith.plan.environment import HostEnvironment
-    from kubesmith.plan.history import History
-    from kubesmith.plan.model import Plan
+    from kubesmith.vocabulary.environment import HostEnvironment
+    from kubesmith.vocabulary.history import History
+    from kubesmith.vocabulary.model import Plan
     from kubesmith.spec.load import LoadedSpec
 
 
@@ -296,7 +296,7 @@ def user_errors(code: ExitCode = ExitCode.FAILED) -> Iterator[None]:
 def check_addresses(addresses: tuple[str, ...], option: str = "--address") -> tuple[str, ...]:
     """The addresses in canonical form (as the cluster file holds them); one that is no address, or one no
     client can reach the node at (unspecified, multicast...), is a usage error."""
-    from kubesmith.spec.types import canonical_ip, unusable
+    from kubesmith.vocabulary.types import canonical_ip, unusable
 
     canonical = []
     for address in addresses:

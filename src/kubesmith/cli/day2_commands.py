@@ -17,7 +17,7 @@ from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, h
                                   spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 
 T = TypeVar("T")
 SNAPSHOT_LIMIT = 16 << 30  # an etcd snapshot: etcd's largest backend quota is 8 GiB

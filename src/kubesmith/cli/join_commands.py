@@ -16,7 +16,7 @@ from kubesmith.cli.common import (Duration, check_addresses, check_node_name, fa
                                   load_plan_or_fail, preflight_failed, report_problems, spec_argument, user_errors)
 from kubesmith.exitcodes import ExitCode
 from kubesmith.node.observe import observe_local
-from kubesmith.plan.model import HostPlan
+from kubesmith.vocabulary.model import HostPlan
 
 
 @click.command("join")

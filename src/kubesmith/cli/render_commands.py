@@ -20,7 +20,7 @@ from kubesmith.cli.common import (fail, hosts_option, load_plan_or_fail, load_sp
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.keys import BadKeyFile
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 
 STATE_DIR_HELP = ("PKI state directory (CAs, issued keys and certificates, secrets). Default: $KUBESMITH_STATE_DIR, "
                   "else .kubesmith/<cluster name> next to FILE.")

@@ -12,7 +12,7 @@ from kubesmith import __version__
 from kubesmith.cli.common import (emit_json, fail, hosts_option, load_spec_or_fail, output_option,
                                   refuse_unknown_hosts, report_problems, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
-from kubesmith.spec.errors import SpecError
+from kubesmith.vocabulary.errors import SpecError
 
 # Each command imports what it uses: the spec's model (pydantic), the planner, PyYAML and the registry cost
 # more than `--help` does; `validate` needs the loader alone.

@@ -15,7 +15,7 @@ from kubesmith.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # imported where used: `--help` loads none of them
     from kubesmith.health.status import ClusterStatus, HostView
-    from kubesmith.plan.model import HostPlan
+    from kubesmith.vocabulary.model import HostPlan
 
 
 @click.command("status")

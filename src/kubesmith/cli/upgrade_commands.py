@@ -14,7 +14,7 @@ from kubesmith.cli.common import (emit_json, fail, load_plan_or_fail, output_opt
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
-from kubesmith.plan.model import Plan
+from kubesmith.vocabulary.model import Plan
 from kubesmith.skew import Release, Verdict
 from kubesmith.transport.ssh import SshTransport, TransportError
 from kubesmith.versions.registry import load_registry

@@ -29,7 +29,7 @@ from kubesmith import layout
 from kubesmith.urls import url_host
 
 if TYPE_CHECKING:
-    from kubesmith.plan.model import HostPlan, Probe
+    from kubesmith.vocabulary.model import HostPlan, Probe
 
 Scheme = Literal["https", "http", "tcp", "etcd", "dns"]
 SCHEMES: tuple[str, ...] = ("https", "http", "tcp", "etcd", "dns")

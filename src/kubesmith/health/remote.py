@@ -15,7 +15,7 @@ from dataclasses import asdict
 from kubesmith import layout
 from kubesmith.health.status import AgentReport, HostView, runs_agent, status_operations
 from kubesmith.health.wait import ProbeFailure, ProbeOperation, RecordedProbeRunner
-from kubesmith.plan.model import HostPlan
+from kubesmith.vocabulary.model import HostPlan
 from kubesmith.transport.ssh import SshTransport, TransportError
 
 REMOTE_KUBESMITH = "/usr/local/bin/kubesmith"

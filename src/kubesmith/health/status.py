@@ -31,7 +31,7 @@ from kubesmith.health.wait import LocalProbeRunner, ProbeOperation, ProbeRunner,
 from kubesmith.layout import RunPaths
 from kubesmith.modules.api_load_balancer import STATS_PATH, ApiLoadBalancerModule, backend_states
 from kubesmith.modules.core_dns import IMAGE_FILE as DNS_IMAGE_FILE
-from kubesmith.plan.model import HostPlan, Plan, Service
+from kubesmith.vocabulary.model import HostPlan, Plan, Service
 
 
 @dataclass(frozen=True, slots=True)

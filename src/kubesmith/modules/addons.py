@@ -24,9 +24,9 @@ from kubesmith import layout
 from kubesmith.modules.base import Module
 from kubesmith.modules.kubeconfigs import api_gate
 from kubesmith.pki.certlist import CLUSTER_ADMINS
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, RestartPolicy, Service
-from kubesmith.spec.types import StrictModel
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, RestartPolicy, Service
+from kubesmith.vocabulary.types import StrictModel
 
 ADDONS_DIR = "/etc/kubernetes/addons"
 SERVICE = "kubesmith-addons"

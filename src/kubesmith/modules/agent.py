@@ -18,10 +18,10 @@ from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
 from kubesmith.modules.etcd import local_etcdctl
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, RestartPolicy, Service
 from kubesmith.settings import AgentConfig
-from kubesmith.spec.types import MAX_SERVERS, HttpsUrl, StrictModel, at_most
+from kubesmith.vocabulary.types import MAX_SERVERS, HttpsUrl, StrictModel, at_most
 from kubesmith.urls import url_host
 
 

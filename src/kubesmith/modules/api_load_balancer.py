@@ -30,9 +30,9 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.base import Module
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext, HostFacts
-from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import Port, StrictModel
+from kubesmith.vocabulary.facts import Contribution, HostContext, HostFacts
+from kubesmith.vocabulary.model import File, Probe, Service
+from kubesmith.vocabulary.types import Port, StrictModel
 from kubesmith.urls import url_host
 
 SERVICE = "kube-api-lb"

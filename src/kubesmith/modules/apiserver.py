@@ -15,9 +15,9 @@ from kubesmith import layout
 from kubesmith.modules.base import (COMMON_FLAGS, PKI, CisRule, ComponentOptions, Managed, Module, effective_gates,
                                     feature_gates_flag, file_from, https_probe, render_flags, system_user)
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Gate, Probe, Service
-from kubesmith.spec.types import (MAX_EXTRA_SANS, MAX_NAMES, AbsolutePath, EventTtl, IPAddress, ListItem, Port,
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Gate, Probe, Service
+from kubesmith.vocabulary.types import (MAX_EXTRA_SANS, MAX_NAMES, AbsolutePath, EventTtl, IPAddress, ListItem, Port,
                                   PortRange, StrictModel, SubjectName, Text, at_most)
 
 STRONG_CIPHERS = (

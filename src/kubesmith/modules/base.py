@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from kubesmith.plan.facts import Contribution, HostContext, HostFacts
-from kubesmith.plan.model import File, Probe, Source, User
-from kubesmith.spec.types import ExtraArgs, FeatureGates, StrictModel
+from kubesmith.vocabulary.facts import Contribution, HostContext, HostFacts
+from kubesmith.vocabulary.model import File, Probe, Source, User
+from kubesmith.vocabulary.types import ExtraArgs, FeatureGates, StrictModel
 
 if TYPE_CHECKING:
     from kubesmith.spec.model import Cluster

@@ -18,10 +18,10 @@ from kubesmith import layout
 from kubesmith.durations import parse_duration
 from kubesmith.modules.base import Module, OptionProblem, https_probe
 from kubesmith.pki.certlist import Sans, authority, certificate, san_lists
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, RestartPolicy, Service
 from kubesmith.settings import CaServiceConfig
-from kubesmith.spec.types import CertificateLifetime, Port, StrictModel, TokenTtl
+from kubesmith.vocabulary.types import CertificateLifetime, Port, StrictModel, TokenTtl
 
 # The kubernetes-ca key as the controller-manager module places it on control-plane hosts: the CA
 # service reads that one copy rather than adding a second one.

@@ -17,8 +17,8 @@ from kubesmith import layout
 from kubesmith.modules.base import file_from
 from kubesmith.modules.kubeconfigs import kubeconfig_file
 from kubesmith.pki.certlist import AUTHORITIES, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import Target
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import Target
 
 # (target, what it means, targets it comes after when present on the same host)
 TARGETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (

@@ -24,10 +24,10 @@ from kubesmith import layout
 from kubesmith.images import PAUSE_IMAGE
 from kubesmith.modules.base import Managed, Module, NoOption
 from kubesmith.modules.merge import deep_merge
-from kubesmith.plan.environment import HostEnvironment
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Probe, Service, Source
-from kubesmith.spec.types import MAX_IMAGES, AbsolutePath, ExtraConfig, ImageReference, Port, StrictModel, at_most
+from kubesmith.vocabulary.environment import HostEnvironment
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Probe, Service, Source
+from kubesmith.vocabulary.types import MAX_IMAGES, AbsolutePath, ExtraConfig, ImageReference, Port, StrictModel, at_most
 
 CRI_PLUGIN = "io.containerd.grpc.v1.cri"
 CONFIG_PATH = "/etc/containerd/config.toml"

@@ -27,9 +27,9 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.base import Module
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Service
-from kubesmith.spec.types import StrictModel
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Service
+from kubesmith.vocabulary.types import StrictModel
 from kubesmith.urls import url_host
 
 SERVICE = "kube-api-vip"

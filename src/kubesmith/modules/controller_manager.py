@@ -14,9 +14,9 @@ from kubesmith.modules.base import (COMMON_FLAGS, MASTER, PKI, CisRule, Componen
                                     system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import Service
-from kubesmith.spec.types import Cidr, IPAddress, Port, SigningDuration
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import Service
+from kubesmith.vocabulary.types import Cidr, IPAddress, Port, SigningDuration
 
 
 class ControllerManagerOptions(ComponentOptions):

@@ -28,9 +28,9 @@ from kubesmith.durations import go_duration_ns
 from kubesmith.images import COREDNS_IMAGE, coredns_binary_problem
 from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Source
-from kubesmith.spec.types import (MAX_DIRECTIVES, MAX_SERVERS, MAX_ZONES, AbsolutePath, ImageReference, StrictModel,
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Source
+from kubesmith.vocabulary.types import (MAX_DIRECTIVES, MAX_SERVERS, MAX_ZONES, AbsolutePath, ImageReference, StrictModel,
                                   at_most, canonical_ip, resolver_unusable)
 
 NAMESPACE = "kube-system"

@@ -14,9 +14,9 @@ from kubesmith import layout
 from kubesmith.durations import go_duration_problem
 from kubesmith.modules.base import PKI, Managed, Module, NoOption, OptionProblem, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import Probe, RestartPolicy, Service
-from kubesmith.spec.types import AbsolutePath, ExtraArgs, Port, SnapshotInterval, StrictModel
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import Probe, RestartPolicy, Service
+from kubesmith.vocabulary.types import AbsolutePath, ExtraArgs, Port, SnapshotInterval, StrictModel
 from kubesmith.urls import url_host
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import enabled_on, local_address
 from kubesmith.modules.base import file_from, https_probe
-from kubesmith.plan.facts import HostContext
-from kubesmith.plan.model import File, Gate
+from kubesmith.vocabulary.facts import HostContext
+from kubesmith.vocabulary.model import File, Gate
 from kubesmith.urls import url_host
 
 

@@ -25,9 +25,9 @@ from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.durations import go_duration_ns, go_duration_problem, go_seconds
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import (MAX_SERVERS, MAX_TAINTS, AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port,
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Probe, Service
+from kubesmith.vocabulary.types import (MAX_SERVERS, MAX_TAINTS, AbsolutePath, ExtraConfig, GoDuration, IPAddress, Port,
                                   StreamingIdleTimeout, Taint, Text, at_most, go_int, split_taint, taint_problem)
 
 KUBELET_CIPHERS = tuple(name for name in STRONG_CIPHERS if name.startswith("TLS_ECDHE_"))

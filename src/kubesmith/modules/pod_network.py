@@ -30,10 +30,10 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.base import Module, OptionProblem
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, RestartPolicy, Service
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, RestartPolicy, Service
 from kubesmith.ranges import RangeIndex
-from kubesmith.spec.types import InterfaceName, StrictModel
+from kubesmith.vocabulary.types import InterfaceName, StrictModel
 
 if TYPE_CHECKING:
     from kubesmith.spec.model import Cluster

@@ -13,9 +13,9 @@ from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI,
                                     Module, NoOption, OptionProblem, effective_gates, render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Probe, Service
-from kubesmith.spec.types import Cidr, ExtraConfig, Port
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Probe, Service
+from kubesmith.vocabulary.types import Cidr, ExtraConfig, Port
 
 
 class ProxyOptions(ComponentOptions):

@@ -10,9 +10,9 @@ from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI,
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
-from kubesmith.plan.facts import Contribution, HostContext
-from kubesmith.plan.model import File, Service
-from kubesmith.spec.types import ExtraConfig, IPAddress, Port
+from kubesmith.vocabulary.facts import Contribution, HostContext
+from kubesmith.vocabulary.model import File, Service
+from kubesmith.vocabulary.types import ExtraConfig, IPAddress, Port
 
 
 class SchedulerOptions(ComponentOptions):

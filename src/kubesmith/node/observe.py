@@ -1,6 +1,6 @@
 """This machine as a host: its environment observed (`run`, `join`), its name and address (`init`).
 
-The I/O half of `kubesmith.plan.environment`, which holds the command and the parsing of its answer.
+The I/O half of `kubesmith.vocabulary.environment`, which holds the command and the parsing of its answer.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from kubesmith.plan.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
+from kubesmith.vocabulary.environment import OBSERVE_COMMAND, HostEnvironment, parse_observation
 
 
 def observe_local(command: str = OBSERVE_COMMAND) -> HostEnvironment:

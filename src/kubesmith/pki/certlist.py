@@ -14,10 +14,10 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from kubesmith import layout
-from kubesmith.plan.model import CertificateAuthority, CertificateRequest
+from kubesmith.vocabulary.model import CertificateAuthority, CertificateRequest
 
 if TYPE_CHECKING:
-    from kubesmith.plan.facts import ClusterFacts, HostFacts
+    from kubesmith.vocabulary.facts import ClusterFacts, HostFacts
 
 SERVER = ("digital signature", "key encipherment", "server auth")
 CLIENT = ("digital signature", "key encipherment", "client auth")

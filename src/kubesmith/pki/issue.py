@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kubesmith.pki.keys import PrivateKey
-from kubesmith.plan.model import CertificateRequest
+from kubesmith.vocabulary.model import CertificateRequest
 
 BACKDATE = dt.timedelta(minutes=5)
 _KEY_USAGES = {"digital signature": "digital_signature", "key encipherment": "key_encipherment",

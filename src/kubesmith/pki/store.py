@@ -46,7 +46,7 @@ from kubesmith.exitcodes import UsageError
 from kubesmith.lifetimes import standing
 from kubesmith.pki import issue, keys
 from kubesmith.pki.keys import PrivateKey
-from kubesmith.plan.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
+from kubesmith.vocabulary.model import CertificateAuthority, CertificateRequest, PkiSettings, Plan
 
 Status = Literal["new", "reissued", "reused"]
 Clock = Callable[[], dt.datetime]

@@ -15,7 +15,7 @@ from kubesmith import layout
 from kubesmith.formats import strings_in
 
 if TYPE_CHECKING:  # the agent reads the components file without loading the plan's model
-    from kubesmith.plan.model import HostPlan, Service
+    from kubesmith.vocabulary.model import HostPlan, Service
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubesmith import layout
 from kubesmith.formats import argument_value, map_argument, map_strings, strings_in
-from kubesmith.plan.model import File, Service
+from kubesmith.vocabulary.model import File, Service
 
 ROOT = "root"
 

@@ -13,11 +13,11 @@ from kubesmith.modules.kubeconfigs import api_address
 from kubesmith.modules.pod_network import pod_cidrs
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan import credentials
-from kubesmith.plan.environment import ASSUMED, HostEnvironment
-from kubesmith.plan.facts import ClusterFacts, Contribution, HostContext, HostFacts
-from kubesmith.plan.history import History
-from kubesmith.plan.membership import bootstraps
-from kubesmith.plan.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
+from kubesmith.vocabulary.environment import ASSUMED, HostEnvironment
+from kubesmith.vocabulary.facts import ClusterFacts, Contribution, HostContext, HostFacts
+from kubesmith.vocabulary.history import History
+from kubesmith.vocabulary.membership import bootstraps
+from kubesmith.vocabulary.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
 from kubesmith.spec.model import Cluster, nth_address
 from kubesmith.urls import url_host
 from kubesmith.versions.registry import VersionRegistry

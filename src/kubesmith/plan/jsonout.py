@@ -17,7 +17,7 @@ from functools import cache, lru_cache
 from operator import attrgetter
 from typing import Any, TextIO
 
-from kubesmith.plan.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan
 
 INDENT = "  "
 _SCALAR = json.JSONEncoder(sort_keys=True)

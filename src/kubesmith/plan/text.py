@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kubesmith.plan.model import HostPlan, Plan, Probe
+from kubesmith.vocabulary.model import HostPlan, Plan, Probe
 
 
 def _probe(probe: Probe) -> str:

@@ -21,8 +21,8 @@ import yaml
 from kubesmith import fsutil
 from kubesmith.spec.checks import Finding
 from kubesmith.spec.model import Cluster
-from kubesmith.spec.errors import Location, format_path, yaml_text
-from kubesmith.spec.types import label_key_problem, label_value_problem
+from kubesmith.vocabulary.errors import Location, format_path, yaml_text
+from kubesmith.vocabulary.types import label_key_problem, label_value_problem
 from kubesmith.spec.values import json_findings
 from kubesmith.spec.yamlsource import Loader, YamlDocument, nesting_problem, structure_problems, with_alias_name
 

@@ -1,4 +1,4 @@
-"""Addresses fit for their role. The types (spec/types.py) already hold every address in one canonical form
+"""Addresses fit for their role. The types (vocabulary/types.py) already hold every address in one canonical form
 (`fd00:0::1` is `fd00::1`; zones and IPv4-mapped IPv6 are refused), so duplicates are found by text; here,
 what an address may not be where it is used.
 
@@ -20,9 +20,9 @@ import ipaddress
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from kubesmith.spec.errors import LocPart
+from kubesmith.vocabulary.errors import LocPart
 from kubesmith.spec.model import Cluster
-from kubesmith.spec.types import THIS_NETWORK, unusable
+from kubesmith.vocabulary.types import THIS_NETWORK, unusable
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

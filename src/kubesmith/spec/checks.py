@@ -12,15 +12,15 @@ from kubesmith.modules.core_dns import forward_targets
 from kubesmith.pki.certlist import apiserver_name_problem
 from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
-from kubesmith.spec.types import THIS_NETWORK
+from kubesmith.vocabulary.types import THIS_NETWORK
 from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
                                       config_type_findings, config_value, effective, flag_value_problem,
                                       go_strings, setting_findings, tls_version_problem)
-from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
+from kubesmith.vocabulary.errors import LocPart, yaml_key, yaml_text
 from kubesmith.spec.managed import ignored_flag_problem, managed_config_findings, managed_flag_problem
 from kubesmith.spec.security import weakenings
-from kubesmith.spec.types import MAX_EXTRA_ARGS, MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
+from kubesmith.vocabulary.types import MAX_EXTRA_ARGS, MAX_FEATURE_GATES, MAX_GATE_HINTS, gate_count_problem
 from kubesmith.spec.model import Cluster, Components, nth_address
 from kubesmith.spec.paths import path_findings
 from kubesmith.spec.ports import endpoint_findings, port_findings

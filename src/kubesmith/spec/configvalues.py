@@ -19,10 +19,10 @@ from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import (CONFIG_TYPES, Finding, go_bool, go_strings, resolv_conf_problem,
                                       toml_type_findings, toml_value_at, value_at)
 from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
-from kubesmith.spec.errors import yaml_text
+from kubesmith.vocabulary.errors import yaml_text
 from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
 from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
-from kubesmith.spec.types import go_int
+from kubesmith.vocabulary.types import go_int
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesmith.durations import go_duration_ns, go_duration_problem
-from kubesmith.spec.errors import LocPart, yaml_text
+from kubesmith.vocabulary.errors import LocPart, yaml_text
 from kubesmith.spec.flagtypes import flag_type_problem
-from kubesmith.spec.types import GO_INT_RANGES, go_int
+from kubesmith.vocabulary.types import GO_INT_RANGES, go_int
 
 Loc = tuple[LocPart, ...]
 Finding = tuple[Loc, str, str]

@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kubesmith.spec.errors import yaml_text
-from kubesmith.spec.types import go_int
+from kubesmith.vocabulary.errors import yaml_text
+from kubesmith.vocabulary.types import go_int
 
 # resource.Quantity's text: a signed decimal, then a binary (Ki...), decimal (n, u, m, k, M...) or exponent suffix
 QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")

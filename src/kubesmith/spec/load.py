@@ -17,7 +17,7 @@ from kubesmith import fsutil
 from kubesmith.gcpause import gc_paused
 from kubesmith.spec.addons import read_addons
 from kubesmith.spec.checks import Finding, character_findings, flag_findings, semantic_findings
-from kubesmith.spec.errors import Location, LocPart, Problem, SpecError, format_path, yaml_key, yaml_text
+from kubesmith.vocabulary.errors import Location, LocPart, Problem, SpecError, format_path, yaml_key, yaml_text
 from kubesmith.spec.limits import limit_findings
 from kubesmith.spec.model import Cluster
 from kubesmith.spec.values import value_findings

@@ -130,7 +130,7 @@ def config_field(section: str, config: Any, path: tuple[str, ...]) -> tuple[tupl
 def containerd_written() -> dict[str, Any]:
     """kubesmith's own config.toml (its keys decide which spellings of extraConfig containerd reads)."""
     from kubesmith.modules.container_runtime import ContainerRuntimeOptions, containerd_config
-    from kubesmith.plan.environment import HostEnvironment
+    from kubesmith.vocabulary.environment import HostEnvironment
     return containerd_config(ContainerRuntimeOptions(), HostEnvironment())
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, create_model, field_validator
 
 from kubesmith.modules import MODULES
-from kubesmith.spec.types import (MAX_ADDONS, MAX_HOSTS, MAX_LABELS, MAX_NAMES, Cidr, CisId, DnsLabel, DnsName,
+from kubesmith.vocabulary.types import (MAX_ADDONS, MAX_HOSTS, MAX_LABELS, MAX_NAMES, Cidr, CisId, DnsLabel, DnsName,
                                   FeatureGates, HostPort, IPAddress, LabelKey, LabelValue, LocalPath, ReleaseVersion,
                                   StrictModel, Text, at_most, derived)
 

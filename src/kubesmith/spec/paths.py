@@ -24,7 +24,7 @@ from typing import Any
 from kubesmith import fsutil, layout
 from kubesmith.images import ImageError, check_archive
 from kubesmith.spec.effective import config_type_findings, config_value, toml_type_findings, value_at
-from kubesmith.spec.errors import LocPart, format_path, yaml_text
+from kubesmith.vocabulary.errors import LocPart, format_path, yaml_text
 from kubesmith.spec.managed import containerd_written, managed_config_problem, managed_flag_problem
 from kubesmith.spec.model import Cluster, Components
 

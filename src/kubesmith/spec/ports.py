@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from kubesmith.modules import MODULES
 from kubesmith.modules.proxy import metrics_port
-from kubesmith.plan.facts import HostFacts
-from kubesmith.spec.errors import LocPart
+from kubesmith.vocabulary.facts import HostFacts
+from kubesmith.vocabulary.errors import LocPart
 from kubesmith.spec.model import Cluster, Components, Host
-from kubesmith.spec.types import port_range_bounds
+from kubesmith.vocabulary.types import port_range_bounds
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 

@@ -18,7 +18,7 @@ from typing import Any
 from kubesmith.modules import MODULES
 from kubesmith.modules.base import CisRule
 from kubesmith.spec.effective import effective, go_bool
-from kubesmith.spec.errors import LocPart
+from kubesmith.vocabulary.errors import LocPart
 from kubesmith.spec.model import Components
 
 Loc = tuple[LocPart, ...]

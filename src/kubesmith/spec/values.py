@@ -13,7 +13,7 @@ import datetime
 import math
 from typing import Any
 
-from kubesmith.spec.errors import LocPart, yaml_key, yaml_text
+from kubesmith.vocabulary.errors import LocPart, yaml_key, yaml_text
 
 Finding = tuple[tuple[LocPart, ...], str, str]
 INT64 = (-(1 << 63), (1 << 63) - 1)

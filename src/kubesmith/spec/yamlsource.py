@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from kubesmith.spec.errors import Location, LocPart, Problem, format_path
+from kubesmith.vocabulary.errors import Location, LocPart, Problem, format_path
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the cluster file and add-on manifests
 MAX_DEPTH = 64  # a cluster file nests about 6 levels; extraConfig documents a few more

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kubesmith.plan.membership import Bootstrap
+from kubesmith.vocabulary.membership import Bootstrap
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kubesmith.plan.environment import ASSUMED, HostEnvironment
-from kubesmith.plan.membership import Bootstrap
-from kubesmith.plan.model import File, Service, Target, User
+from kubesmith.vocabulary.environment import ASSUMED, HostEnvironment
+from kubesmith.vocabulary.membership import Bootstrap
+from kubesmith.vocabulary.model import File, Service, Target, User
 from kubesmith.urls import url_host
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from kubesmith.spec.errors import yaml_text
+from kubesmith.vocabulary.errors import yaml_text
 from kubesmith.lifetimes import SERVICE_VALIDITY_MAX_DAYS, TOKEN_MAX_DAYS
 from kubesmith.urls import ca_url_problem
 from kubesmith.durations import (check_go_at_least, check_go_length, check_go_period, format_duration,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from kubesmith.plan.environment import ASSUMED, HostEnvironment
+from kubesmith.vocabulary.environment import ASSUMED, HostEnvironment
 from kubesmith.urls import url_host
 
 ProbeKind = Literal["https", "http", "tcp", "etcd", "dns"]
