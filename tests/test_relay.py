@@ -7,17 +7,22 @@ schedule is what is under test; bytes move in the receiver tests, through real G
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from kubesmith.backends.relay import OPERATOR, distribute
+from sshd_fixture import start_sshd
+
+from kubesmith.backends.relay import OPERATOR, Link, RelayError, distribute
 from kubesmith.node.receive import Expected, expected_document, load_expected, receive
+from kubesmith.transport.ssh import SshOptions, SshTransport
 
 NODES = sorted(f"n{i}" for i in range(1, 13))
 
@@ -183,3 +188,52 @@ def test_a_broken_expected_list_is_one_clear_error(tmp_path: Path, content: str)
                        input=b"")
     assert result.returncode == 5 and "not a list of expected files" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_one_host_passes_files_to_another_over_ssh_with_a_key_that_can_do_nothing_else(tmp_path: Path) -> None:
+    """A real sshd plays both hosts: the relaying one runs tar | ssh with the apply's key, the receiving
+    one's authorized_keys forces `relay receive`. A changed byte is refused; the key leaves with close()."""
+    (tmp_path / "sshd").mkdir()
+    with start_sshd(tmp_path / "sshd") as sshd:
+        authorized = tmp_path / "sshd/authorized_keys"
+        before = authorized.read_text()
+        source, expected = _release(tmp_path)
+        expected = {str(source) + path: dataclasses.replace(want, path=str(source) + path)
+                    for path, want in expected.items()}
+        root = tmp_path / "received"
+        receive_command = (f"env PYTHONPATH={Path(__file__).resolve().parents[1] / 'src'} {sys.executable} -c "
+                           f"'from kubesmith.cli import main; main()' relay receive --root {root}")
+        options = SshOptions(port=sshd.port, known_hosts=sshd.known_hosts, identity_files=(sshd.identity,))
+
+        async def relay() -> tuple[str, str]:
+            async with SshTransport(options) as transport:
+                link = Link(transport, {"a": "127.0.0.1", "b": "127.0.0.1"}, receive=receive_command,
+                            authorized_keys=str(authorized), ssh_port=sshd.port)
+                try:
+                    await link.expect("b", expected)
+                    await link.send("a", "b", sorted(expected))
+                    # the key itself: whatever is asked, the forced command answers (no shell, no file read)
+                    other = await transport.run("127.0.0.1", shlex.join([
+                        "ssh", "-F", "/dev/null", "-i", f"{link.directory}/key", "-o", "BatchMode=yes",
+                        "-o", f"UserKnownHostsFile={link.directory}/known_hosts.b", "-p", str(sshd.port),
+                        "root@127.0.0.1", "cat /etc/shadow"]) + " < /dev/null")
+                    kubelet = next(path for path in expected if path.endswith("/kubelet"))
+                    data = bytearray(Path(kubelet).read_bytes())
+                    data[7] ^= 1
+                    Path(kubelet).write_bytes(bytes(data))
+                    (root / kubelet.lstrip("/")).unlink()
+                    with pytest.raises(RelayError) as refused:
+                        await link.send("a", "b", sorted(expected))
+                    return other.stdout + other.stderr, str(refused.value)
+                finally:
+                    await link.close(["a", "b"])
+
+        said, refused = asyncio.run(relay())
+        for path, want in expected.items():
+            if not path.endswith("/kubelet"):
+                assert hashlib.sha256((root / path.lstrip("/")).read_bytes()).hexdigest() == want.sha256
+        assert "root:" not in said and "not in the stream" in said
+        assert "a -> b: relay failed (5)" in refused and "is expected: not placed" in refused
+        assert not (root / next(p for p in expected if p.endswith("/kubelet")).lstrip("/")).exists()
+        assert authorized.read_text() == before
+        assert not Path("/run/kubesmith/relay").exists() or not any(Path("/run/kubesmith/relay").iterdir())

@@ -248,6 +248,15 @@ class SshTransport:
         if LOG.isEnabledFor(logging.INFO):  # an apply uploads thousands of files: no list unless -v
             LOG.info("%s: uploaded %d files: %s", host, len(files), _listed([file.path for file in files]))
 
+    async def host_key(self, host: str) -> str:
+        """The host key this transport checked `host` against, as one OpenSSH public key line
+        (`ssh-ed25519 AAAA...`): what another host is told to expect of it."""
+        connection = await self._connection(host)
+        key = connection.get_server_host_key()
+        if key is None:  # pragma: no cover - asyncssh always has one once connected with known_hosts
+            raise TransportError(f"{host}: no host key")
+        return " ".join(key.export_public_key("openssh").decode().split()[:2])
+
     async def stale_temps(self, host: str, directories: Sequence[str]) -> list[str]:
         """Temp files an interrupted upload left in these directories (a later apply removes them)."""
         if not directories:
@@ -488,3 +497,9 @@ def _log_command(host: str, text: str, status: int, seconds: float) -> None:
 def _listed(paths: Sequence[str], most: int = 5) -> str:
     shown = ", ".join(paths[:most])
     return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+def new_key_pair() -> tuple[bytes, str]:
+    """A fresh ed25519 key pair: the private key (OpenSSH format) and the public key line."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    return key.export_private_key("openssh"), " ".join(key.export_public_key("openssh").decode().split()[:2])
