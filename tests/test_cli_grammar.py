@@ -48,14 +48,14 @@ NO_DATA = {
 # neither is an output, so neither is --out/--out-dir.
 READ = {"--known-hosts", "--ssh-config", "--identity", "--binaries", "--kubeconfig", "--nodes-kubeconfig",
         "--ca-cert", "--ca-key", "--tls-cert", "--tls-key", "--ca-config", "--config", "--components-file",
-        "--dir", "--expect"}
+        "--dir"}
 KEPT = {
     "--state-dir": "the PKI and cache state kubesmith keeps between runs (or the CA service's token store)",
     "--pki-dir": "the agent's (and wait's) certificates, renewed in place",
     "--kubeconfig-dir": "the kubeconfigs the agent keeps current",
     "--state-file": "the agent's own record of its state",
     "--checkpoints-dir": "the configuration keeper's checkpoints",
-    "--root": "join and relay receive lay files down under this directory, as on /",
+    "--root": "join lays a node down under this directory, as on /",
 }
 
 # Host-run commands whose --config is their own settings file (never a cluster file there)

@@ -1,115 +1,145 @@
-"""Who sends the release to whom: the operator's machine to one host, then hosts to hosts.
+"""Who sends which release files to whom: the operator's machine to one host, then hosts to hosts.
 
 A release is about 440 MB. Sent from the operator's machine to every host, it costs 44 GB for 100
 hosts; passed on by the hosts that have it, it leaves the operator's machine once and the time grows
-with the logarithm of the fleet (docs/fleet.md has the model). `distribute` is the schedule, apart
-from how bytes move (`transfer`, one SSH pipeline per pair of hosts): every host that has the release
-serves up to `fanout` others at once; a host that received it serves from then on. A failed transfer
-sends its target back to the queue, to be served by another host; a host that fails twice in a row
-as a source serves no more (it rebooted, its network went). A target that no host could serve is left to
-apply's upload, from the operator's machine, as without relaying: relaying saves bytes, it never
-decides whether a host gets its files.
+with the logarithm of the fleet (docs/fleet.md has the model). The unit is a file (a binary, the
+runtime's tarball): hosts want different sets (a control-plane host the API server, a node the
+kubelet), and a host serves whatever of its wanted files it holds. `distribute` is the schedule,
+apart from how bytes move (`Link`: tar | ssh between two hosts). Every host that holds files serves
+up to `fanout` hosts at once; a host that received files serves them from then on. The operator's
+machine sends a file only while no live host holds it or has it on its way, so each file leaves it
+once unless every holder is lost. A failed transfer sends its target back to the queue, to be
+served by another host; a host that fails twice in a row as a source serves no more (it rebooted,
+its network went); a target three sources failed is left to apply's upload, from the operator's
+machine, as without relaying: relaying saves bytes, it never decides whether a host gets its files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kubesmith.hostfile import HostFile
+from kubesmith.node import receive as receiving
 from kubesmith.node.receive import Expected, expected_document
 from kubesmith.transport.ssh import SshTransport, TransportError, new_key_pair
 
 OPERATOR = ""  # the source name of the operator's machine
-Transfer = Callable[[str, str], Awaitable[None]]  # (source, target): raises on failure
+# (source, target, files) -> the files the target placed; raises when the transfer failed
+Transfer = Callable[[str, str, frozenset[str]], Awaitable[frozenset[str]]]
 Progress = Callable[[str], None]
-SOURCE_FAILURES = 2  # failed transfers after which a host serves no more
-TARGET_ATTEMPTS = 3  # sources a target tries before it is left to apply's upload
+SOURCE_FAILURES = 2  # failed transfers in a row after which a host serves no more
+TARGET_ATTEMPTS = 3  # failed transfers after which a target is left to apply's upload
 RELAY_DIR = "/run/kubesmith/relay"  # tmpfs: the relay key and what is expected, gone at the latest on reboot
 KEY_MARK = "kubesmith-relay"  # the comment of the relay key's authorized_keys line: `kubesmith-relay:<id>`
 AUTHORIZED_KEYS = "~/.ssh/authorized_keys"  # sshd's default AuthorizedKeysFile, of the SSH user
-SEND_TIMEOUT = 3600.0  # seconds one host may take to pass the release to another
+SEND_TIMEOUT = 3600.0  # seconds one host may take to pass files to another
 
 
 @dataclass(slots=True)
 class RelayReport:
-    """Where each target got the release from, what failed, and what is left to the upload."""
+    """What each target got from where, what failed, and what is left to the upload."""
 
-    sources: dict[str, str] = field(default_factory=dict)  # target -> source (OPERATOR: this machine)
+    received: dict[str, dict[str, str]] = field(default_factory=dict)  # target -> file -> source
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (source, target, error)
-    left: list[str] = field(default_factory=list)  # targets no host could serve
+    left: dict[str, frozenset[str]] = field(default_factory=dict)  # target -> files no host could send it
 
     @property
     def from_operator(self) -> int:
-        return sum(1 for source in self.sources.values() if source == OPERATOR)
+        """Files sent by the operator's machine, counted once per target."""
+        return sum(1 for got in self.received.values() for source in got.values() if source == OPERATOR)
 
 
 @dataclass(slots=True)
 class _Schedule:
     fanout: int
-    holders: list[str]
-    pending: list[str]
+    want: dict[str, frozenset[str]]  # target -> the files it lacks
+    have: dict[str, set[str]]  # host -> the files it holds (wanted ones, of hosts that want any)
     busy: dict[str, int] = field(default_factory=dict)
+    receiving: set[str] = field(default_factory=set)  # targets with a transfer on its way
+    on_the_way: dict[str, int] = field(default_factory=dict)  # file -> transfers carrying it
     failures_in_a_row: dict[str, int] = field(default_factory=dict)  # as a source
-    tried: dict[str, set[str]] = field(default_factory=dict)  # target -> sources that failed it
+    failed: dict[str, int] = field(default_factory=dict)  # target -> failed transfers
     report: RelayReport = field(default_factory=RelayReport)
 
-    def live(self) -> list[str]:
-        return [s for s in self.holders if self.failures_in_a_row.get(s, 0) < SOURCE_FAILURES]
+    def needs(self, target: str) -> set[str]:
+        return set(self.want[target]) - self.have.get(target, set())
 
-    def next_pair(self, in_flight: int) -> tuple[str, str] | None:
-        """A free source and a target it has not failed: hosts first; this machine only when no live host
-        holds the release and nothing is on its way (the seed, and a new one after every holder failed)."""
+    def live(self) -> list[str]:
+        return [host for host, held in self.have.items()
+                if held and self.failures_in_a_row.get(host, 0) < SOURCE_FAILURES]
+
+    def next_transfer(self) -> tuple[str, str, frozenset[str]] | None:
+        """A free source and a target it can give files to: hosts first; the operator's machine only for
+        files no live host holds and none is carrying."""
         live = self.live()
-        for target in self.pending:
-            tried = self.tried.get(target, set())
-            if len(tried) >= TARGET_ATTEMPTS:
+        held = {file for host in live for file in self.have[host]}
+        for target in self.want:
+            needs = self.needs(target)
+            if not needs or target in self.receiving or self.failed.get(target, 0) >= TARGET_ATTEMPTS:
                 continue
-            sources = live if live or in_flight else [OPERATOR]
-            for source in sources:
-                if source not in tried and self.busy.get(source, 0) < self.fanout:
-                    return source, target
+            for source in live:
+                give = needs & self.have[source]
+                if source != target and give and self.busy.get(source, 0) < self.fanout:
+                    return source, target, frozenset(give)
+            orphans = {file for file in needs if file not in held and not self.on_the_way.get(file)}
+            if orphans:
+                return OPERATOR, target, frozenset(orphans)
         return None
 
-    def finished(self, source: str, target: str, error: BaseException | None) -> None:
+    def start(self, source: str, target: str, files: frozenset[str]) -> None:
+        self.busy[source] = self.busy.get(source, 0) + 1
+        self.receiving.add(target)
+        for file in files:
+            self.on_the_way[file] = self.on_the_way.get(file, 0) + 1
+
+    def finished(self, source: str, target: str, files: frozenset[str], placed: frozenset[str] | None,
+                 error: BaseException | None) -> None:
         self.busy[source] -= 1
-        if error is None:
-            self.report.sources[target] = source
-            self.holders.append(target)
+        self.receiving.discard(target)
+        for file in files:
+            self.on_the_way[file] -= 1
+        got = (placed or frozenset()) & files
+        if got:
+            self.have.setdefault(target, set()).update(got)
+            self.report.received.setdefault(target, {}).update(dict.fromkeys(got, source))
+        if error is None and got == files:
             self.failures_in_a_row[source] = 0
             return
-        self.report.failures.append((source, target, str(error) or type(error).__name__))
-        self.tried.setdefault(target, set()).add(source)
+        why = str(error) if error is not None else f"placed {len(got)} of {len(files)} files"
+        self.report.failures.append((source, target, why or type(error).__name__))
+        self.failed[target] = self.failed.get(target, 0) + 1
         self.failures_in_a_row[source] = self.failures_in_a_row.get(source, 0) + 1
-        self.pending.append(target)
 
 
-async def distribute(targets: Sequence[str], holders: Sequence[str], fanout: int, transfer: Transfer,
-                     progress: Progress | None = None) -> RelayReport:
-    """Send the release to every target, each once; `holders` have it already and serve from the start."""
+async def distribute(want: Mapping[str, frozenset[str]], have: Mapping[str, frozenset[str]], fanout: int,
+                     transfer: Transfer, progress: Progress | None = None) -> RelayReport:
+    """Give every target (`want`: the files it lacks) its files; `have`: what hosts hold already."""
     if fanout < 1:
         raise ValueError("fanout must be at least 1")
-    schedule = _Schedule(fanout, list(holders), [t for t in targets if t not in holders])
-    running: dict[asyncio.Task[None], tuple[str, str]] = {}
-    total = len(schedule.pending)
+    schedule = _Schedule(fanout, {t: files for t, files in want.items() if files},
+                         {host: set(files) for host, files in have.items()})
+    running: dict[asyncio.Task[frozenset[str]], tuple[str, str, frozenset[str]]] = {}
     while True:
-        while (pair := schedule.next_pair(len(running))) is not None:
-            source, target = pair
-            schedule.pending.remove(target)
-            schedule.busy[source] = schedule.busy.get(source, 0) + 1
-            running[asyncio.ensure_future(transfer(source, target))] = pair
-        if not running:  # nothing on its way and no pair to start: what is pending stays so
+        while (chosen := schedule.next_transfer()) is not None:
+            schedule.start(*chosen)
+            running[asyncio.ensure_future(transfer(*chosen))] = chosen
+        if not running:  # nothing on its way and nothing to start: what is still needed stays so
             break
         done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            schedule.finished(*running.pop(task), task.exception())
+            error = task.exception()
+            schedule.finished(*running.pop(task), None if error else task.result(), error)
         if progress is not None:
-            relaying = sum(1 for source, _ in running.values() if source != OPERATOR)
-            progress(f"relay {len(schedule.report.sources)}/{total} hosts, {relaying} relaying")
-    schedule.report.left.extend(schedule.pending)
+            complete = sum(1 for target in schedule.want if not schedule.needs(target))
+            relaying = sum(1 for source, _, _ in running.values() if source != OPERATOR)
+            progress(f"relay {complete}/{len(schedule.want)} hosts, {relaying} relaying")
+    schedule.report.left = {t: frozenset(schedule.needs(t)) for t in schedule.want if schedule.needs(t)}
     return schedule.report
 
 
@@ -120,14 +150,14 @@ class RelayError(TransportError):
 @dataclass(frozen=True, slots=True)
 class Link:
     """One apply's relay credentials: a key pair made for it, which lets its holder do nothing on a
-    receiving host but hand `kubesmith relay receive` a stream (forced command), removed at the end.
-
-    `receive` is the receiving command as the host runs it (the runtime's wrapper, or a test's)."""
+    receiving host but hand the receiver (node/receive.py, copied there) a stream: a forced command,
+    removed at the end. Hosts are named; `addresses` says how hosts reach each other."""
 
     transport: SshTransport
-    addresses: Mapping[str, str]  # host name -> address, as hosts reach each other
-    receive: str = "/usr/local/bin/kubesmith relay receive"
+    addresses: Mapping[str, str]
+    python: str = "python3"  # the receiving host's interpreter (a test's may differ)
     authorized_keys: str = AUTHORIZED_KEYS
+    root: str = "/"  # where the receiver places paths (a test's directory)
     ssh_port: int = 22
     ssh_user: str = "root"
     apply_id: str = field(default_factory=lambda: secrets.token_hex(6))
@@ -138,47 +168,56 @@ class Link:
         return f"{RELAY_DIR}/{self.apply_id}"
 
     def authorized_line(self) -> str:
-        command = f"{self.receive} --expect {self.directory}/expected.json".replace('"', '\\"')
+        command = shlex.join([self.python, "-I", f"{self.directory}/receive.py", "--expect",
+                              f"{self.directory}/expected.json", "--root", self.root])
         return f'restrict,command="{command}" {self.key_pair[1]} {KEY_MARK}:{self.apply_id}'
 
     async def expect(self, target: str, files: Mapping[str, Expected]) -> None:
-        """Tell `target`, over the operator's own session, what it may take and let the key in."""
+        """Tell `target`, over the operator's own session, what it may take, and let the key in."""
         address = self.addresses[target]
-        await self.transport.upload(address, [HostFile(f"{self.directory}/expected.json", 0o600, "root", "root",
-                                                       expected_document(files))])
+        receiver = Path(receiving.__file__).read_bytes()
+        await self.transport.upload(address, [
+            HostFile(f"{self.directory}/expected.json", 0o600, "root", "root", expected_document(files)),
+            HostFile(f"{self.directory}/receive.py", 0o600, "root", "root", receiver)])
         line = shlex.quote(self.authorized_line() + "\n")
-        keys = self.authorized_keys.replace("~/", "$HOME/")
-        await self._checked(address, f'umask 077; mkdir -p "$(dirname "{keys}")" && printf %s {line} >> "{keys}"')
+        await self._checked(address, f'umask 077; mkdir -p "$(dirname {self._keys()})" && '
+                                     f'printf %s {line} >> {self._keys()}')
 
-    async def arm(self, source: str, target: str) -> None:
-        """Give `source` the key and `target`'s host key, as this machine checked it."""
+    async def send(self, source: str, target: str, paths: frozenset[str]) -> frozenset[str]:
+        """`source` streams `paths` (its own copies, installed after the same check) to `target`, which
+        checks every byte; the paths it placed."""
         host_key = await self.transport.host_key(self.addresses[target])
-        known = f"[{self.addresses[target]}]:{self.ssh_port} {host_key}\n".encode()
+        known = f"{self.directory}/known_hosts.{target}"
         await self.transport.upload(self.addresses[source], [
             HostFile(f"{self.directory}/key", 0o600, "root", "root", self.key_pair[0]),
-            HostFile(f"{self.directory}/known_hosts.{target}", 0o600, "root", "root", known)])
-
-    async def send(self, source: str, target: str, paths: Sequence[str]) -> None:
-        """`source` streams `paths` (its own, installed copies) to `target`, which checks every byte."""
-        await self.arm(source, target)
-        ssh = ["ssh", "-F", "/dev/null", "-i", f"{self.directory}/key", "-o", f"UserKnownHostsFile={self.directory}/known_hosts.{target}",
-               "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-               "-o", "GlobalKnownHostsFile=/dev/null", "-p", str(self.ssh_port),
-               f"{self.ssh_user}@{self.addresses[target]}", "relay"]
-        tar = ["tar", "-C", "/", "-cf", "-", "--", *(path.lstrip("/") for path in paths)]
+            HostFile(known, 0o600, "root", "root", f"[{self.addresses[target]}]:{self.ssh_port} {host_key}\n".encode())])
+        ssh = ["ssh", "-F", "/dev/null", "-i", f"{self.directory}/key", "-o", f"UserKnownHostsFile={known}",
+               "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+               "-o", "IdentitiesOnly=yes", "-p", str(self.ssh_port), f"{self.ssh_user}@{self.addresses[target]}"]
+        tar = ["tar", "-C", self.root, "-cf", "-", "--", *(path.lstrip("/") for path in sorted(paths))]
         result = await self.transport.run(self.addresses[source], f"{shlex.join(tar)} | {shlex.join(ssh)}",
                                           timeout=SEND_TIMEOUT)
+        try:
+            placed = frozenset(json.loads(result.stdout)["placed"])
+        except (ValueError, KeyError, TypeError):
+            placed = frozenset()
         if not result.ok:
-            said = (result.stderr.strip() or result.stdout.strip())[-600:]
+            said = result.stderr.strip()[-600:]
             raise RelayError(f"{source} -> {target}: relay failed ({result.exit_status}): {said}")
+        return placed
 
     async def close(self, hosts: Sequence[str]) -> None:
         """Take the key out of every host's authorized_keys and remove the relay's files."""
-        keys = self.authorized_keys.replace("~/", "$HOME/")
-        mark = f" {KEY_MARK}:{self.apply_id}$"
+        mark = shlex.quote(f"/ {KEY_MARK}:{self.apply_id}$/d")
         await asyncio.gather(*(self._checked(self.addresses[host], f'rm -rf -- {self.directory}; '
-                                             f'if [ -f "{keys}" ]; then sed -i "/{mark}/d" "{keys}"; fi')
+                                             f'if [ -f {self._keys()} ]; then sed -i {mark} {self._keys()}; fi')
                                for host in hosts))
+
+    def _keys(self) -> str:
+        """The authorized_keys path for a shell: `~/` as "$HOME"/, the rest quoted."""
+        if self.authorized_keys.startswith("~/"):
+            return '"$HOME"/' + shlex.quote(self.authorized_keys[2:])
+        return shlex.quote(self.authorized_keys)
 
     async def _checked(self, address: str, command: str) -> None:
         result = await self.transport.run(address, command)

@@ -72,8 +72,6 @@ COMMANDS: dict[str, Entry] = {
                               "Bind admin.conf's group to cluster-admin.", on_hosts=True),
     "addons": Entry("kubesmith.cli.bootstrap_commands", "addons_group", "Keep the cluster's add-ons applied.",
                     on_hosts=True),
-    "relay": Entry("kubesmith.cli.relay_commands", "relay_group", "Take release files relayed by another host.",
-                   on_hosts=True),
 }
 
 

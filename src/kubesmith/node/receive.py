@@ -9,24 +9,29 @@ change one: a member that is not expected, is not a regular file, has another si
 digest is refused, and nothing of it is placed. A placed file is written as apply's uploads are
 (temp file beside the target, fsync, rename, fsync of the directory), so an interrupted relay
 leaves at most temp files that the next apply removes.
+
+The operator's machine copies this file to the receiving host and the relay key's forced command runs
+it there with the host's own python3 (`python3 -I receive.py --expect FILE`): it needs nothing but
+the standard library, so a host gets the release before kubesmith's runtime is installed on it.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
 import secrets
 import shutil
+import sys
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from kubesmith.fsutil import TEMP_MARKER, fsync_dir, make_dirs
-
 CHUNK = 1 << 20
+TEMP_MARKER = ".kstmp-"  # fsutil's and the SSH upload's: apply removes what an interrupted relay left
 
 
 class ReceiveError(Exception):
@@ -73,8 +78,10 @@ class Received:
     missing: list[str] = field(default_factory=list)
 
     @property
-    def complete(self) -> bool:
-        return not self.refused and not self.missing
+    def ok(self) -> bool:
+        """Nothing refused. A file the stream lacked is no error: a relay may carry part of what a host
+        expects, and the operator's machine, which reads `placed`, sends the rest from elsewhere."""
+        return not self.refused
 
     def to_document(self) -> dict[str, Any]:
         return {"placed": self.placed, "refused": [{"member": m, "why": why} for m, why in self.refused],
@@ -132,14 +139,14 @@ def _place(archive: tarfile.TarFile, member: tarfile.TarInfo, expected: Mapping[
     except (OSError, LookupError) as exc:
         temp.unlink(missing_ok=True)
         raise ReceiveError(f"{target}: cannot place it: {exc}") from None
-    fsync_dir(target.parent)
+    _fsync_dir(target.parent)
     seen.add(name)
     return None
 
 
 def _write_temp(target: Path, source: IO[bytes], mode: int) -> tuple[Path, str]:
     """The member's bytes in a temp file beside `target`, durable, and their sha256."""
-    make_dirs(target.parent)
+    _make_dirs(target.parent)
     temp = target.with_name(f".{target.name}{TEMP_MARKER}{secrets.token_hex(4)}")
     digest = hashlib.sha256()
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -163,3 +170,47 @@ def _absolute(name: str) -> str:
     """A member's name as an absolute path; '..' never survives (it would leave the expected list)."""
     path = PurePosixPath("/", name)
     return "/" + "/".join(part for part in path.parts[1:] if part not in ("", ".", ".."))
+
+
+def _make_dirs(directory: Path) -> None:
+    """Missing directories as 0755 whatever the umask, as apply's uploads make them."""
+    missing = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(0o755)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o755)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read the stream on stdin; print what was placed, refused and missing (JSON); exit 5 when anything
+    was refused or the list of expected files cannot be read."""
+    parser = argparse.ArgumentParser(description="Take release files relayed by another host.")
+    parser.add_argument("--expect", required=True, type=Path, help="the expected files (JSON, from apply)")
+    parser.add_argument("--root", default=Path("/"), type=Path, help="where the paths are placed (tests)")
+    args = parser.parse_args(argv)
+    try:
+        received = receive(sys.stdin.buffer, load_expected(args.expect), args.root)
+    except ReceiveError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 5
+    print(json.dumps(received.to_document()))
+    for member, why in received.refused:
+        print(f"refused {member}: {why}", file=sys.stderr)
+    return 0 if received.ok else 5
+
+
+if __name__ == "__main__":
+    sys.exit(main())
