@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.durations import parse_duration
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
@@ -64,12 +63,12 @@ class AgentOptions(StrictModel):
 def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:
     """What the agent of an etcd member needs to take its periodic snapshots (`agent.snapshots`):
     etcdctl against the member's loopback listener with the health-check client, as `etcd snapshot` does."""
-    etcd = ctx.spec.spec.components.etcd
-    if "etcd" not in ctx.host.roles or etcd.snapshots.interval is None:
+    snapshots = ctx.cluster.etcd_snapshots
+    if "etcd" not in ctx.host.roles or snapshots is None:
         return None
-    etcdctl = [*local_etcdctl(layout.BIN, etcd.client_port), "--dial-timeout=10s", "--command-timeout=120s"]
-    return {"interval": parse_duration(etcd.snapshots.interval), "keep": etcd.snapshots.keep,
-            "directory": etcd.snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
+    etcdctl = [*local_etcdctl(layout.BIN, ctx.cluster.etcd_client_port), "--dial-timeout=10s", "--command-timeout=120s"]
+    return {"interval": snapshots.interval, "keep": snapshots.keep,
+            "directory": snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
 
 
 class AgentModule(Module):
@@ -79,11 +78,11 @@ class AgentModule(Module):
     roles = frozenset({"control-plane", "etcd", "node"})
 
     def contribute(self, ctx: HostContext, options: AgentOptions) -> Contribution:
-        port = ctx.spec.spec.components.ca_service.port
+        port = ctx.cluster.ca_service_port
         urls = options.ca_urls or [f"https://{url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
         settings = AgentConfig(  # its paths (PKI, report, checkpoints...) are its defaults: the layout's
             host=ctx.host.name, ca_urls=tuple(urls),
-            renew_fraction=options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
+            renew_fraction=options.renew_fraction or ctx.cluster.renew_fraction,
             check_interval=options.check_interval, retry_max=options.retry_max_interval,
             config_trials={**TRIAL_SECONDS, **options.config_trials}, keep_configs=options.keep_configs,
             # CA keys this host holds (it renews those certificates itself, without the network)

@@ -181,5 +181,4 @@ def containerd_config(options: ContainerRuntimeOptions, environment: HostEnviron
 
 def runtime_endpoint(ctx: HostContext) -> str:
     """The CRI endpoint the kubelet uses: this module's socket."""
-    options: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
-    return f"unix://{options.socket}"
+    return ctx.cluster.runtime_endpoint

@@ -74,12 +74,11 @@ class ControllerManagerModule(Module):
         ca_file, ca_key = layout.pki_path(ca.cert_file), layout.pki_path("controller-manager/ca.key")
         sa_key = layout.pki_path("controller-manager/sa.key")
         proxy_ca = layout.pki_path(authority("front-proxy-ca").cert_file)
-        network = ctx.spec.spec.components.pod_network
-        allocate = not network.enabled if options.allocate_node_cidrs is None else options.allocate_node_cidrs
+        allocate = not cluster.pod_network if options.allocate_node_cidrs is None else options.allocate_node_cidrs
         flags = {
             "allocate-node-cidrs": allocate,
             "cluster-cidr": options.cluster_cidr or cluster.cluster_cidr,
-            "node-cidr-mask-size": (options.node_cidr_mask_size or network.node_cidr_mask_size) if allocate else None,
+            "node-cidr-mask-size": (options.node_cidr_mask_size or cluster.node_cidr_mask_size) if allocate else None,
             "service-cluster-ip-range": cluster.service_cidr,
             "cluster-name": cluster.name,
             "bind-address": options.bind_address,
