@@ -8,7 +8,7 @@ JSON file; its report goes to a state file that `kubesmith status` reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -24,12 +24,8 @@ from kubesmith.vocabulary.types import MAX_SERVERS, HttpsUrl, StrictModel, at_mo
 from kubesmith.urls import url_host
 
 
-# How long a component's new configuration runs on trial before it becomes last-known-good (seconds;
-# the agent rolls it back if the component is not ready by then, crash-loops or loses readiness): the
-# API server and etcd take longer to settle than the leader-elected controllers.
-TRIAL_SECONDS: dict[str, float] = {"etcd": 60.0, "kube-apiserver": 60.0, "kubelet": 60.0,
-                                   "kube-controller-manager": 30.0, "kube-scheduler": 30.0, "kube-proxy": 30.0,
-                                   "containerd": 30.0}
+# The components whose configurations go on trial (configTrials' keys, in the schema's order): those whose
+# module declares a trial length (Module.trial), which the cluster facts hand over as the defaults.
 TrialComponent = Literal["etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy",
                          "containerd"]
 
@@ -71,6 +67,12 @@ def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:
             "directory": snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
 
 
+def trial_defaults(ctx: HostContext) -> dict[str, float]:
+    """Each component's default trial length, as its module declares it, in configTrials' order."""
+    declared = dict(ctx.cluster.config_trials)
+    return {name: declared[name] for name in get_args(TrialComponent)}
+
+
 class AgentModule(Module):
     key = "agent"
     title = "kubesmith agent (certificate renewal)"
@@ -84,7 +86,7 @@ class AgentModule(Module):
             host=ctx.host.name, ca_urls=tuple(urls),
             renew_fraction=options.renew_fraction or ctx.cluster.renew_fraction,
             check_interval=options.check_interval, retry_max=options.retry_max_interval,
-            config_trials={**TRIAL_SECONDS, **options.config_trials}, keep_configs=options.keep_configs,
+            config_trials={**trial_defaults(ctx), **options.config_trials}, keep_configs=options.keep_configs,
             # CA keys this host holds (it renews those certificates itself, without the network)
             ca_keys={"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
             etcd_snapshots=etcd_snapshots(ctx),

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.base import (COMMON_FLAGS, MASTER, PKI, CisRule, ComponentOptions, Managed, Module,
-                                    effective_gates, feature_gates_flag, file_from, https_probe, render_flags,
-                                    system_user)
+                                    Trial, effective_gates, feature_gates_flag, file_from, https_probe,
+                                    render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
@@ -48,6 +48,7 @@ class ControllerManagerModule(Module):
     options = ControllerManagerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-controller-manager"
+    trial = Trial("kube-controller-manager", 30.0)
     managed = Managed(flags=COMMON_FLAGS | {
         "allocate-node-cidrs": "allocateNodeCidrs", "cluster-cidr": "clusterCidr",
         "node-cidr-mask-size": "nodeCidrMaskSize", "service-cluster-ip-range": "spec.network.serviceCidr",

@@ -8,7 +8,7 @@ from functools import partial
 
 from kubesmith.durations import parse_duration
 from kubesmith.gcpause import gc_paused
-from kubesmith.modules import MODULES
+from kubesmith.modules import MODULES, TRIAL_SECONDS
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
 from kubesmith.modules.etcd import EtcdSnapshotOptions
 from kubesmith.modules.kubeconfigs import api_address
@@ -78,6 +78,7 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None,
         container_runtime=components.container_runtime.enabled,
         runtime_endpoint=f"unix://{components.container_runtime.socket}",
         etcd_snapshots=_snapshots(components.etcd.snapshots),
+        config_trials=tuple(TRIAL_SECONDS.items()),
         etcd_bootstrap=tuple(bootstraps([h.name for h in etcd_members],
                                         lambda name: f"https://{url_host(addresses[name])}:{peer_port}",
                                         history.etcd).items()),

@@ -76,6 +76,7 @@ class ClusterFacts:
     container_runtime: bool  # kubesmith runs containerd on the nodes
     runtime_endpoint: str  # the CRI endpoint of the nodes' container runtime (unix://...)
     etcd_snapshots: SnapshotSchedule | None  # None: the members take no periodic snapshots
+    config_trials: tuple[tuple[str, float], ...]  # each component's default trial length (Module.trial), by service
     etcd_bootstrap: tuple[tuple[str, Bootstrap], ...] = ()  # each member's first start (plan.membership)
     removed_keys: tuple[tuple[str, str], ...] = ()  # keys of removed hosts (`sha256:<hex>`, host): never renewed
 
