@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -12,6 +13,8 @@ from kubesmith.agent import trial
 from kubesmith.agent.checkpoints import CheckpointStore, ComponentConfig, snapshot
 from kubesmith.agent.keeper import carry_out, step
 from kubesmith.agent.trial import Active, Decision, Record, Records, Sample, TrialPolicy, decide
+from kubesmith.modules import TRIAL_SECONDS
+from kubesmith.modules.agent import TrialComponent
 from conftest import kubesmith
 from plan_support import plan_of_text
 
@@ -364,3 +367,10 @@ def test_a_restarted_agent_still_knows_the_superseded_configuration_came_up(tmp_
     _write(tmp_path, "bad")
     outcome = step(store, CONFIG, tmp_path, POLICY, down(20), 20.0, 20.0, lambda _: None)  # a fresh agent
     assert outcome.began and store.records(CONFIG.name).last_known_good == Record(first, 20.0)
+
+
+def test_the_trial_lengths_the_modules_declare_are_the_options_keys() -> None:
+    """A module that declares a trial length (Module.trial) can have it replaced in configTrials, and
+    configTrials names no component without one."""
+    assert set(get_args(TrialComponent)) == set(TRIAL_SECONDS)
+    assert TRIAL_SECONDS["kube-apiserver"] == 60 and TRIAL_SECONDS["containerd"] == 30

@@ -28,7 +28,7 @@ from kubesmith.hostfile import AnyHostFile, HostFile, StreamedFile, size_of
 from kubesmith.health.probespec import probe_argument
 from kubesmith.images import (MAX_ARCHIVE_BYTES, ImageError, check_archive, coredns_archive, coredns_binary,
                               image_cache_dir, pause_archive)
-from kubesmith.modules.agent import TRIAL_SECONDS
+from kubesmith.modules import TRIAL_SECONDS
 from kubesmith.pki import documents
 from kubesmith.pki.store import Issued, Notify, PkiError, PkiStore, check_owner, store_root, to_stderr
 from kubesmith.plan.components import Component, component_config

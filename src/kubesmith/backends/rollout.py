@@ -19,6 +19,7 @@ from typing import Any
 from kubesmith import layout
 from kubesmith.agent.trial import FOLLOWED, TrialPolicy, short
 from kubesmith.backends.phases import StepError
+from kubesmith.settings import AgentConfig
 from kubesmith.vocabulary.model import HostPlan
 from kubesmith.transport.ssh import SshTransport
 
@@ -30,12 +31,18 @@ class TrialFailed(StepError):
     """A component's new configuration failed its trial on a host; the roll-out stops there."""
 
 
+def agent_config(host: HostPlan) -> AgentConfig | None:
+    """The settings of the host's agent as its module wrote them into the plan; None: it runs no agent."""
+    document = next((f.data for f in host.files if f.path == layout.AGENT_CONFIG), None)
+    return AgentConfig.from_document(document) if isinstance(document, dict) else None
+
+
 def trial_seconds(host: HostPlan) -> dict[str, float]:
     """Trial lengths of the components the host's agent keeps; empty when it keeps none (keepConfigs off)."""
-    settings: Any = next((f.data for f in host.files if f.path == layout.AGENT_CONFIG), None)
-    if not isinstance(settings, dict) or not settings.get("keep_configs"):
+    settings = agent_config(host)
+    if settings is None or not settings.keep_configs:
         return {}
-    return {str(name): float(seconds) for name, seconds in settings.get("config_trials", {}).items()}
+    return {str(name): float(seconds) for name, seconds in settings.config_trials.items()}
 
 
 def on_trial(host: HostPlan, restarted: Sequence[str]) -> list[str]:

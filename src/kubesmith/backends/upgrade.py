@@ -173,8 +173,8 @@ def snapshot_name(now: dt.datetime, old: str, new: str) -> str:
 
 
 def snapshot_directory(host: HostPlan) -> str:
-    settings = next((f.data for f in host.files if f.path == layout.AGENT_CONFIG), None)
-    found = settings.get("etcd_snapshots") if isinstance(settings, dict) else None
+    settings = rollout.agent_config(host)
+    found = settings.etcd_snapshots if settings is not None else None
     return str(found["directory"]) if isinstance(found, dict) and found.get("directory") else SNAPSHOT_DIRECTORY
 
 

@@ -34,3 +34,8 @@ MODULES: tuple[Module, ...] = (
     AddonsModule(),
     CoreDnsModule(),
 )
+
+# each component's default trial length, as its module declares it (Module.trial), by its service: the agent's
+# defaults (through the cluster facts) and the services whose configurations it keeps
+TRIAL_SECONDS: dict[str, float] = {module.trial.service: module.trial.seconds for module in MODULES
+                                   if module.trial is not None}

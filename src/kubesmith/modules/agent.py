@@ -8,12 +8,11 @@ JSON file; its report goes to a state file that `kubesmith status` reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.durations import parse_duration
 from kubesmith.modules.base import Module
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
@@ -25,12 +24,8 @@ from kubesmith.vocabulary.types import MAX_SERVERS, HttpsUrl, StrictModel, at_mo
 from kubesmith.urls import url_host
 
 
-# How long a component's new configuration runs on trial before it becomes last-known-good (seconds;
-# the agent rolls it back if the component is not ready by then, crash-loops or loses readiness): the
-# API server and etcd take longer to settle than the leader-elected controllers.
-TRIAL_SECONDS: dict[str, float] = {"etcd": 60.0, "kube-apiserver": 60.0, "kubelet": 60.0,
-                                   "kube-controller-manager": 30.0, "kube-scheduler": 30.0, "kube-proxy": 30.0,
-                                   "containerd": 30.0}
+# The components whose configurations go on trial (configTrials' keys, in the schema's order): those whose
+# module declares a trial length (Module.trial), which the cluster facts hand over as the defaults.
 TrialComponent = Literal["etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy",
                          "containerd"]
 
@@ -64,12 +59,18 @@ class AgentOptions(StrictModel):
 def etcd_snapshots(ctx: HostContext) -> dict[str, Any] | None:
     """What the agent of an etcd member needs to take its periodic snapshots (`agent.snapshots`):
     etcdctl against the member's loopback listener with the health-check client, as `etcd snapshot` does."""
-    etcd = ctx.spec.spec.components.etcd
-    if "etcd" not in ctx.host.roles or etcd.snapshots.interval is None:
+    snapshots = ctx.cluster.etcd_snapshots
+    if "etcd" not in ctx.host.roles or snapshots is None:
         return None
-    etcdctl = [*local_etcdctl(layout.BIN, etcd.client_port), "--dial-timeout=10s", "--command-timeout=120s"]
-    return {"interval": parse_duration(etcd.snapshots.interval), "keep": etcd.snapshots.keep,
-            "directory": etcd.snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
+    etcdctl = [*local_etcdctl(layout.BIN, ctx.cluster.etcd_client_port), "--dial-timeout=10s", "--command-timeout=120s"]
+    return {"interval": snapshots.interval, "keep": snapshots.keep,
+            "directory": snapshots.directory, "etcdctl": etcdctl, "etcdutl": f"{layout.BIN}/etcdutl"}
+
+
+def trial_defaults(ctx: HostContext) -> dict[str, float]:
+    """Each component's default trial length, as its module declares it, in configTrials' order."""
+    declared = dict(ctx.cluster.config_trials)
+    return {name: declared[name] for name in get_args(TrialComponent)}
 
 
 class AgentModule(Module):
@@ -79,13 +80,13 @@ class AgentModule(Module):
     roles = frozenset({"control-plane", "etcd", "node"})
 
     def contribute(self, ctx: HostContext, options: AgentOptions) -> Contribution:
-        port = ctx.spec.spec.components.ca_service.port
+        port = ctx.cluster.ca_service_port
         urls = options.ca_urls or [f"https://{url_host(cp.address)}:{port}" for cp in ctx.cluster.control_plane]
         settings = AgentConfig(  # its paths (PKI, report, checkpoints...) are its defaults: the layout's
             host=ctx.host.name, ca_urls=tuple(urls),
-            renew_fraction=options.renew_fraction or ctx.spec.spec.pki.renew_fraction,
+            renew_fraction=options.renew_fraction or ctx.cluster.renew_fraction,
             check_interval=options.check_interval, retry_max=options.retry_max_interval,
-            config_trials={**TRIAL_SECONDS, **options.config_trials}, keep_configs=options.keep_configs,
+            config_trials={**trial_defaults(ctx), **options.config_trials}, keep_configs=options.keep_configs,
             # CA keys this host holds (it renews those certificates itself, without the network)
             ca_keys={"kubernetes-ca": CA_KEY_PATH} if SIGNING_ROLES["kubernetes-ca"] & ctx.host.roles else {},
             etcd_snapshots=etcd_snapshots(ctx),

@@ -76,7 +76,7 @@ class ApiLoadBalancerModule(Module):
         return "node" in host.roles and "control-plane" not in host.roles
 
     def contribute(self, ctx: HostContext, options: ApiLoadBalancerOptions) -> Contribution:
-        if not options.enabled or ctx.spec.spec.control_plane_endpoint:
+        if ctx.cluster.local_api_port is None:  # turned off, or the endpoint is an external load balancer
             return Contribution()
         client = certificate(CERTIFICATE)
         config = ctx.shared("api-lb-config", lambda: File(
@@ -105,19 +105,17 @@ class ApiLoadBalancerModule(Module):
 
 def enabled_on(ctx: HostContext) -> bool:
     """Whether this host's components reach the API through the local load balancer."""
-    options: ApiLoadBalancerOptions = ctx.spec.spec.components.api_load_balancer
-    return (options.enabled and not ctx.spec.spec.control_plane_endpoint
-            and ApiLoadBalancerModule().applies(ctx.host))
+    return ctx.cluster.local_api_port is not None and ApiLoadBalancerModule().applies(ctx.host)
 
 
 def local_address(ctx: HostContext) -> tuple[str, int]:
-    options: ApiLoadBalancerOptions = ctx.spec.spec.components.api_load_balancer
-    return "127.0.0.1", options.port
+    assert ctx.cluster.local_api_port is not None, "the node-local load balancer does not run"
+    return "127.0.0.1", ctx.cluster.local_api_port
 
 
 def haproxy_config(ctx: HostContext, options: ApiLoadBalancerOptions) -> str:
     """HAProxy's whole configuration: the same on every host (it names only the API servers)."""
-    api_port = ctx.spec.spec.components.apiserver.secure_port
+    api_port = ctx.cluster.api_port
     ca_file = layout.pki_path(authority("kubernetes-ca").cert_file)
     timeout = f"{options.idle_timeout_seconds}s"
     servers = [f"    server {host.name} {url_host(host.address)}:{api_port}" for host in ctx.cluster.control_plane]

@@ -12,8 +12,9 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 
 from kubesmith import layout
-from kubesmith.modules.base import (COMMON_FLAGS, PKI, CisRule, ComponentOptions, Managed, Module, effective_gates,
-                                    feature_gates_flag, file_from, https_probe, render_flags, system_user)
+from kubesmith.modules.base import (COMMON_FLAGS, PKI, CisRule, ComponentOptions, Managed, Module, Trial,
+                                    effective_gates, feature_gates_flag, file_from, https_probe, render_flags,
+                                    system_user)
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File, Gate, Probe, Service
@@ -102,6 +103,7 @@ class ApiserverModule(Module):
     options = ApiserverOptions
     roles = frozenset({"control-plane"})
     binary = "kube-apiserver"
+    trial = Trial("kube-apiserver", 60.0)  # settles slower than the leader-elected controllers
     managed = Managed(
         flags=COMMON_FLAGS | {
             "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",

@@ -93,6 +93,16 @@ class CisRule:
     secure: bool | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """How long a new configuration of the component's service runs on trial before it becomes
+    last-known-good (seconds; the agent rolls it back if the component is not ready by then, crash-loops
+    or loses readiness): the agent's default, which spec.components.agent.configTrials may replace."""
+
+    service: str  # the component's service, as the agent's keeper and configTrials name it
+    seconds: float
+
+
 class ComponentOptions(StrictModel):
     """Options every Kubernetes component shares."""
 
@@ -114,6 +124,7 @@ class Module:
     binary: ClassVar[str | None] = None  # for flag checks of extraArgs
     managed: ClassVar[Managed] = Managed()
     cis_rules: ClassVar[tuple[CisRule, ...]] = ()  # the settings that weaken it, by CIS check
+    trial: ClassVar[Trial | None] = None  # its configuration's trial when the agent keeps it (keepConfigs)
 
     def applies(self, host: HostFacts) -> bool:
         return bool(self.roles & host.roles)

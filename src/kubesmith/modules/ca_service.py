@@ -66,7 +66,7 @@ class CaServiceModule(Module):
         serving = certificate("ca-service-serving")
         ca_cert = layout.pki_path(authority("kubernetes-ca").cert_file)
         validity = parse_duration(options.validity) if options.validity else \
-            ctx.spec.spec.pki.certificate_validity_days * 86400.0
+            ctx.cluster.certificate_validity_days * 86400.0
         settings = CaServiceConfig(
             ca_cert=Path(ca_cert), ca_key=Path(CA_KEY_PATH), tls_cert=Path(serving.cert_path),
             tls_key=Path(serving.key_path), state_dir=Path(layout.CA_SERVICE_STATE), listen=host.address,
@@ -75,8 +75,8 @@ class CaServiceModule(Module):
             # names no joining node may take: the hosts that never register a Node of their own here
             # (control-plane and etcd hosts), and through the API every registered Node's; not the
             # node hosts' list, which would change this file on every control-plane host when one is added
-            reserved_nodes=tuple(sorted(h.name for h in ctx.spec.spec.hosts
-                                        if {"control-plane", "etcd"} & set(h.roles))),
+            reserved_nodes=tuple(sorted(h.name for h in ctx.cluster.hosts
+                                        if {"control-plane", "etcd"} & h.roles)),
             nodes_kubeconfig=Path(layout.kubeconfig_path("scheduler")),  # its role reads Nodes; no binding needed
             removed_keys=tuple(sorted(dict(ctx.cluster.removed_keys).items())),  # removed hosts': never renewed
             service_sans=tuple(ctx.shared("ca-service-sans", lambda: service_sans(ctx))),
@@ -108,5 +108,5 @@ def service_sans(ctx: HostContext) -> list[str]:
     """What the API server's certificate carries besides the hosts' own names and addresses
     (`kubernetes`, `localhost`, the service IP, the endpoint...): no joining node may carry it."""
     names, addresses = san_lists(Sans.APISERVER, ctx.cluster, ctx.host)
-    hosts = {h.name for h in ctx.spec.spec.hosts} | {h.address for h in ctx.spec.spec.hosts}
+    hosts = {h.name for h in ctx.cluster.hosts} | {h.address for h in ctx.cluster.hosts}
     return sorted(set(names + addresses) - hosts)

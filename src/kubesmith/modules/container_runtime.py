@@ -22,7 +22,7 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.images import PAUSE_IMAGE
-from kubesmith.modules.base import Managed, Module, NoOption
+from kubesmith.modules.base import Managed, Module, NoOption, Trial
 from kubesmith.modules.merge import deep_merge
 from kubesmith.vocabulary.environment import HostEnvironment
 from kubesmith.vocabulary.facts import Contribution, HostContext
@@ -76,6 +76,7 @@ class ContainerRuntimeModule(Module):
     title = "containerd container runtime"
     options = ContainerRuntimeOptions
     roles = frozenset({"node"})
+    trial = Trial("containerd", 30.0)
     # containerd's config.toml: kubesmith writes version 2 tables (a `version: 3` file ignores them, and with
     # them SystemdCgroup and the sandbox image), the runc runtime, and the socket the kubelet dials
     managed = Managed(
@@ -181,5 +182,4 @@ def containerd_config(options: ContainerRuntimeOptions, environment: HostEnviron
 
 def runtime_endpoint(ctx: HostContext) -> str:
     """The CRI endpoint the kubelet uses: this module's socket."""
-    options: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
-    return f"unix://{options.socket}"
+    return ctx.cluster.runtime_endpoint

@@ -61,7 +61,7 @@ class ControlPlaneVipModule(Module):
     roles = frozenset({"control-plane"})
 
     def contribute(self, ctx: HostContext, options: ControlPlaneVipOptions) -> Contribution:
-        vip = ctx.spec.spec.control_plane_vip
+        vip = ctx.cluster.vip
         if vip is None:
             return Contribution()
         check = File(path=CHECK_PATH, mode=0o755, content=check_script(ctx))
@@ -135,7 +135,7 @@ def check_script(ctx: HostContext) -> str:
     script uses curl where the host has it, else Python (which hosts have: see README)."""
     client = certificate(CHECK_CERTIFICATE)
     ca = layout.pki_path(authority("kubernetes-ca").cert_file)
-    address, port = ctx.host.address, ctx.spec.spec.components.apiserver.secure_port
+    address, port = ctx.host.address, ctx.cluster.api_port
     url = f"https://{url_host(address)}:{port}/readyz"
     curl = ["curl", "--silent", "--fail", "--max-time", "2", "--output", "/dev/null", "--cacert", ca,
             "--cert", client.cert_path, "--key", client.key_path, url]

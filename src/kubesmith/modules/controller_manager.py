@@ -10,8 +10,8 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.base import (COMMON_FLAGS, MASTER, PKI, CisRule, ComponentOptions, Managed, Module,
-                                    effective_gates, feature_gates_flag, file_from, https_probe, render_flags,
-                                    system_user)
+                                    Trial, effective_gates, feature_gates_flag, file_from, https_probe,
+                                    render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
@@ -48,6 +48,7 @@ class ControllerManagerModule(Module):
     options = ControllerManagerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-controller-manager"
+    trial = Trial("kube-controller-manager", 30.0)
     managed = Managed(flags=COMMON_FLAGS | {
         "allocate-node-cidrs": "allocateNodeCidrs", "cluster-cidr": "clusterCidr",
         "node-cidr-mask-size": "nodeCidrMaskSize", "service-cluster-ip-range": "spec.network.serviceCidr",
@@ -74,12 +75,11 @@ class ControllerManagerModule(Module):
         ca_file, ca_key = layout.pki_path(ca.cert_file), layout.pki_path("controller-manager/ca.key")
         sa_key = layout.pki_path("controller-manager/sa.key")
         proxy_ca = layout.pki_path(authority("front-proxy-ca").cert_file)
-        network = ctx.spec.spec.components.pod_network
-        allocate = not network.enabled if options.allocate_node_cidrs is None else options.allocate_node_cidrs
+        allocate = not cluster.pod_network if options.allocate_node_cidrs is None else options.allocate_node_cidrs
         flags = {
             "allocate-node-cidrs": allocate,
             "cluster-cidr": options.cluster_cidr or cluster.cluster_cidr,
-            "node-cidr-mask-size": (options.node_cidr_mask_size or network.node_cidr_mask_size) if allocate else None,
+            "node-cidr-mask-size": (options.node_cidr_mask_size or cluster.node_cidr_mask_size) if allocate else None,
             "service-cluster-ip-range": cluster.service_cidr,
             "cluster-name": cluster.name,
             "bind-address": options.bind_address,

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, Field
 from kubesmith.durations import go_duration_ns
 from kubesmith.images import COREDNS_IMAGE, coredns_binary_problem
 from kubesmith.modules.base import Module, OptionProblem
-from kubesmith.modules.container_runtime import IMAGES_DIR, ContainerRuntimeOptions
+from kubesmith.modules.container_runtime import IMAGES_DIR
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File, Source
 from kubesmith.vocabulary.types import (MAX_DIRECTIVES, MAX_SERVERS, MAX_ZONES, AbsolutePath, ImageReference, StrictModel,
@@ -504,13 +504,11 @@ def manifests(ctx: HostContext, options: CoreDnsOptions) -> list[dict[str, Any]]
 
 def image_imported(ctx: HostContext, options: CoreDnsOptions) -> bool:
     """kubesmith imports its own CoreDNS image on the spec's nodes (not on nodes that joined later)."""
-    runtime: ContainerRuntimeOptions = ctx.spec.spec.components.container_runtime
-    return runtime.enabled and options.image == COREDNS_IMAGE
+    return ctx.cluster.container_runtime and options.image == COREDNS_IMAGE
 
 
 def default_replicas(ctx: HostContext) -> int:
-    nodes = sum(1 for host in ctx.spec.spec.hosts if "node" in host.roles)
-    return 2 if nodes > 1 else 1
+    return 2 if len(ctx.cluster.nodes) > 1 else 1
 
 
 def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str, labelled_nodes: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field
 
 from kubesmith import layout
 from kubesmith.durations import go_duration_problem
-from kubesmith.modules.base import PKI, Managed, Module, NoOption, OptionProblem, render_flags, system_user
+from kubesmith.modules.base import PKI, Managed, Module, NoOption, OptionProblem, Trial, render_flags, system_user
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import Probe, RestartPolicy, Service
@@ -125,6 +125,7 @@ class EtcdModule(Module):
     options = EtcdOptions
     roles = frozenset({"etcd"})
     binary = "etcd"
+    trial = Trial("etcd", 60.0)  # settles slower than the leader-elected controllers
     managed = Managed(
         flags={
             "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",

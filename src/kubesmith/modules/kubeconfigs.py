@@ -15,7 +15,7 @@ def api_address(ctx: HostContext) -> tuple[str, int]:
     another control-plane host takes nothing from it), every other host its local load balancer over all
     API servers, or the cluster's endpoint when that is an external load balancer (or the local one is off)."""
     if "control-plane" in ctx.host.roles:
-        return ctx.host.address, ctx.spec.spec.components.apiserver.secure_port
+        return ctx.host.address, ctx.cluster.api_port
     if enabled_on(ctx):
         return local_address(ctx)
     return ctx.cluster.api_endpoint_host, ctx.cluster.api_endpoint_port

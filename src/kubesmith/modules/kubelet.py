@@ -19,7 +19,7 @@ from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.apiserver import STRONG_CIPHERS
 from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, PKI, CisRule, ComponentOptions, Managed, Module,
-                                    NoOption, OptionProblem, effective_gates, render_flags)
+                                    NoOption, OptionProblem, Trial, effective_gates, render_flags)
 from kubesmith.modules.container_runtime import runtime_endpoint
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.durations import go_duration_ns, go_duration_problem, go_seconds
@@ -111,6 +111,7 @@ class KubeletModule(Module):
     options = KubeletOptions
     roles = frozenset({"node"})
     binary = "kubelet"
+    trial = Trial("kubelet", 60.0)
     # Bind addresses and ports: kubesmith's probes, firewall notes and port checks follow the typed ports, so
     # `port` and `healthzPort` are managed. `healthzBindAddress` is 127.0.0.1, where its probe dials: the
     # endpoint is plain HTTP without authentication, so widening it to 0.0.0.0 would serve it to the network,

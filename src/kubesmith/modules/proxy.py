@@ -10,7 +10,7 @@ from pydantic import Field
 from kubesmith import layout
 from kubesmith.modules.api_load_balancer import SERVICE as API_LB
 from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
-                                    Module, NoOption, OptionProblem, effective_gates, render_flags)
+                                    Module, NoOption, OptionProblem, Trial, effective_gates, render_flags)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.vocabulary.facts import Contribution, HostContext
@@ -52,6 +52,7 @@ class ProxyModule(Module):
     options = ProxyOptions
     roles = frozenset({"node"})
     binary = "kube-proxy"
+    trial = Trial("kube-proxy", 30.0)
     # healthzBindAddress (0.0.0.0:<healthzPort>, which its probe dials on the host's address) follows the typed
     # port; bindAddress stays the operator's: narrowing it to one interface is legitimate, and 0.0.0.0 widens
     # nothing

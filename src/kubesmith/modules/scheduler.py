@@ -6,7 +6,8 @@ from pydantic import Field
 
 from kubesmith import layout
 from kubesmith.modules.base import (COMMON_FLAGS, CONFIG, DOCUMENT, MASTER, PKI, CisRule, ComponentOptions, Managed,
-                                    Module, effective_gates, feature_gates_flag, https_probe, render_flags, system_user)
+                                    Module, Trial, effective_gates, feature_gates_flag, https_probe, render_flags,
+                                    system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.pki.certlist import authority, certificate
@@ -29,6 +30,7 @@ class SchedulerModule(Module):
     options = SchedulerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-scheduler"
+    trial = Trial("kube-scheduler", 30.0)
     managed = Managed(
         flags=COMMON_FLAGS | {
             "master": MASTER, "config": CONFIG, "bind-address": "bindAddress", "secure-port": "securePort",

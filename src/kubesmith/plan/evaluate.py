@@ -6,15 +6,17 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 
+from kubesmith.durations import parse_duration
 from kubesmith.gcpause import gc_paused
-from kubesmith.modules import MODULES
+from kubesmith.modules import MODULES, TRIAL_SECONDS
 from kubesmith.modules.cluster import ca_key_holders, common_contribution
+from kubesmith.modules.etcd import EtcdSnapshotOptions
 from kubesmith.modules.kubeconfigs import api_address
 from kubesmith.modules.pod_network import pod_cidrs
 from kubesmith.pki.certlist import AUTHORITIES, authority_plan, certificate
 from kubesmith.plan import credentials
 from kubesmith.vocabulary.environment import ASSUMED, HostEnvironment
-from kubesmith.vocabulary.facts import ClusterFacts, Contribution, HostContext, HostFacts
+from kubesmith.vocabulary.facts import ClusterFacts, Contribution, HostContext, HostFacts, SnapshotSchedule
 from kubesmith.vocabulary.history import History
 from kubesmith.vocabulary.membership import bootstraps
 from kubesmith.vocabulary.model import CertificateRequest, File, HostPlan, PkiSettings, Plan, Service, Source
@@ -63,11 +65,31 @@ def cluster_facts(cluster: Cluster, hosts: tuple[HostFacts, ...] | None = None,
         nodes=tuple(h for h in hosts if "node" in h.roles),
         etcd_client_port=components.etcd.client_port,
         apiserver_extra_sans=tuple(components.apiserver.extra_sans),
+        hosts=hosts,
+        api_port=api_port,
+        local_api_port=(components.api_load_balancer.port
+                        if components.api_load_balancer.enabled and not spec.control_plane_endpoint else None),
+        vip=spec.control_plane_vip,
+        ca_service_port=components.ca_service.port,
+        renew_fraction=spec.pki.renew_fraction,
+        certificate_validity_days=spec.pki.certificate_validity_days,
+        pod_network=components.pod_network.enabled,
+        node_cidr_mask_size=components.pod_network.node_cidr_mask_size,
+        container_runtime=components.container_runtime.enabled,
+        runtime_endpoint=f"unix://{components.container_runtime.socket}",
+        etcd_snapshots=_snapshots(components.etcd.snapshots),
+        config_trials=tuple(TRIAL_SECONDS.items()),
         etcd_bootstrap=tuple(bootstraps([h.name for h in etcd_members],
                                         lambda name: f"https://{url_host(addresses[name])}:{peer_port}",
                                         history.etcd).items()),
         removed_keys=tuple(sorted(history.removed_keys.items())),
     )
+
+
+def _snapshots(snapshots: EtcdSnapshotOptions) -> SnapshotSchedule | None:
+    if snapshots.interval is None:
+        return None
+    return SnapshotSchedule(parse_duration(snapshots.interval), snapshots.keep, snapshots.directory)
 
 
 def host_facts(cluster: Cluster, environments: Mapping[str, HostEnvironment] | None = None

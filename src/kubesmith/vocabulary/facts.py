@@ -34,6 +34,15 @@ class HostFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotSchedule:
+    """etcd members' periodic snapshots (spec.components.etcd.snapshots), as their agents take them."""
+
+    interval: float  # seconds
+    keep: int
+    directory: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterFacts:
     """Cluster-wide values derived once from the spec; every module reads these, none recomputes them."""
 
@@ -53,6 +62,21 @@ class ClusterFacts:
     nodes: tuple[HostFacts, ...]
     etcd_client_port: int
     apiserver_extra_sans: tuple[str, ...]
+    hosts: tuple[HostFacts, ...]  # every host, in the spec's order
+    api_port: int  # where each API server listens (on its host's address)
+    # the port on 127.0.0.1 where a host without an API server reaches the API through its node-local load
+    # balancer; None when that balancer does not run (turned off, or the endpoint is an external one)
+    local_api_port: int | None
+    vip: str | None  # the address the control-plane hosts share (spec.controlPlaneVIP)
+    ca_service_port: int  # the CA service's HTTPS port on each control-plane host
+    renew_fraction: float  # of a certificate's life, after which it is renewed (spec.pki)
+    certificate_validity_days: int  # of the certificates kubesmith issues (spec.pki)
+    pod_network: bool  # kubesmith gives pods their network (and each node its range)
+    node_cidr_mask_size: int  # prefix length of each node's pod range
+    container_runtime: bool  # kubesmith runs containerd on the nodes
+    runtime_endpoint: str  # the CRI endpoint of the nodes' container runtime (unix://...)
+    etcd_snapshots: SnapshotSchedule | None  # None: the members take no periodic snapshots
+    config_trials: tuple[tuple[str, float], ...]  # each component's default trial length (Module.trial), by service
     etcd_bootstrap: tuple[tuple[str, Bootstrap], ...] = ()  # each member's first start (plan.membership)
     removed_keys: tuple[tuple[str, str], ...] = ()  # keys of removed hosts (`sha256:<hex>`, host): never renewed
 
