@@ -193,7 +193,9 @@ def test_the_status_lookup_asks_a_real_coredns(tmp_path: Path) -> None:
     server = subprocess.Popen([str(found / "coredns"), "-conf", str(tmp_path / "Corefile")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        poll(lambda: _answers(port), 20, "CoreDNS on loopback to answer")
+        # CoreDNS that stopped (a port taken meanwhile) ends the wait at once, with what it said
+        poll(lambda: server.poll() is not None or _answers(port), 60, "CoreDNS on loopback to answer")
+        assert server.poll() is None, server.communicate()[0]
         assert dns_query("127.0.0.1", port, "kubernetes.svc.test", 2) == ["10.32.0.1"]
         with pytest.raises(OSError, match="NXDOMAIN"):
             dns_query("127.0.0.1", port, "missing.svc.test", 2)
@@ -216,11 +218,19 @@ def _answers(port: int) -> bool:
 
 
 def _free_udp_port() -> int:
+    """A port free over UDP and TCP: CoreDNS listens on both."""
     import socket
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
+                socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            udp.bind(("127.0.0.1", 0))
+            port = int(udp.getsockname()[1])
+            try:
+                tcp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def test_the_plan_lists_the_addon_step_on_control_plane_hosts() -> None:
