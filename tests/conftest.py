@@ -60,7 +60,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # figures); a module not named here runs on the first lab. A fourth worker with a lab of its own was
 # not shown to be faster on two cores (docs/testing.md, run d): a fourth lab's boot, first apply and
 # idle cluster come out of the same CPU.
-LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2",
+LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2", "test_relay": "lab2",
                  "test_upgrade_lab": "lab3"}
 
 

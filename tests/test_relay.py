@@ -17,10 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from lab_fixture import LabHosts
 from sshd_fixture import start_sshd
 
-from kubesmith import fsutil
-from kubesmith.backends.relay import OPERATOR, RELAY_DIR, Link, RelayError, distribute
+from kubesmith import fsutil, layout
+from kubesmith.backends.relay import (KEY_MARK, OPERATOR, RELAY_DIR, Link, RelayError, distribute,
+                                      relay_release)
+from kubesmith.hostfile import HostFile
 from kubesmith.node import receive as receiving
 from kubesmith.node.receive import TEMP_MARKER, Expected, expected_document, load_expected, receive
 from kubesmith.transport import ssh
@@ -245,7 +248,8 @@ def test_one_host_passes_files_to_another_over_ssh_with_a_key_that_can_do_nothin
                     # the key itself: whatever is asked, the forced command answers (no shell, no file read)
                     other = await transport.run("127.0.0.1", shlex.join([
                         "ssh", "-F", "/dev/null", "-i", f"{link.directory}/key", "-o", "BatchMode=yes",
-                        "-o", f"UserKnownHostsFile={link.directory}/known_hosts.b", "-p", str(sshd.port),
+                        "-o", f"UserKnownHostsFile={link.directory}/known_hosts.b",
+                        "-o", f"HostKeyAlias={KEY_MARK}.b", "-p", str(sshd.port),
                         "root@127.0.0.1", "cat /etc/shadow"]) + " < /dev/null")
                     data = bytearray((root / "opt/rel/kubelet").read_bytes())
                     data[7] ^= 1
@@ -262,3 +266,40 @@ def test_one_host_passes_files_to_another_over_ssh_with_a_key_that_can_do_nothin
         assert "a -> b: relay failed (5)" in refused and "is expected: not placed" in refused
         assert authorized.read_text() == before
         assert not Path(RELAY_DIR).exists() or not any(Path(RELAY_DIR).iterdir())
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_hosts: LabHosts) -> None:
+    """Real hosts, as apply meets them: root's own authorized_keys, each host's ssh client, sshd and
+    python3. h1 holds two files of a release directory; the other hosts get them from hosts only, and
+    every host is left as it was (authorized_keys, no relay files)."""
+    names = lab_hosts.names
+    files = [HostFile(f"{layout.RELEASES}/relay-test/{name}", 0o755, "root", "root", os.urandom(size))
+             for name, size in (("big", 24 << 20), ("small", 4096))]
+    options = SshOptions(config_file=lab_hosts.ssh_config, known_hosts=lab_hosts.config.known_hosts,
+                         identity_files=(lab_hosts.config.client_key,))
+    addresses = {name: lab_hosts.address(name) for name in names}
+    keys_before = {name: lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout for name in names}
+    lines: list[str] = []
+
+    async def run() -> tuple[dict[str, frozenset[str]], dict[str, dict[str, str | None]]]:
+        async with SshTransport(options) as transport:
+            try:
+                await transport.upload(addresses[names[0]], files)
+                placed = await relay_release(transport, dict.fromkeys(names[1:], files), {names[0]: files},
+                                             addresses, 1, lines.append)
+                hashes = {name: await transport.hashes(addresses[name], [f.path for f in files]) for name in names}
+                return placed, hashes
+            finally:
+                await asyncio.gather(*(transport.run(address, f"rm -rf {layout.RELEASES}/relay-test")
+                                       for address in addresses.values()))
+
+    placed, hashes = asyncio.run(run())
+    assert placed == dict.fromkeys(names[1:], frozenset(f.path for f in files)), lines
+    assert all(hashes[name] == {f.path: f.sha256 for f in files} for name in names)
+    assert f"relay: {len(names) - 1}/{len(names) - 1} hosts done, {2 * (len(names) - 1)} files passed on by hosts, " \
+           "0 sent from here" in lines, lines
+    for name in names:
+        assert lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout == keys_before[name]
+        assert lab_hosts.ssh(name, f"ls -A {RELAY_DIR}", check=False).stdout.strip() == ""

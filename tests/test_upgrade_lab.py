@@ -8,6 +8,7 @@ The module leaves the cluster as examples/lab.yaml applies it (1.36.2), as the o
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -147,9 +148,17 @@ def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
     """The session's cluster, reset and applied at 1.35.6. Left as the tests leave it: a module after this
     one on the same lab puts examples/lab.yaml back with its own first `applied()`."""
     directory = tmp_path_factory.mktemp("upgrade")
-    old_spec = spec_at(lab_cluster, directory, OLD)
-    fresh_at_old_release(lab_cluster, old_spec)
-    yield lab_cluster, old_spec
+    # the hosts pass each release on to each other (docs/fleet.md): the module's applies relay it
+    original = lab_cluster.spec.read_text()
+    document = yaml.safe_load(original)
+    document["spec"].setdefault("ssh", {})["relayFanout"] = 1
+    lab_cluster.spec.write_text(yaml.safe_dump(document))
+    try:
+        old_spec = spec_at(lab_cluster, directory, OLD)
+        fresh_at_old_release(lab_cluster, old_spec)
+        yield lab_cluster, old_spec
+    finally:
+        lab_cluster.spec.write_text(original)
 
 
 # long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
@@ -272,6 +281,13 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
               f"{web.longest:.1f}s ({web.failures} of {web.tries} requests failed, while its pods moved)")
         assert "etcd snapshot" in upgraded.stderr and "draining (through h2)" in upgraded.stderr, upgraded.stderr
         assert "uncordoned" in upgraded.stderr, upgraded.stderr
+        # the new release left this machine once per file; the hosts passed the rest on
+        relayed = re.search(r"relay: (\d+)/(\d+) hosts done, (\d+) files passed on by hosts, (\d+) sent from here",
+                            upgraded.stderr)
+        wanted = re.search(r"relay: \d+ hosts want (\d+) release files", upgraded.stderr)
+        assert relayed and wanted, upgraded.stderr
+        assert relayed[1] == relayed[2] == str(len(cluster.hosts)) and int(relayed[3]) > 0, relayed[0]
+        assert int(relayed[4]) <= int(wanted[1]), (relayed[0], wanted[0])
         assert api.longest < 30, f"the API was unreachable for {api.longest:.1f}s through the VIP"
         # two replicas, one per node, and a budget of one: a drain never takes both
         assert web.longest < 30, f"Service web did not answer for {web.longest:.1f}s"

@@ -33,7 +33,8 @@ from pathlib import Path
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from kubesmith import layout
-from kubesmith.backends import etcd_members, preflight, releases, removal, rollout, runtime_bundle, upgrade
+from kubesmith.backends import (etcd_members, preflight, relay, releases, removal, rollout, runtime_bundle,
+                                upgrade)
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
@@ -111,6 +112,7 @@ class HostState:
     changes: HostChanges
     leftovers: tuple[str, ...] = ()  # temp files and directories of an interrupted upload or unpack
     kept: releases.Kept | None = None  # the release kept beside this apply's, and stale ones (`releases`)
+    relayed: frozenset[str] = frozenset()  # files another host passed on to it this apply (`relay`): not uploaded
 
 
 @dataclass(slots=True)
@@ -251,7 +253,7 @@ async def change_host(transport: SshTransport, state: HostState, bundle: runtime
     phases = phases or Phases((state.plan.name,))
     name, address, changes = state.plan.name, state.plan.address, state.changes
     touched = set(changes.added) | set(changes.changed)
-    upload = [f for f in state.files if f.path in touched]
+    upload = [f for f in state.files if f.path in touched and f.path not in state.relayed]
     users_file = [f for f in upload if f.path == f"/{SYSUSERS_FILE}"]
     if state.leftovers:
         await phases.run(name, "cleanup", _must(transport, state, "rm -rf -- " + " ".join(map(shlex.quote,
@@ -431,10 +433,11 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
                      membership: etcd_members.Membership | None = None, max_unavailable: int = 1,
-                     upgrading: bool = False) -> ApplyReport:
+                     upgrading: bool = False, relay_fanout: int = 0) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
     with every host's state (`pause`: a test's pause point, see `phases.PausePoint`). `upgrading`
-    (the release changes): each rolling node is drained before it changes and uncordoned after."""
+    (the release changes): each rolling node is drained before it changes and uncordoned after.
+    `relay_fanout`: hosts pass the release on to this many others at once (`relay`; 0: off)."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
@@ -442,6 +445,10 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     states = await inspect_all(transport, plan, files, bundle, parallel, phases)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
+    if relay_fanout:
+        mark = clock()
+        states = await _relay(transport, states, relay_fanout, progress)
+        report.timings["relay"] = clock() - mark
     mark = clock()
     rolling = rolling_hosts(states)
     at_once = [state for state in states if state not in rolling]
@@ -488,6 +495,22 @@ async def keep_addons(transport: SshTransport, plan: Plan, files: Mapping[str, l
     for line in result.stderr.strip().splitlines():
         if line and not line.startswith("add-ons of "):
             progress(f"{host.name}: {line}")
+
+
+async def _relay(transport: SshTransport, states: list[HostState], fanout: int, progress: Progress) -> list[HostState]:
+    """Hosts pass the release's files on to each other; what each placed is left out of its upload. A
+    relay that cannot even begin (a host refuses the key) leaves everything to the upload."""
+    touched = {state.plan.name: set(state.changes.added) | set(state.changes.changed) for state in states}
+    wanted = {state.plan.name: [f for f in state.files if f.path in touched[state.plan.name]] for state in states}
+    held = {state.plan.name: [f for f in state.files if f.path not in touched[state.plan.name]
+                              and state.current.get(f.path) is not None] for state in states}
+    try:
+        placed = await relay.relay_release(transport, wanted, held, {s.plan.name: s.plan.address for s in states},
+                                           fanout, progress)
+    except TransportError as exc:
+        progress(f"relay: {exc}; the upload sends every file from here")
+        return states
+    return [dataclasses.replace(state, relayed=placed.get(state.plan.name, frozenset())) for state in states]
 
 
 def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:
@@ -659,7 +682,8 @@ class ApplySession:
                                       pause=PausePoint.from_env(),  # test-only: see phases.PausePoint
                                       membership=etcd_members.Membership(self.state_dir, record, plan),
                                       max_unavailable=self.cluster.spec.rollout.max_unavailable,
-                                      upgrading=verdict.changes_release)
+                                      upgrading=verdict.changes_release,
+                                      relay_fanout=self.cluster.spec.ssh.relay_fanout)
         report.removed = gone.names
         if gone.hosts:
             report.timings = {"remove": removing, **report.timings, "total": report.timings["total"] + removing}

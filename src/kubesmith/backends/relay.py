@@ -24,7 +24,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubesmith.hostfile import HostFile
+from kubesmith import layout
+from kubesmith.backends.runtime_bundle import REMOTE_TARBALL
+from kubesmith.hostfile import AnyHostFile, HostFile, size_of
 from kubesmith.node import receive as receiving
 from kubesmith.node.receive import Expected, expected_document
 from kubesmith.transport.ssh import SshTransport, TransportError, new_key_pair
@@ -39,6 +41,9 @@ RELAY_DIR = "/run/kubesmith/relay"  # tmpfs: the relay key and what is expected,
 KEY_MARK = "kubesmith-relay"  # the comment of the relay key's authorized_keys line: `kubesmith-relay:<id>`
 AUTHORIZED_KEYS = "~/.ssh/authorized_keys"  # sshd's default AuthorizedKeysFile, of the SSH user
 SEND_TIMEOUT = 3600.0  # seconds one host may take to pass files to another
+CONNECT_TIMEOUT = 10  # seconds a relaying host's ssh gives the other host to answer
+MIN_TARGETS = 2  # fewer hosts wanting a file than this: nothing to pass on, the upload sends it
+PROGRESS_EVERY = 2.0  # seconds between summary lines
 
 
 @dataclass(slots=True)
@@ -190,10 +195,12 @@ class Link:
         known = f"{self.directory}/known_hosts.{target}"
         await self.transport.upload(self.addresses[source], [
             HostFile(f"{self.directory}/key", 0o600, "root", "root", self.key_pair[0]),
-            HostFile(known, 0o600, "root", "root", f"[{self.addresses[target]}]:{self.ssh_port} {host_key}\n".encode())])
+            HostFile(known, 0o600, "root", "root", f"{KEY_MARK}.{target} {host_key}\n".encode())])
         ssh = ["ssh", "-F", "/dev/null", "-i", f"{self.directory}/key", "-o", f"UserKnownHostsFile={known}",
-               "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-               "-o", "IdentitiesOnly=yes", "-p", str(self.ssh_port), f"{self.ssh_user}@{self.addresses[target]}"]
+               "-o", "GlobalKnownHostsFile=/dev/null", "-o", f"HostKeyAlias={KEY_MARK}.{target}",
+               "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+               "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "-p", str(self.ssh_port),
+               f"{self.ssh_user}@{self.addresses[target]}"]
         tar = ["tar", "-C", self.root, "-cf", "-", "--", *(path.lstrip("/") for path in sorted(paths))]
         result = await self.transport.run(self.addresses[source], f"{shlex.join(tar)} | {shlex.join(ssh)}",
                                           timeout=SEND_TIMEOUT)
@@ -223,3 +230,66 @@ class Link:
         result = await self.transport.run(address, command)
         if not result.ok:
             raise RelayError(f"{address}: `{command[:100]}` failed ({result.exit_status}): {result.stderr.strip()[-300:]}")
+
+
+def relayable(path: str) -> bool:
+    """The release's files: its Kubernetes binaries (a new release's directory, which no unit runs from
+    until the units change) and kubesmith's runtime tarball (unpacked later, by its own step)."""
+    return path.startswith(layout.RELEASES + "/") or path == REMOTE_TARBALL
+
+
+async def relay_release(transport: SshTransport, wanted: Mapping[str, Sequence[AnyHostFile]],
+                        held: Mapping[str, Sequence[AnyHostFile]], addresses: Mapping[str, str], fanout: int,
+                        progress: Progress) -> dict[str, frozenset[str]]:
+    """Pass release files from host to host before apply's upload: `wanted` per host name, the files it
+    lacks; `held`, files hosts have already. The paths each host placed; what is not placed is left to
+    the upload. A file wanted by fewer than MIN_TARGETS hosts, or not the same bytes everywhere, is not
+    relayed."""
+    files = _shared_files(wanted)
+    want = {host: frozenset(f.path for f in host_files if f.path in files) for host, host_files in wanted.items()}
+    want = {host: paths for host, paths in want.items() if paths}
+    if fanout < 1 or not want:
+        return {}
+    have = {host: frozenset(f.path for f in host_files if f.path in files and f.sha256 == files[f.path].sha256)
+            for host, host_files in held.items()}
+    link = Link(transport, addresses, ssh_port=transport.options.port, ssh_user=transport.options.user)
+    expected = {path: Expected(path, file.sha256, size_of(file), file.mode, file.owner, file.group)
+                for path, file in files.items()}
+    involved = sorted(set(want) | {host for host, paths in have.items() if paths})
+    clock = asyncio.get_running_loop().time
+    last = [clock()]
+
+    def summary(line: str) -> None:
+        if clock() - last[0] >= PROGRESS_EVERY:
+            last[0] = clock()
+            progress(line)
+
+    async def transfer(source: str, target: str, paths: frozenset[str]) -> frozenset[str]:
+        if source == OPERATOR:
+            await transport.upload(addresses[target], [files[path] for path in sorted(paths)])
+            return paths
+        return await link.send(source, target, paths)
+
+    sent = sum(size_of(files[path]) for path in {p for paths in want.values() for p in paths})
+    progress(f"relay: {len(want)} hosts want {len(files)} release files ({sent / 1e6:.0f} MB), fan-out {fanout}")
+    try:
+        await asyncio.gather(*(link.expect(host, {p: expected[p] for p in paths}) for host, paths in want.items()))
+        report = await distribute(want, have, fanout, transfer, summary)
+    finally:
+        await link.close(involved)
+    relayed = sum(1 for got in report.received.values() for source in got.values() if source != OPERATOR)
+    progress(f"relay: {len(want) - len(report.left)}/{len(want)} hosts done, {relayed} files passed on by hosts, "
+             f"{report.from_operator} sent from here" + (f"; {len(report.left)} left to the upload" if report.left
+                                                         else ""))
+    return {host: frozenset(got) for host, got in report.received.items()}
+
+
+def _shared_files(wanted: Mapping[str, Sequence[AnyHostFile]]) -> dict[str, AnyHostFile]:
+    """Release files wanted by at least MIN_TARGETS hosts, the same bytes, mode and owner on each."""
+    by_path: dict[str, list[AnyHostFile]] = {}
+    for host_files in wanted.values():
+        for file in host_files:
+            if relayable(file.path):
+                by_path.setdefault(file.path, []).append(file)
+    return {path: copies[0] for path, copies in by_path.items()
+            if len(copies) >= MIN_TARGETS and len({(f.sha256, f.mode, f.owner, f.group) for f in copies}) == 1}
