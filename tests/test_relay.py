@@ -73,7 +73,7 @@ def test_each_file_leaves_this_machine_once_and_no_host_serves_more_than_fanout_
     assert all(set(report.received[node]) == RELEASE for node in NODES)
     assert wire.operator_bytes() == len(RELEASE) and report.from_operator == len(RELEASE)
     assert max(wire.peak.values()) <= 2
-    assert lines[-1] == "relay 12/12 hosts, 0 relaying"
+    assert lines[-1] == "release relay 12/12 hosts, 0 relaying"
     # a tree, not a chain: with fanout 2 many hosts serve
     assert len({source for source, _, _ in wire.sent}) >= 4
 
@@ -235,6 +235,11 @@ def test_one_host_passes_files_to_another_over_ssh_with_a_key_that_can_do_nothin
     with start_sshd(tmp_path / "sshd") as sshd:
         authorized = tmp_path / "sshd/authorized_keys"
         before = authorized.read_text()
+        # what an apply killed mid-relay left: a key line and a directory of its own
+        stale_key = ('restrict,command="true" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdeadbeef '
+                     "kubesmith-relay:0badc0ffee\n")
+        authorized.write_text(before + stale_key)
+        Path(RELAY_DIR, "0badc0ffee").mkdir(parents=True, exist_ok=True)
         root, expected = _release(tmp_path)
         options = SshOptions(port=sshd.port, known_hosts=sshd.known_hosts, identity_files=(sshd.identity,))
 
@@ -298,8 +303,9 @@ def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_
     placed, hashes = asyncio.run(run())
     assert placed == dict.fromkeys(names[1:], frozenset(f.path for f in files)), lines
     assert all(hashes[name] == {f.path: f.sha256 for f in files} for name in names)
-    assert f"relay: {len(names) - 1}/{len(names) - 1} hosts done, {2 * (len(names) - 1)} files passed on by hosts, " \
-           "0 sent from here" in lines, lines
+    targets = len(names) - 1
+    assert f"release relay: {targets}/{targets} hosts done, {2 * targets} files passed on by hosts, 0 sent from here" \
+        in lines, lines
     for name in names:
         assert lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout == keys_before[name]
         assert lab_hosts.ssh(name, f"ls -A {RELAY_DIR}", check=False).stdout.strip() == ""

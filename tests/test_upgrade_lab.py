@@ -282,9 +282,9 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
         assert "etcd snapshot" in upgraded.stderr and "draining (through h2)" in upgraded.stderr, upgraded.stderr
         assert "uncordoned" in upgraded.stderr, upgraded.stderr
         # the new release left this machine once per file; the hosts passed the rest on
-        relayed = re.search(r"relay: (\d+)/(\d+) hosts done, (\d+) files passed on by hosts, (\d+) sent from here",
-                            upgraded.stderr)
-        wanted = re.search(r"relay: \d+ hosts want (\d+) release files", upgraded.stderr)
+        relayed = re.search(r"release relay: (\d+)/(\d+) hosts done, (\d+) files passed on by hosts, "
+                            r"(\d+) sent from here", upgraded.stderr)
+        wanted = re.search(r"release relay: \d+ hosts want (\d+) files", upgraded.stderr)
         assert relayed and wanted, upgraded.stderr
         assert relayed[1] == relayed[2] == str(len(cluster.hosts)) and int(relayed[3]) > 0, relayed[0]
         assert int(relayed[4]) <= int(wanted[1]), (relayed[0], wanted[0])

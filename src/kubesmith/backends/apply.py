@@ -508,14 +508,22 @@ async def _relay(transport: SshTransport, states: list[HostState], fanout: int, 
         placed = await relay.relay_release(transport, wanted, held, {s.plan.name: s.plan.address for s in states},
                                            fanout, progress)
     except TransportError as exc:
-        progress(f"relay: {exc}; the upload sends every file from here")
+        progress(f"release relay: {exc}; the upload sends every file from here")
         return states
     return [dataclasses.replace(state, relayed=placed.get(state.plan.name, frozenset())) for state in states]
 
 
+FLEET_HOSTS = 8  # more hosts than this in one step: one summary line, not a line per host
+
+
 def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:
-    for state in states:
-        progress(f"{state.plan.name}: uploading {len(state.changes.added) + len(state.changes.changed)} files")
+    counts = {state.plan.name: len(set(state.changes.added + state.changes.changed) - state.relayed)
+              for state in states}
+    if len(states) > FLEET_HOSTS:
+        progress(f"uploading {sum(counts.values())} files to {len(states)} hosts")
+        return
+    for name, count in counts.items():
+        progress(f"{name}: uploading {count} files")
 
 
 def rolling_hosts(states: Sequence[HostState]) -> list[HostState]:

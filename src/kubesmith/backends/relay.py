@@ -143,7 +143,7 @@ async def distribute(want: Mapping[str, frozenset[str]], have: Mapping[str, froz
         if progress is not None:
             complete = sum(1 for target in schedule.want if not schedule.needs(target))
             relaying = sum(1 for source, _, _ in running.values() if source != OPERATOR)
-            progress(f"relay {complete}/{len(schedule.want)} hosts, {relaying} relaying")
+            progress(f"release relay {complete}/{len(schedule.want)} hosts, {relaying} relaying")
     schedule.report.left = {t: frozenset(schedule.needs(t)) for t in schedule.want if schedule.needs(t)}
     return schedule.report
 
@@ -181,6 +181,7 @@ class Link:
         """Tell `target`, over the operator's own session, what it may take, and let the key in."""
         address = self.addresses[target]
         receiver = Path(receiving.__file__).read_bytes()
+        await self._checked(address, self._forget(stale=True))  # what an apply killed mid-relay left
         await self.transport.upload(address, [
             HostFile(f"{self.directory}/expected.json", 0o600, "root", "root", expected_document(files)),
             HostFile(f"{self.directory}/receive.py", 0o600, "root", "root", receiver)])
@@ -215,10 +216,16 @@ class Link:
 
     async def close(self, hosts: Sequence[str]) -> None:
         """Take the key out of every host's authorized_keys and remove the relay's files."""
-        mark = shlex.quote(f"/ {KEY_MARK}:{self.apply_id}$/d")
-        await asyncio.gather(*(self._checked(self.addresses[host], f'rm -rf -- {self.directory}; '
-                                             f'if [ -f {self._keys()} ]; then sed -i {mark} {self._keys()}; fi')
-                               for host in hosts))
+        await asyncio.gather(*(self._checked(self.addresses[host], self._forget(stale=False)) for host in hosts))
+
+    def _forget(self, stale: bool) -> str:
+        """The shell command that removes this apply's relay key line and files, or (`stale`) those every
+        earlier relay left: an apply killed before its end leaves both."""
+        if stale:
+            mark, files = f"/ {KEY_MARK}:[0-9a-f]*$/d", f"{RELAY_DIR}/*"
+        else:
+            mark, files = f"/ {KEY_MARK}:{self.apply_id}$/d", self.directory
+        return (f"rm -rf -- {files}; if [ -f {self._keys()} ]; then sed -i {shlex.quote(mark)} {self._keys()}; fi")
 
     def _keys(self) -> str:
         """The authorized_keys path for a shell: `~/` as "$HOME"/, the rest quoted."""
@@ -229,7 +236,8 @@ class Link:
     async def _checked(self, address: str, command: str) -> None:
         result = await self.transport.run(address, command)
         if not result.ok:
-            raise RelayError(f"{address}: `{command[:100]}` failed ({result.exit_status}): {result.stderr.strip()[-300:]}")
+            raise RelayError(f"{address}: `{command[:100]}` failed ({result.exit_status}): "
+                             f"{result.stderr.strip()[-300:]}")
 
 
 def relayable(path: str) -> bool:
@@ -271,16 +279,16 @@ async def relay_release(transport: SshTransport, wanted: Mapping[str, Sequence[A
         return await link.send(source, target, paths)
 
     sent = sum(size_of(files[path]) for path in {p for paths in want.values() for p in paths})
-    progress(f"relay: {len(want)} hosts want {len(files)} release files ({sent / 1e6:.0f} MB), fan-out {fanout}")
+    progress(f"release relay: {len(want)} hosts want {len(files)} files ({sent / 1e6:.0f} MB), fan-out {fanout}")
     try:
         await asyncio.gather(*(link.expect(host, {p: expected[p] for p in paths}) for host, paths in want.items()))
         report = await distribute(want, have, fanout, transfer, summary)
     finally:
         await link.close(involved)
     relayed = sum(1 for got in report.received.values() for source in got.values() if source != OPERATOR)
-    progress(f"relay: {len(want) - len(report.left)}/{len(want)} hosts done, {relayed} files passed on by hosts, "
-             f"{report.from_operator} sent from here" + (f"; {len(report.left)} left to the upload" if report.left
-                                                         else ""))
+    left = f"; {len(report.left)} left to the upload" if report.left else ""
+    progress(f"release relay: {len(want) - len(report.left)}/{len(want)} hosts done, {relayed} files passed on by "
+             f"hosts, {report.from_operator} sent from here{left}")
     return {host: frozenset(got) for host, got in report.received.items()}
 
 
