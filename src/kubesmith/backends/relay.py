@@ -27,6 +27,7 @@ from pathlib import Path
 from kubesmith import layout
 from kubesmith.backends.runtime_bundle import REMOTE_TARBALL
 from kubesmith.hostfile import AnyHostFile, HostFile, size_of
+from kubesmith.modules.container_runtime import IMAGES_DIR
 from kubesmith.node import receive as receiving
 from kubesmith.node.receive import Expected, expected_document
 from kubesmith.transport.ssh import SshTransport, TransportError, new_key_pair
@@ -241,9 +242,10 @@ class Link:
 
 
 def relayable(path: str) -> bool:
-    """The release's files: its Kubernetes binaries (a new release's directory, which no unit runs from
-    until the units change) and kubesmith's runtime tarball (unpacked later, by its own step)."""
-    return path.startswith(layout.RELEASES + "/") or path == REMOTE_TARBALL
+    """The release's big files, which nothing on the host watches: its Kubernetes binaries (a new
+    release's directory, which no unit runs from until the units change), the image archives a node
+    imports when its image unit (re)starts, and kubesmith's runtime tarball (unpacked by its own step)."""
+    return path.startswith((layout.RELEASES + "/", IMAGES_DIR + "/")) or path == REMOTE_TARBALL
 
 
 async def relay_release(transport: SshTransport, wanted: Mapping[str, Sequence[AnyHostFile]],
