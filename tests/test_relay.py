@@ -119,6 +119,22 @@ def test_when_the_seed_fails_this_machine_seeds_another_host() -> None:
     assert report.failures[0][:2] == (OPERATOR, NODES[0])
 
 
+
+def test_hosts_that_cannot_reach_each_other_stop_the_relay_after_three_tries() -> None:
+    """A firewall between the hosts: after three host-to-host failures and no success, relaying stops
+    and the other hosts are left to the upload, instead of each waiting out its timeouts."""
+    async def walled(source: str, target: str, files: frozenset[str]) -> frozenset[str]:
+        await asyncio.sleep(0.01)
+        if source != OPERATOR:
+            raise ConnectionError(f"{source} -> {target}: connection timed out")
+        return files
+
+    report = asyncio.run(distribute(dict.fromkeys(NODES, RELEASE), {}, 2, walled))
+    # the seed's two tries fail at once, a second seed's first try ends it: at most two hosts got the files
+    assert len(report.received) <= 2 and len(report.received) + len(report.left) == len(NODES)
+    assert all(source == OPERATOR for got in report.received.values() for source in got.values())
+    assert 3 <= len(report.failures) <= 4  # the third ends it; a fourth may already be on its way
+
 def test_a_partial_transfer_keeps_what_was_placed_and_gets_the_rest_elsewhere() -> None:
     async def half(source: str, target: str, files: frozenset[str]) -> frozenset[str]:
         await asyncio.sleep(0.01)

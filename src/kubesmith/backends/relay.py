@@ -11,7 +11,7 @@ machine sends a file only while no live host holds it or has it on its way, so e
 once unless every holder is lost. A failed transfer sends its target back to the queue, to be
 served by another host; a host that fails twice in a row as a source serves no more (it rebooted,
 its network went); a target three sources failed is left to apply's upload, from the operator's
-machine, as without relaying: relaying saves bytes, it never decides whether a host gets its files.
+machine, as without relaying, and so is everything when the first host-to-host transfers all fail: relaying saves bytes, it never decides whether a host gets its files.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ Transfer = Callable[[str, str, frozenset[str]], Awaitable[frozenset[str]]]
 Progress = Callable[[str], None]
 SOURCE_FAILURES = 2  # failed transfers in a row after which a host serves no more
 TARGET_ATTEMPTS = 3  # failed transfers after which a target is left to apply's upload
+# host-to-host transfers that fail before any succeeds: the hosts cannot reach each other (a firewall
+# between them, sshd refusing the key), and relaying stops rather than cost each host its timeouts
+UNREACHABLE_AFTER = 3
 RELAY_DIR = "/run/kubesmith/relay"  # tmpfs: the relay key and what is expected, gone at the latest on reboot
 KEY_MARK = "kubesmith-relay"  # the comment of the relay key's authorized_keys line: `kubesmith-relay:<id>`
 AUTHORIZED_KEYS = "~/.ssh/authorized_keys"  # sshd's default AuthorizedKeysFile, of the SSH user
@@ -71,7 +74,12 @@ class _Schedule:
     on_the_way: dict[str, int] = field(default_factory=dict)  # file -> transfers carrying it
     failures_in_a_row: dict[str, int] = field(default_factory=dict)  # as a source
     failed: dict[str, int] = field(default_factory=dict)  # target -> failed transfers
+    between_hosts: list[int] = field(default_factory=lambda: [0, 0])  # host-to-host transfers: done, failed
     report: RelayReport = field(default_factory=RelayReport)
+
+    def hosts_cut_off(self) -> bool:
+        done, failed = self.between_hosts
+        return not done and failed >= UNREACHABLE_AFTER
 
     def needs(self, target: str) -> set[str]:
         return set(self.want[target]) - self.have.get(target, set())
@@ -83,6 +91,8 @@ class _Schedule:
     def next_transfer(self) -> tuple[str, str, frozenset[str]] | None:
         """A free source and a target it can give files to: hosts first; the operator's machine only for
         files no live host holds and none is carrying."""
+        if self.hosts_cut_off():
+            return None
         live = self.live()
         held = {file for host in live for file in self.have[host]}
         for target in self.want:
@@ -114,6 +124,8 @@ class _Schedule:
         if got:
             self.have.setdefault(target, set()).update(got)
             self.report.received.setdefault(target, {}).update(dict.fromkeys(got, source))
+        if source != OPERATOR:
+            self.between_hosts[0 if error is None and got == files else 1] += 1
         if error is None and got == files:
             self.failures_in_a_row[source] = 0
             return
