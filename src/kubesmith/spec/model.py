@@ -97,10 +97,10 @@ class Ssh(StrictModel):
         default=30, ge=0, le=3600, description="How long a host that refuses or does not answer is tried again "
         "(a rebooting host refuses for a while) before it is named unreachable; 0 tries once.")
     relay_fanout: int = Field(
-        default=0, ge=0, le=16, description="Hosts pass the release (Kubernetes binaries, kubesmith's runtime) on "
-        "to this many others at once, over SSH with a key made for the apply, so it leaves this machine once "
-        "rather than once per host; every file is checked against its sha256 before it is placed (docs/fleet.md). "
-        "0 (the default for now): every host gets it from this machine.")
+        default=0, ge=0, le=16, description="Hosts pass the release (Kubernetes binaries, image archives, "
+        "kubesmith's runtime) on to this many others at once, over SSH with a key made for the apply, so it leaves "
+        "this machine once rather than once per host; every file is checked against its sha256 before it is "
+        "placed (docs/fleet.md). 0 (the default for now): every host gets it from this machine.")
 
 
 class Rollout(StrictModel):
