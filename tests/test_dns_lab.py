@@ -271,8 +271,10 @@ def both_coredns_pods_on_one_node(cluster: Cluster, admin: Path) -> str:
 def test_lookups_keep_answering_when_a_coredns_pod_is_deleted_and_then_its_host_reboots(
         cluster: Cluster, admin: Path, upstream: subprocess.Popen[str], workloads: None) -> None:
     """From the client on h1, one lookup every 0.3 s (busybox nslookup, with its own retry) while a
-    CoreDNS pod is deleted and replaced, and then while a host with a CoreDNS pod (not h1) reboots: at
-    most one lookup fails in each."""
+    CoreDNS pod is deleted and replaced (at most one lookup fails), and then while a host with a CoreDNS
+    pod (not h1) reboots. A reboot's pods keep their endpoints until they exit (kubernetes issue
+    116965: graceful node shutdown reports no pod unready), so lookups sent to the stopped pod fail
+    until every kube-proxy drops it: at most three, all within two seconds (seen: two, 0.31 s apart)."""
     def lookups_during(disruption) -> tuple[int, int, str]:  # type: ignore[no-untyped-def]
         """(lookups answered, failed, a timeline of the failures and of kube-dns's ready endpoints)."""
         loop = subprocess.Popen(
@@ -313,7 +315,10 @@ def test_lookups_keep_answering_when_a_coredns_pod_is_deleted_and_then_its_host_
                     loop.kill()
             cluster.kubectl(admin, "-n", "dns-a", "exec", "client", "--", "/bin/busybox", "rm", "-f", "/stop")
         failures = [line for line in out.splitlines() if line.startswith("failed")]
+        failed_at.extend(float(line.split()[1]) for line in failures)
         return out.split().count("ok"), len(failures), "\n".join(["failed at (uptime):", *failures, *endpoints])
+
+    failed_at: list[float] = []
 
     def back_to_two() -> None:
         poll(lambda: _rolled(cluster, admin), 180, "CoreDNS back to two Ready pods")
@@ -343,8 +348,11 @@ def test_lookups_keep_answering_when_a_coredns_pod_is_deleted_and_then_its_host_
         poll(lambda: _node_ready(cluster, admin, host), 300, f"{host} Ready after its reboot")
         back_to_two()
 
+    failed_at.clear()
     ok, failed, timeline = lookups_during(reboot)
-    assert ok > 10 and failed <= 1, f"{ok} lookups answered, {failed} failed; {timeline}\n{host}: {inhibitors}"
+    blip = max(failed_at) - min(failed_at) if failed_at else 0.0
+    assert ok > 10 and failed <= 3 and blip <= 2.0, \
+        f"{ok} lookups answered, {failed} failed over {blip:.2f} s; {timeline}\n{host}: {inhibitors}"
 
 
 def _rolled(cluster: Cluster, admin: Path) -> bool:

@@ -39,15 +39,13 @@ MODE_LABEL = "addonmanager.kubernetes.io/mode"
 APP_LABELS = {"k8s-app": "kube-dns"}
 IMAGE_FILE = "kubesmith-coredns.tar"  # on every node that runs kubesmith's DNS (status asks there)
 IMAGE_LABEL = "images.kubesmith.io/coredns"  # on the nodes kubesmith imported its CoreDNS image to
-# On SIGTERM CoreDNS closes /ready at once and keeps answering lookups this long: time for the readiness
-# probe to fail READY_FAILURES times, then the kubelet's status, the EndpointSlice and every node's
-# kube-proxy to take the pod out of the Service first. A reboot (graceful node shutdown) sets no deletion
-# time, so only the probe takes the pod out: with the probe's defaults (3 failures) and every 2 s, a
-# loaded CI machine once took past 10 s and two lookups failed. The kubelet's
-# shutdownGracePeriodCriticalPods (15 s by default) must be longer than the lame duck.
+# On SIGTERM CoreDNS closes /ready at once and keeps answering lookups this long: time for a deleted
+# pod (a drain, a roll-out: it has a deletion time, so its endpoint goes at once) to leave every node's
+# kube-proxy first. A reboot (graceful node shutdown) is another matter: the kubelet stops probing the
+# pods it kills and never reports them unready, so their endpoints stay until they exit (kubernetes
+# issue 116965); no lame duck helps there (README, "Known limitations"). The kubelet's
+# shutdownGracePeriodCriticalPods must be longer than the lame duck.
 LAME_DUCK_SECONDS = 10
-READY_PERIOD_SECONDS = 1
-READY_FAILURES = 2
 RUN_AS = 65532  # the upstream image's non-root user (distroless "nonroot")
 # The plugins compiled into CoreDNS 1.13.1, the binary kubesmith's image is built from (`coredns -plugins`;
 # the list is fixed at build time by plugin.cfg). A directive outside it stops CoreDNS at start.
@@ -529,8 +527,7 @@ def deployment(options: CoreDnsOptions, replicas: int, corefile_hash: str, label
                             "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}},
         "livenessProbe": {"httpGet": {"path": "/health", "port": 8080, "scheme": "HTTP"}, "initialDelaySeconds": 60,
                           "timeoutSeconds": 5, "successThreshold": 1, "failureThreshold": 5},
-        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181, "scheme": "HTTP"},
-                           "periodSeconds": READY_PERIOD_SECONDS, "failureThreshold": READY_FAILURES},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181, "scheme": "HTTP"}, "periodSeconds": 2},
     }
     spread = {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": APP_LABELS},
                                                  "topologyKey": "kubernetes.io/hostname"}}
