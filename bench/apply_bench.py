@@ -34,6 +34,7 @@ from kubesmith.backends.runtime_bundle import build_bundle  # noqa: E402
 from kubesmith.binaries import binary_paths  # noqa: E402
 from kubesmith.lab import lifecycle  # noqa: E402
 from kubesmith.lab.config import LabConfig  # noqa: E402
+from lab_support import own_lab  # noqa: E402
 from kubesmith.lab.errors import quiet  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.transport.ssh import SshOptions, SshTransport  # noqa: E402
@@ -41,9 +42,7 @@ from kubesmith.versions.registry import load_registry  # noqa: E402
 
 
 def lab_config() -> LabConfig:
-    base = LabConfig.from_env()
-    return LabConfig(state_dir=Path("/var/lib/kubesmith/bench-lab"), cache_dir=base.cache_dir,
-                     netns="ks-bench", boot_timeout=base.boot_timeout)
+    return own_lab("bench-lab", "ks-bench")
 
 
 def solo_spec(work: Path, host: str) -> Path:

@@ -40,6 +40,7 @@ from kubesmith.binaries import binary_paths  # noqa: E402
 from kubesmith.hostfile import size_of  # noqa: E402
 from kubesmith.lab import lifecycle  # noqa: E402
 from kubesmith.lab.config import LabConfig  # noqa: E402
+from lab_support import own_lab  # noqa: E402
 from kubesmith.lab.errors import quiet  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.transport.ssh import SshOptions, SshTransport  # noqa: E402
@@ -47,9 +48,7 @@ from kubesmith.versions.registry import load_registry  # noqa: E402
 
 
 def lab_config() -> LabConfig:
-    base = LabConfig.from_env()
-    return LabConfig(state_dir=Path("/var/lib/kubesmith/bench-fanout"), cache_dir=base.cache_dir,
-                     netns="ks-fanout", boot_timeout=base.boot_timeout)
+    return own_lab("bench-fanout", "ks-fanout")
 
 
 def fleet_spec(work: Path, config: LabConfig, nodes: int, fanout: int) -> Path:

@@ -27,6 +27,7 @@ from k8s_support import OLDER_RELEASE, coredns_on_path, older_binaries, real_bin
 from kubesmith.health.probespec import probe_argument  # noqa: E402
 from kubesmith.lab import access, lifecycle  # noqa: E402
 from kubesmith.lab.config import LabConfig  # noqa: E402
+from lab_support import own_lab  # noqa: E402
 from kubesmith.lab.errors import quiet  # noqa: E402
 from kubesmith.spec.load import load_spec_file  # noqa: E402
 from kubesmith.plan.evaluate import evaluate  # noqa: E402
@@ -37,10 +38,7 @@ RESTARTED = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kub
 
 
 def lab_config() -> LabConfig:
-    """A lab of its own (not the user's, not a test session's), as apply_bench's."""
-    base = LabConfig.from_env()
-    return LabConfig(state_dir=Path("/var/lib/kubesmith/bench-lab"), cache_dir=base.cache_dir,
-                     netns="ks-bench", boot_timeout=base.boot_timeout)
+    return own_lab("bench-lab", "ks-bench")
 
 
 def spec_at(work: Path, version: str) -> Path:
