@@ -45,6 +45,7 @@ class AddonsOptions(StrictModel):
 
 class AddonsModule(Module):
     key = "addons"
+    position = 130
     title = "add-on manager (spec.addons, CoreDNS, the admins binding)"
     options = AddonsOptions
     roles = frozenset({"control-plane"})
@@ -109,3 +110,6 @@ def addons_service(ctx: HostContext, options: AddonsOptions) -> Service:
         oneshot=True,
         holds_target=False,  # a failed add-on is apply's error to report, not a reason the API is not online
     )
+
+
+MODULE = AddonsModule()

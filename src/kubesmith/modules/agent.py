@@ -13,9 +13,10 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Module
+from kubesmith.modules.base import Module, Trial
 from kubesmith.modules.ca_service import CA_KEY_PATH
 from kubesmith.modules.cluster import SIGNING_ROLES
+from kubesmith.modules.discovery import component_modules
 from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File, RestartPolicy, Service
@@ -24,10 +25,24 @@ from kubesmith.vocabulary.types import MAX_SERVERS, HttpsUrl, StrictModel, at_mo
 from kubesmith.urls import url_host
 
 
-# The components whose configurations go on trial (configTrials' keys, in the schema's order): those whose
-# module declares a trial length (Module.trial), which the cluster facts hand over as the defaults.
-TrialComponent = Literal["etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy",
-                         "containerd"]
+# The components whose configurations go on trial: those whose module declares a trial length (Module.trial),
+# which the cluster facts hand over as the defaults; configTrials' keys, in their rank order. The agent's own
+# module is being imported here, so it is the one that cannot declare a trial.
+TRIALS: tuple[Trial, ...] = tuple(sorted((module.trial for module in component_modules(besides=__name__)
+                                          if module.trial is not None), key=lambda trial: trial.rank))
+TrialComponent = Literal[tuple(trial.service for trial in TRIALS)]  # type: ignore[valid-type]
+
+
+def defaults_text(trials: tuple[Trial, ...]) -> str:
+    """The defaults as configTrials' description gives them (60 for etcd, kube-apiserver and kubelet, 30 for
+    the others): by length, longest first, naming the components of all lengths but the last."""
+    lengths = sorted({trial.seconds for trial in trials}, reverse=True)
+    named = [f"{seconds:g} for {_names([t.service for t in trials if t.seconds == seconds])}" for seconds in lengths]
+    return ", ".join([*named[:-1], f"{lengths[-1]:g} for the others" if len(named) > 1 else named[-1]])
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 class AgentOptions(StrictModel):
@@ -47,9 +62,9 @@ class AgentOptions(StrictModel):
                                            "(a roll-out takes a trial's length per control-plane host).")
     config_trials: dict[TrialComponent, Annotated[float, Field(ge=5, le=3600)]] = Field(
         default={}, description="Trial length in seconds of a component's new configuration, by component; one that "
-                                "fails its trial goes back to its last-known-good configuration. Defaults: 60 for "
-                                "etcd, kube-apiserver and kubelet, 30 for the others. A component that is "
-                                "slow to start gets at least 120 s to become ready before it fails.")
+                                "fails its trial goes back to its last-known-good configuration. Defaults: "
+                                f"{defaults_text(TRIALS)}. A component that is slow to start gets at least 120 s "
+                                "to become ready before it fails.")
     ca_urls: Annotated[list[HttpsUrl], at_most(MAX_SERVERS, "URLs", "one per CA service host")] | None = Field(
         default=None, description="CA service URLs, tried in order; default: https://<address>:"
         "<spec.components.caService.port> of every control-plane host.",
@@ -75,6 +90,7 @@ def trial_defaults(ctx: HostContext) -> dict[str, float]:
 
 class AgentModule(Module):
     key = "agent"
+    position = 120
     title = "kubesmith agent (certificate renewal)"
     options = AgentOptions
     roles = frozenset({"control-plane", "etcd", "node"})
@@ -115,3 +131,6 @@ class AgentModule(Module):
             state_directory=layout.AGENT_STATE,
             hardening=False,  # rewrites certificates and kubeconfigs under /etc/kubernetes
         )
+
+
+MODULE = AgentModule()

@@ -67,6 +67,7 @@ class ApiLoadBalancerOptions(StrictModel):
 
 class ApiLoadBalancerModule(Module):
     key = "api_load_balancer"
+    position = 70
     title = "node-local load balancer to the API servers"
     options = ApiLoadBalancerOptions
     roles = frozenset({"node"})
@@ -182,3 +183,6 @@ def backend_states(stats_csv: str) -> tuple[BackendState, ...]:
     return tuple(BackendState(row["svname"], row["status"], " ".join(filter(None, (row.get("check_status"),
                                                                                      row.get("check_desc")))))
                  for row in rows if row.get("pxname") == BACKEND and row.get("svname") not in ("BACKEND", None))
+
+
+MODULE = ApiLoadBalancerModule()

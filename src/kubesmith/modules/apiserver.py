@@ -99,11 +99,12 @@ class ApiserverOptions(ComponentOptions):
 
 class ApiserverModule(Module):
     key = "apiserver"
+    position = 20
     title = "Kubernetes API server"
     options = ApiserverOptions
     roles = frozenset({"control-plane"})
     binary = "kube-apiserver"
-    trial = Trial("kube-apiserver", 60.0)  # settles slower than the leader-elected controllers
+    trial = Trial("kube-apiserver", 60.0, rank=2)  # settles slower than the leader-elected controllers
     managed = Managed(
         flags=COMMON_FLAGS | {
             "advertise-address": "advertiseAddress", "bind-address": "bindAddress", "secure-port": "securePort",
@@ -267,3 +268,6 @@ def _event_rate_limit_files(admission: str, limits: str) -> list[File]:
     }
     return [File(path=admission, mode=0o644, data=admission_doc, format="yaml"),
             File(path=limits, mode=0o644, data=limits_doc, format="yaml")]
+
+
+MODULE = ApiserverModule()

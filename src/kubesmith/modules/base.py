@@ -101,6 +101,7 @@ class Trial:
 
     service: str  # the component's service, as the agent's keeper and configTrials name it
     seconds: float
+    rank: int  # where configTrials lists it (schema, options, defaults): the longer trials first
 
 
 class ComponentOptions(StrictModel):
@@ -115,9 +116,11 @@ class ComponentOptions(StrictModel):
 
 
 class Module:
-    """Base class: subclasses set the class attributes and implement `contribute`."""
+    """Base class: subclasses set the class attributes and implement `contribute`; the file exports one
+    instance as `MODULE`, which is how `kubesmith.modules` finds the component (modules/discovery.py)."""
 
     key: ClassVar[str]  # spec.components.<key>
+    position: ClassVar[int]  # where it comes among the components (spec.components, options, schema, plan)
     title: ClassVar[str]
     options: ClassVar[type[StrictModel]]
     roles: ClassVar[frozenset[str]]  # hosts with any of these roles run the component

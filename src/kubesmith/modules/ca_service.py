@@ -45,6 +45,7 @@ class CaServiceOptions(StrictModel):
 
 class CaServiceModule(Module):
     key = "ca_service"
+    position = 100
     title = "cluster CA service (join tokens, certificate signing and renewal)"
     options = CaServiceOptions
     roles = frozenset({"control-plane"})
@@ -110,3 +111,6 @@ def service_sans(ctx: HostContext) -> list[str]:
     names, addresses = san_lists(Sans.APISERVER, ctx.cluster, ctx.host)
     hosts = {h.name for h in ctx.cluster.hosts} | {h.address for h in ctx.cluster.hosts}
     return sorted(set(names + addresses) - hosts)
+
+
+MODULE = CaServiceModule()

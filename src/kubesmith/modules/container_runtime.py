@@ -73,10 +73,11 @@ class ContainerRuntimeOptions(StrictModel):
 
 class ContainerRuntimeModule(Module):
     key = "container_runtime"
+    position = 50
     title = "containerd container runtime"
     options = ContainerRuntimeOptions
     roles = frozenset({"node"})
-    trial = Trial("containerd", 30.0)
+    trial = Trial("containerd", 30.0, rank=7)
     # containerd's config.toml: kubesmith writes version 2 tables (a `version: 3` file ignores them, and with
     # them SystemdCgroup and the sandbox image), the runc runtime, and the socket the kubelet dials
     managed = Managed(
@@ -183,3 +184,6 @@ def containerd_config(options: ContainerRuntimeOptions, environment: HostEnviron
 def runtime_endpoint(ctx: HostContext) -> str:
     """The CRI endpoint the kubelet uses: this module's socket."""
     return ctx.cluster.runtime_endpoint
+
+
+MODULE = ContainerRuntimeModule()

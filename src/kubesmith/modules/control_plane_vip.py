@@ -56,6 +56,7 @@ class ControlPlaneVipOptions(StrictModel):
 
 class ControlPlaneVipModule(Module):
     key = "control_plane_vip"
+    position = 110
     title = "virtual IP of the control plane (keepalived)"
     options = ControlPlaneVipOptions
     roles = frozenset({"control-plane"})
@@ -159,3 +160,6 @@ def check_script(ctx: HostContext) -> str:
         "EOF",
         "",
     ])
+
+
+MODULE = ControlPlaneVipModule()

@@ -44,11 +44,12 @@ class ControllerManagerOptions(ComponentOptions):
 
 class ControllerManagerModule(Module):
     key = "controller_manager"
+    position = 30
     title = "Kubernetes controller manager"
     options = ControllerManagerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-controller-manager"
-    trial = Trial("kube-controller-manager", 30.0)
+    trial = Trial("kube-controller-manager", 30.0, rank=4)
     managed = Managed(flags=COMMON_FLAGS | {
         "allocate-node-cidrs": "allocateNodeCidrs", "cluster-cidr": "clusterCidr",
         "node-cidr-mask-size": "nodeCidrMaskSize", "service-cluster-ip-range": "spec.network.serviceCidr",
@@ -131,3 +132,6 @@ class ControllerManagerModule(Module):
             users=[system_user("kube-controller-manager", "/var/lib/kube-controller-manager",
                                "Kubernetes controller manager")],
         )
+
+
+MODULE = ControllerManagerModule()

@@ -125,6 +125,7 @@ class CoreDnsOptions(StrictModel):
 
 class CoreDnsModule(Module):
     key = "core_dns"
+    position = 140
     title = "CoreDNS cluster DNS (an add-on)"
     options = CoreDnsOptions
     roles = frozenset({"control-plane", "node"})
@@ -578,3 +579,6 @@ def _object(api_version: str, kind: str, name: str, namespaced: bool = True, lab
     if annotations:
         metadata["annotations"] = annotations
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}
+
+
+MODULE = CoreDnsModule()

@@ -121,11 +121,12 @@ _PEER_SAN = NoOption("etcd would accept a peer's client certificate whatever add
 
 class EtcdModule(Module):
     key = "etcd"
+    position = 10
     title = "etcd key-value store"
     options = EtcdOptions
     roles = frozenset({"etcd"})
     binary = "etcd"
-    trial = Trial("etcd", 60.0)  # settles slower than the leader-elected controllers
+    trial = Trial("etcd", 60.0, rank=1)  # settles slower than the leader-elected controllers
     managed = Managed(
         flags={
             "name": "spec.hosts[].name", "data-dir": "dataDir", "listen-client-urls": "clientPort",
@@ -229,3 +230,6 @@ class EtcdModule(Module):
             certificates=["etcd-server", "etcd-peer", "etcd-healthcheck-client"],
             users=[system_user("etcd", options.data_dir, "etcd key-value store")],
         )
+
+
+MODULE = EtcdModule()

@@ -107,11 +107,12 @@ def _zero_duration(value: Any) -> bool:
 
 class KubeletModule(Module):
     key = "kubelet"
+    position = 80
     title = "kubelet node agent"
     options = KubeletOptions
     roles = frozenset({"node"})
     binary = "kubelet"
-    trial = Trial("kubelet", 60.0)
+    trial = Trial("kubelet", 60.0, rank=3)
     # Bind addresses and ports: kubesmith's probes, firewall notes and port checks follow the typed ports, so
     # `port` and `healthzPort` are managed. `healthzBindAddress` is 127.0.0.1, where its probe dials: the
     # endpoint is plain HTTP without authentication, so widening it to 0.0.0.0 would serve it to the network,
@@ -354,3 +355,6 @@ def _taint_problems(options: KubeletOptions) -> list[OptionProblem]:
                                           "server refuses a key and effect twice, so the kubelet never registers"))
         seen.setdefault((key, effect), where)
     return problems
+
+
+MODULE = KubeletModule()

@@ -64,6 +64,7 @@ class PodNetworkOptions(StrictModel):
 
 class PodNetworkModule(Module):
     key = "pod_network"
+    position = 60
     title = "Pod network (bridge and routes, no overlay)"
     options = PodNetworkOptions
     roles = frozenset({"node"})
@@ -178,3 +179,6 @@ def pod_cidrs(spec: Cluster, options: PodNetworkOptions) -> dict[str, str]:
                                  f"{host.name}: widen the cluster range or narrow the node ranges")
             assigned[host.name] = subnet
     return {name: str(subnet) for name, subnet in assigned.items()}
+
+
+MODULE = PodNetworkModule()

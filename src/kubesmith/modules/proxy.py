@@ -48,11 +48,12 @@ def _metrics_off_loopback(value: Any) -> bool:
 
 class ProxyModule(Module):
     key = "proxy"
+    position = 90
     title = "kube-proxy service routing"
     options = ProxyOptions
     roles = frozenset({"node"})
     binary = "kube-proxy"
-    trial = Trial("kube-proxy", 30.0)
+    trial = Trial("kube-proxy", 30.0, rank=6)
     # healthzBindAddress (0.0.0.0:<healthzPort>, which its probe dials on the host's address) follows the typed
     # port; bindAddress stays the operator's: narrowing it to one interface is legitimate, and 0.0.0.0 widens
     # nothing
@@ -197,3 +198,4 @@ def metrics_port(bind_address: str) -> int | None:
     return port if port and port <= 65535 else None
 
 
+MODULE = ProxyModule()

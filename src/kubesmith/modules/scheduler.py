@@ -26,11 +26,12 @@ class SchedulerOptions(ComponentOptions):
 
 class SchedulerModule(Module):
     key = "scheduler"
+    position = 40
     title = "Kubernetes scheduler"
     options = SchedulerOptions
     roles = frozenset({"control-plane"})
     binary = "kube-scheduler"
-    trial = Trial("kube-scheduler", 30.0)
+    trial = Trial("kube-scheduler", 30.0, rank=5)
     managed = Managed(
         flags=COMMON_FLAGS | {
             "master": MASTER, "config": CONFIG, "bind-address": "bindAddress", "secure-port": "securePort",
@@ -101,3 +102,6 @@ class SchedulerModule(Module):
             certificates=["scheduler-serving", "scheduler-client"],
             users=[system_user("kube-scheduler", "/var/lib/kube-scheduler", "Kubernetes scheduler")],
         )
+
+
+MODULE = SchedulerModule()
