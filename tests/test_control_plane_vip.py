@@ -78,3 +78,13 @@ def test_a_wrong_address_is_refused(tmp_path: Path, changes: dict, message: str)
 def test_with_the_address_no_note_about_the_endpoint(tmp_path: Path) -> None:
     loaded = load_spec_text(spec_text(tmp_path, controlPlaneVIP="10.0.0.10"), "c.yaml")
     assert not [p for p in loaded.warnings if p.path == "spec.controlPlaneEndpoint"]
+
+
+@pytest.mark.parametrize("interface", ["eth0:1", "-eth0", "a" * 16, "..", "eth 0"])
+def test_an_interface_keepalived_cannot_take_is_refused_where_it_is_written(tmp_path: Path, interface: str) -> None:
+    """An alias label (`eth0:1`) is no interface of the kernel's: keepalived would fail on every host."""
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(spec_text(tmp_path, controlPlaneVIP="10.0.0.10",
+                                 components={"controlPlaneVip": {"interface": interface}}), "c.yaml")
+    assert [p.path for p in caught.value.errors] == ["spec.components.controlPlaneVip.interface"]
+    assert "network interface name" in caught.value.errors[0].message or "at most 15" in caught.value.errors[0].message

@@ -29,7 +29,7 @@ from kubesmith.modules.base import Module
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File, Service
-from kubesmith.vocabulary.types import StrictModel
+from kubesmith.vocabulary.types import InterfaceName, StrictModel
 from kubesmith.urls import url_host
 
 SERVICE = "kube-api-vip"
@@ -42,7 +42,7 @@ CHECK_CERTIFICATE = "kube-healthcheck-client"
 class ControlPlaneVipOptions(StrictModel):
     binary: str = Field(default="/usr/sbin/keepalived", pattern="^/", description="keepalived on the control-plane "
                         "hosts (Debian's package); apply does not ship it. Used only with spec.controlPlaneVIP.")
-    interface: str = Field(default="eth0", pattern=r"^[A-Za-z0-9_.:-]{1,15}$", description="Network interface that "
+    interface: InterfaceName = Field(default="eth0", description="Network interface that "
                            "carries the control-plane hosts' addresses and takes the virtual IP.")
     virtual_router_id: int = Field(default=51, ge=1, le=255, description="VRRP router id: unique among the VRRP "
                                    "groups of the network.")
