@@ -38,7 +38,7 @@ from kubesmith.backends import (etcd_members, preflight, relay, releases, remova
 from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
-from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, for_release
+from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, for_release, service_unit_names
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
@@ -47,7 +47,7 @@ from kubesmith.vocabulary.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.vocabulary.history import History
 from kubesmith.vocabulary.membership import Bootstrap
-from kubesmith.vocabulary.model import HostPlan, Plan
+from kubesmith.vocabulary.model import HostPlan, Plan, Service
 from kubesmith.skew import Verdict
 from kubesmith.spec.model import Cluster
 from kubesmith.transport.ssh import SshOptions, SshTransport, TransportError
@@ -236,9 +236,12 @@ def diff_host(host: HostPlan, files: Sequence[AnyHostFile], current: dict[str, s
                        unseen=tuple(sorted(unseen)))
 
 
-def _affects(service, path: str) -> bool:  # type: ignore[no-untyped-def]
-    """A changed file matters to a service when its unit, binary, flags or needed files name it."""
-    if path.startswith(f"{layout.UNIT_DIR}/{service.name}") or path.endswith(f"/{service.binary}"):
+def _affects(service: Service, path: str) -> bool:
+    """A changed file matters to a service when its units (or a drop-in of its unit), binary, flags or
+    needed files name it."""
+    directory, _, name = path.rpartition("/")
+    own_unit = directory == layout.UNIT_DIR and name in service_unit_names(service)
+    if own_unit or directory == f"{layout.UNIT_DIR}/{service.name}.service.d" or path.endswith(f"/{service.binary}"):
         return True
     if path in service.needs_files or path in service.watch_files:
         return True

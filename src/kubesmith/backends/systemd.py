@@ -90,6 +90,13 @@ def online_unit(service: Service) -> str:
     return f"{service.name}-online.service"
 
 
+def service_unit_names(service: Service) -> frozenset[str]:
+    """Every unit this backend may write for one service (`unit_files`): a change to any of them, or to a
+    drop-in of its own unit, restarts the service; another unit whose name only begins alike does not."""
+    return frozenset({f"{service.name}.service", online_unit(service), f"{service.name}-certs.path",
+                      f"{service.name}-certs-changed.service"})
+
+
 def unit_files(host: HostPlan, options: UnitOptions = UnitOptions()) -> dict[str, str]:
     """Every file the systemd backend contributes to `host`, by path relative to `/`."""
     files: dict[str, str] = {f"{UNIT_DIR}/{SLICE}": slice_unit()}

@@ -1,0 +1,33 @@
+"""Which services a changed file restarts (`diff_host`, pure: what plan shows and apply does)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubesmith import layout
+from kubesmith.backends.apply import diff_host
+from kubesmith.hostfile import HostFile
+from kubesmith.plan.evaluate import evaluate
+from kubesmith.spec.load import load_spec_file
+from kubesmith.versions.registry import load_registry
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab.yaml"
+
+
+@pytest.mark.parametrize("path, restarted", [
+    (f"{layout.UNIT_DIR}/etcd.service", True),
+    (f"{layout.UNIT_DIR}/etcd.service.d/10-limits.conf", True),
+    (f"{layout.UNIT_DIR}/etcd-online.service", True),    # the backend's own units of the service
+    (f"{layout.UNIT_DIR}/etcd-certs.path", True),
+    (f"{layout.UNIT_DIR}/etcd-defrag.timer", False),   # another unit that only begins with etcd's name
+    (f"{layout.UNIT_DIR}/etcdbackup.service", False),
+])
+def test_a_changed_unit_file_restarts_only_the_service_it_belongs_to(path: str, restarted: bool) -> None:
+    host = next(h for h in evaluate(load_spec_file(EXAMPLE).cluster, load_registry()).hosts
+                if any(s.name == "etcd" for s in h.services))
+    changed = HostFile(path, 0o644, "root", "root", b"new")
+    changes = diff_host(host, [changed], {path: "0" * 64}, {path: "0" * 64}, frozenset(u.name for u in host.users))
+    assert changes.changed == (path,)
+    assert ("etcd" in changes.restart) is restarted, changes.restart
