@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import Duration, fail, shown_path
+from kubesmith.cli.common import Duration, fail, progress, shown_path
 from kubesmith.exitcodes import ExitCode
 
 
@@ -67,12 +67,11 @@ def addons_apply(kubeconfig: Path, directory: Path, wait: bool, rollout_deadline
 
     if not kubeconfig.is_file():
         fail(f"{shown_path(kubeconfig)}: no such file", ExitCode.IO_ERROR)
-    say = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         asyncio.run(apply_addons(Credentials.of_kubeconfig(kubeconfig), directory,
-                                rollout_deadline if wait else None, say, timeout, node_wait, label_nodes))
+                                rollout_deadline if wait else None, progress, timeout, node_wait, label_nodes))
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     except (OSError, yaml.YAMLError) as exc:
         fail(f"{directory}: {getattr(exc, 'strerror', None) or exc}", ExitCode.IO_ERROR)
-    say(f"add-ons of {directory} applied")
+    progress(f"add-ons of {directory} applied")

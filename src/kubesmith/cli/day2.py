@@ -1,5 +1,5 @@
 """What the day-2 commands (`etcd`, `reset`) share: one SSH session to the hosts with its failures in one
-line, progress on standard error, and a question before anything is destroyed."""
+line, and a question before anything is destroyed."""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ from kubesmith.exitcodes import ExitCode
 from kubesmith.vocabulary.model import Plan
 
 T = TypeVar("T")
-
-
-def progress(line: str) -> None:
-    click.echo(line, err=True)
 
 
 def on_hosts(spec_file: str, ssh_config: str | None, known_hosts: str | None, identity: str | None,

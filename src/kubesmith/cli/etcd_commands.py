@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import DURATION, emit_json, fail, out_option, output_option, renamed, spec_argument, ssh_flags
-from kubesmith.cli.day2 import confirm, on_hosts, progress
+from kubesmith.cli.common import (DURATION, emit_json, fail, out_option, output_option, progress, renamed,
+                                  spec_argument, ssh_flags)
+from kubesmith.cli.day2 import confirm, on_hosts
 from kubesmith.exitcodes import ExitCode
 
 SNAPSHOT_LIMIT = 16 << 30  # an etcd snapshot: etcd's largest backend quota is 8 GiB

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from kubesmith.cli.common import check_host_names, fail, hosts_option, load_plan_or_fail, spec_argument, ssh_flags
-from kubesmith.cli.day2 import confirm, on_hosts, progress
+from kubesmith.cli.common import (check_host_names, fail, hosts_option, load_plan_or_fail, progress, spec_argument,
+                                  ssh_flags)
+from kubesmith.cli.day2 import confirm, on_hosts
 from kubesmith.exitcodes import ExitCode
 from kubesmith.pki.store import default_state_dir
 
