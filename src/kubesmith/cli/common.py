@@ -159,6 +159,11 @@ def progress(line: str) -> None:
     click.echo(line, err=True)
 
 
+def say(line: str) -> None:
+    """progress() under kubesmith's name: the host-side commands' lines land in a unit's journal."""
+    click.echo(f"kubesmith: {line}", err=True)
+
+
 def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
     errors = sum(1 for problem in problems if problem.severity == "error")
     for problem in problems:
