@@ -150,3 +150,16 @@ def test_printable_escapes_every_character_as_one_by_one_did(keep: str) -> None:
         text = f"ab{chr(code)}\ncd\t"
         assert printable(text, keep) == _printable_one_by_one(text, keep)
     assert printable("x\x1b[31m\n", "\n") == "x\\x1b[31m\n"
+
+
+def test_each_command_lives_in_the_file_named_after_it() -> None:
+    """Issue 36: `kubesmith X` is in cli/X_commands.py (a dash as an underscore), alone, so the file
+    that holds a command is found from its name; helpers go to modules without the suffix."""
+    from kubesmith.cli import COMMANDS
+
+    cli_dir = REPO / "src" / "kubesmith" / "cli"
+    misplaced = {name: entry.module for name, entry in COMMANDS.items()
+                 if entry.module != f"kubesmith.cli.{name.replace('-', '_')}_commands"}
+    assert misplaced == {}
+    files = {path.stem for path in cli_dir.glob("*_commands.py")}
+    assert files == {f"{name.replace('-', '_')}_commands" for name in COMMANDS}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import kubesmith.cli.spec_commands  # noqa: F401 (imported here, not under the cases' alarm)
+import kubesmith.cli.validate_commands  # noqa: F401 (imported here, not under the cases' alarm)
 from conftest import kubesmith
 from hostile_support import BOUND_SECONDS, assert_one_located_error, assert_refused, assert_valid, bounded
 

@@ -48,30 +48,30 @@ def is_temp(path: Path) -> bool:
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write one file atomically and durably (temp, fsync, rename, fsync directory)."""
-    temp = _write_temp(Pending(path, data, mode))
-    try:
-        _fsync_path(temp)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    _place(Pending(path, data, mode), None)
 
 
 def atomic_replace(path: Path, data: bytes) -> None:
     """Replace an existing file atomically, keeping its mode and owner (a component's renewed
     certificate must stay readable by that component's user)."""
     info = path.stat()
-    temp = _write_temp(Pending(path, data, info.st_mode & 0o7777))
+    owner = (info.st_uid, info.st_gid)
+    _place(Pending(path, data, info.st_mode & 0o7777), owner if owner != (os.getuid(), os.getgid()) else None)
+
+
+def _place(item: Pending, owner: tuple[int, int] | None) -> None:
+    """One file's temp written, given its owner, made durable and renamed over the target; the temp
+    is removed when any step fails, so a failed write leaves the target as it was."""
+    temp = _write_temp(item)
     try:
-        if (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
-            os.chown(temp, info.st_uid, info.st_gid)
+        if owner is not None:
+            os.chown(temp, *owner)
         _fsync_path(temp)
-        os.replace(temp, path)
+        os.replace(temp, item.path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    fsync_dir(item.path.parent)
 
 
 def write_many(files: Iterable[Pending]) -> int:

@@ -18,7 +18,7 @@ from kubesmith.backends import preflight, removal, upgrade
 from kubesmith.backends.ssh_settings import ssh_options
 from kubesmith.binaries import BinaryVersionError, binary_paths, check_release
 from kubesmith.cli.common import (DURATION, check_host_names, emit_json, fail, hosts_option, ignore_preflight_flag,
-                                  load_plan_or_fail, output_option, preflight_failed,
+                                  load_plan_or_fail, output_option, preflight_failed, progress,
                                   report_problems, require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.cli.progress import mode_of, progress_option, reporter
 from kubesmith.exitcodes import ExitCode
@@ -90,7 +90,7 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
                    known_hosts: str | None, identity: str | None, binaries_dir: Path | None, output: str) -> None:
     """`kubesmith plan` without --offline: what an apply would change, changing nothing."""
     session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
-    states, gone, verdict = _on_hosts(lambda: session.inspect(_notice))
+    states, gone, verdict = _on_hosts(lambda: session.inspect(progress))
     left_out = sorted({path.rsplit("/", 1)[-1] for state in states for path in state.changes.unseen})
     if output == "json":
         emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names,
@@ -112,10 +112,6 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
     if left_out:
         click.echo(f"not compared: the binaries {', '.join(left_out)} (no --binaries DIR given): whether they, "
                    "and so the services that run them, would change is not shown; the release each host runs is")
-
-
-def _notice(line: str) -> None:
-    click.echo(line, err=True)
 
 
 def _session(spec_file: str, state_dir: str | None, only_hosts: str | None, ssh_config: str | None,

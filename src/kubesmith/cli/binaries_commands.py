@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from kubesmith.binaries import DEFAULT_BASE_URL, KUBERNETES_BINARIES, FetchError, fetch_release
-from kubesmith.cli.common import fail, out_dir_option
+from kubesmith.cli.common import fail, out_dir_option, progress
 from kubesmith.exitcodes import ExitCode
 
 
@@ -33,7 +33,7 @@ def fetch(version: str, out_dir: str, base_url: str, arch: str, only: tuple[str,
     dest = Path(out_dir)
     try:
         fetched = asyncio.run(fetch_release(version, dest, base_url, arch, names,
-                                            progress=lambda line: click.echo(line, err=True)))
+                                            progress=progress))
     except FetchError as exc:
         fail(str(exc), ExitCode.FAILED)
     except OSError as exc:

@@ -154,6 +154,16 @@ def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:
     raise CommandFailed(message, code)
 
 
+def progress(line: str) -> None:
+    """A line of what a long command is doing, on standard error: standard output stays its result."""
+    click.echo(line, err=True)
+
+
+def say(line: str) -> None:
+    """progress() under kubesmith's name: the host-side commands' lines land in a unit's journal."""
+    click.echo(f"kubesmith: {line}", err=True)
+
+
 def report_problems(problems: tuple[Problem, ...] | list[Problem]) -> None:
     errors = sum(1 for problem in problems if problem.severity == "error")
     for problem in problems:

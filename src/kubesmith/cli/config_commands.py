@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +26,14 @@ from kubesmith.cli.common import DURATION_OR_ZERO, emit_json, fail, output_optio
 from kubesmith.clock import utc_now
 from kubesmith.documents import reason
 from kubesmith.exitcodes import ExitCode
+
+
+def keeper_files(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--components-file and --checkpoints-dir: where the keeper's list and records are, for each command."""
+    command = click.option("--checkpoints-dir", type=click.Path(file_okay=False), default=layout.CONFIG_CHECKPOINTS,
+                           show_default=True, help="The keeper's checkpoints and records.")(command)
+    return click.option("--components-file", type=click.Path(dir_okay=False), default=layout.COMPONENTS_FILE,
+                        show_default=True, help="What the keeper keeps.")(command)
 
 
 @click.group("config")
@@ -40,10 +50,7 @@ def config_group() -> None:
                    "An older failure of the same configuration is not a verdict: it is on trial again.")
 @click.option("--timeout", type=DURATION_OR_ZERO, default="5m", show_default=True,
               help="Give up after this long.")
-@click.option("--components-file", type=click.Path(dir_okay=False), default=layout.COMPONENTS_FILE,
-              show_default=True, help="What the keeper keeps.")
-@click.option("--checkpoints-dir", type=click.Path(file_okay=False), default=layout.CONFIG_CHECKPOINTS,
-              show_default=True, help="The keeper's checkpoints and records.")
+@keeper_files
 @output_option()
 def wait_command(components: tuple[str, ...], since: float | None, timeout: float, components_file: str,
                  checkpoints_dir: str, output: str) -> None:
@@ -93,10 +100,7 @@ def _line(name: str, verdict: TrialVerdict | None, timeout: float) -> str:
 
 @config_group.command("status", epilog="\b\nExit codes: 0 every checkpoint and record intact, 3 the components file "
                                         "is unreadable,\n4 a checkpoint or record is torn or missing.")
-@click.option("--components-file", type=click.Path(dir_okay=False), default=layout.COMPONENTS_FILE,
-              show_default=True, help="What the keeper keeps.")
-@click.option("--checkpoints-dir", type=click.Path(file_okay=False), default=layout.CONFIG_CHECKPOINTS,
-              show_default=True, help="The keeper's checkpoints and records.")
+@keeper_files
 @output_option()
 def status_command(components_file: str, checkpoints_dir: str, output: str) -> None:
     """Each kept component's ConfigOK condition, with every checkpoint checked against its hash."""

@@ -1,22 +1,19 @@
-"""`kubesmith wait` and `kubesmith probe`: readiness checks that run on hosts, in units and over SSH.
+"""`kubesmith wait`: the readiness gate that runs on hosts, in units (every ExecStartPre=) and over SSH.
 
-Kept apart from the other commands so they start fast: units run `wait` on every start.
+Kept apart from the other commands so it starts fast: units run `wait` on every start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 
 import click
 
 from kubesmith import layout
-from kubesmith.cli.common import DURATION_OR_ZERO, Duration, emit_json, fail
+from kubesmith.cli.common import DURATION_OR_ZERO, Duration, fail
 from kubesmith.exitcodes import ExitCode
 from kubesmith.health.probespec import ProbeSpec, ProbeSyntaxError, parse_probe
-from kubesmith.health.wait import (LocalProbeRunner, ProbeOperation, WaitPolicy, batch_document, run_operations,
-                                   wait_ready)
+from kubesmith.health.wait import LocalProbeRunner, WaitPolicy, wait_ready
 
 WAIT_HELP_EPILOG = """\b
 Probe forms (one argument each; relative file paths are under --pki-dir):
@@ -68,18 +65,3 @@ def parse_probes(arguments: tuple[str, ...], pki_dir: str) -> list[ProbeSpec]:
         return [parse_probe(argument).resolved(pki_dir) for argument in arguments]
     except ProbeSyntaxError as exc:
         fail(str(exc), ExitCode.USAGE)
-
-
-@click.command("probe", hidden=True)
-@click.option("--timeout", type=Duration(minimum=0.1), default="3s", show_default=True, help="Timeout of each probe.")
-def probe_command(timeout: float) -> None:
-    """Run a batch of probe operations (JSON list on stdin) from this host; print the results as JSON.
-
-    This is how `status` probes a host over SSH: one round trip per host, and components bound
-    to 127.0.0.1 are reached from their own host.
-    """
-    try:
-        operations = [ProbeOperation(**item) for item in json.load(sys.stdin)]
-    except (ValueError, TypeError) as exc:
-        fail(f"probe batch on stdin is not a JSON list of operations: {exc}", ExitCode.USAGE)
-    emit_json(batch_document(asyncio.run(run_operations(LocalProbeRunner(), operations, timeout))))
