@@ -12,11 +12,12 @@ seconds (user + system of the compressing and of the decompressing child, from w
 two cores are shared, so wall time is noise and CPU time is what is reported) per GB of release.
 `ssh -C` is OpenSSH's zlib at level 6, run here as Python's zlib (the same C library) in a child.
 The time to move one release over a link of B bit/s, the stream pipelined (compressing, sending and
-decompressing overlap): raw S/B; compressed max(S_c/B, compress, decompress), where compress is
-CPU-s / threads (1 for -T1, this machine's cores for -T0) and decompress is single-threaded.
-Both ways the receiver (node/receive.py) reads the tar, hashes and writes every byte: measured on the
-plain stream, a floor of the time neither avoids (zstd -d runs beside it, in a process of its own). Compressing pays below the break-even link speed
-8·S / max(compress, decompress), and is never slower where both ends are quicker than that floor.
+decompressing overlap): raw max(S/B, R); compressed max(S_c/B, compress, decompress, R), where
+compress is CPU-s / threads (1 for -T1, this machine's cores for -T0), decompress is single-threaded
+and R is the receiver's own work (node/receive.py reads the tar, hashes and writes every byte;
+measured on the plain stream): a floor neither way avoids (zstd -d runs beside it, in a process of
+its own). Compressing is slower than raw above the break-even link speed 8·S / max(compress,
+decompress), and never slower where both ends are quicker than R.
 
 Run: python bench/zstd_bench.py [--repeat 2] [--levels 1,3,6]
 """
