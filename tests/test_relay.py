@@ -7,10 +7,12 @@ schedule is what is under test; bytes move in the receiver tests, through real G
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import io
 import json
 import os
+import random
 import shlex
 import subprocess
 import sys
@@ -223,11 +225,77 @@ def test_the_receiver_runs_alone_takes_part_of_a_list_and_exits_5_naming_what_it
     root = tmp_path / "root"
     part = receiver("--expect", str(expect_file), "--root", str(root), input=_tar(source, "opt/rel/version"))
     assert part.returncode == 0, part.stderr
-    assert json.loads(part.stdout) == {"placed": ["/opt/rel/version"], "refused": [], "missing": ["/opt/rel/kubelet"]}
+    assert json.loads(part.stdout) == {"placed": ["/opt/rel/version"], "refused": [], "missing": ["/opt/rel/kubelet"],
+                                       "stream": "tar"}
     (source / "opt/rel/kubelet").write_bytes(b"not the binary")
     bad = receiver("--expect", str(expect_file), "--root", str(root), input=_tar(source, "opt/rel/kubelet"))
     assert bad.returncode == 5 and "refused opt/rel/kubelet: 14 bytes where" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def _compressible_release(tmp_path: Path) -> tuple[Path, Path, dict[str, Expected]]:
+    """_release with a binary that compresses as release binaries do (repeated runs), its expected list
+    written where the receiver reads it."""
+    source, expected = _release(tmp_path)
+    data = random.Random(35).randbytes(64 << 10) * 48
+    (source / "opt/rel/kubelet").write_bytes(data)
+    expected["/opt/rel/kubelet"] = dataclasses.replace(expected["/opt/rel/kubelet"], size=len(data),
+                                                       sha256=hashlib.sha256(data).hexdigest())
+    expect_file = tmp_path / "expected.json"
+    expect_file.write_bytes(expected_document(expected))
+    return source, expect_file, expected
+
+
+def _zstd(data: bytes) -> bytes:
+    return subprocess.run(["zstd", "-1", "-T0", "-q", "-c"], input=data, capture_output=True, check=True).stdout
+
+
+def _placed_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def test_a_zstd_stream_is_decompressed_by_the_hosts_zstd_and_checked_member_by_member(tmp_path: Path) -> None:
+    source, expect_file, expected = _compressible_release(tmp_path)
+    stream = _zstd(_tar(source, "opt/rel/kubelet", "opt/rel/version"))
+    assert len(stream) < 200_000  # 3 MB of repeated runs: the receiver did get a compressed stream
+    root = tmp_path / "root"
+    result = receiver("--expect", str(expect_file), "--root", str(root), input=stream)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"placed": ["/opt/rel/kubelet", "/opt/rel/version"], "refused": [],
+                                         "missing": [], "stream": "zstd"}
+    for path, want in expected.items():
+        assert hashlib.sha256((root / path.lstrip("/")).read_bytes()).hexdigest() == want.sha256
+    # a well-formed stream of a changed file: the member's digest is checked as in a plain stream
+    (source / "opt/rel/version").write_bytes(b"v1.36.3\n")
+    changed = receiver("--expect", str(expect_file), "--root", str(tmp_path / "changed"),
+                       input=_zstd(_tar(source, "opt/rel/version")))
+    assert changed.returncode == 5 and "refused opt/rel/version: sha256 " in changed.stderr
+    assert _placed_files(tmp_path / "changed") == []
+
+
+@pytest.mark.parametrize("where", ["header", "middle", "end"])
+def test_a_corrupted_zstd_stream_is_refused_with_nothing_placed(tmp_path: Path, where: str) -> None:
+    source, expect_file, _ = _compressible_release(tmp_path)
+    stream = bytearray(_zstd(_tar(source, "opt/rel/kubelet", "opt/rel/version")))
+    stream[{"header": 5, "middle": len(stream) // 2, "end": len(stream) - 2}[where]] ^= 0x40
+    root = tmp_path / "root"
+    result = receiver("--expect", str(expect_file), "--root", str(root), input=bytes(stream))
+    assert result.returncode == 5 and "Traceback" not in result.stderr
+    said = json.loads(result.stdout)
+    assert said["stream"] == "zstd" and "refused (stream): zstd -d failed (1): " in result.stderr
+    assert "/opt/rel/kubelet" not in said["placed"]
+    assert _placed_files(root) == [f.lstrip("/") for f in said["placed"]] == [], result.stderr
+
+
+def test_a_zstd_stream_to_a_host_without_zstd_is_refused_in_one_line(tmp_path: Path) -> None:
+    source, expect_file, _ = _compressible_release(tmp_path)
+    root = tmp_path / "root"
+    result = subprocess.run([sys.executable, "-I", receiving.__file__, "--expect", str(expect_file), "--root",
+                             str(root)], input=_zstd(_tar(source, "opt/rel/version")), capture_output=True,
+                            env={"PATH": str(tmp_path / "no-programs")}, timeout=60, check=False)
+    assert result.returncode == 5
+    assert result.stderr.decode() == "refused (stream): the stream is zstd-compressed and this host has no zstd\n"
+    assert _placed_files(root) == []
 
 
 @pytest.mark.parametrize("content", ["", "[]", '{"/x": {"sha256": "ab"}}', "{"])
@@ -289,6 +357,38 @@ def test_one_host_passes_files_to_another_over_ssh_with_a_key_that_can_do_nothin
         assert not Path(RELAY_DIR).exists() or not any(Path(RELAY_DIR).iterdir())
 
 
+def test_hosts_that_both_have_zstd_relay_compressed_and_plain_when_either_lacks_it(tmp_path: Path) -> None:
+    """A real sshd plays both hosts. Both have zstd: the stream is compressed. The receiving host lacks it
+    (as the operator's probe finds): plain tar. The relaying host lacks it (its own `command -v` in the
+    relay command): plain tar. The same files are placed every time."""
+    (tmp_path / "sshd").mkdir()
+    with start_sshd(tmp_path / "sshd") as sshd:
+        authorized = tmp_path / "sshd/authorized_keys"
+        before = authorized.read_text()
+        root, expected = _release(tmp_path)
+        options = SshOptions(port=sshd.port, known_hosts=sshd.known_hosts, identity_files=(sshd.identity,))
+        addresses = {"a": "127.0.0.1", "b": "127.0.0.1"}
+
+        async def relay(zstd: str, relaying_zstd: str) -> tuple[frozenset[str], str, bool]:
+            async with SshTransport(options) as transport:
+                link = Link(transport, addresses, python=sys.executable, authorized_keys=str(authorized),
+                            root=str(root), ssh_port=sshd.port, zstd=zstd)
+                try:
+                    await link.expect("b", expected)
+                    # the relaying host's own zstd: the same host here, so a name it lacks stands for its absence
+                    sender = dataclasses.replace(link, zstd=relaying_zstd)
+                    placed = await sender.send("a", "b", frozenset(expected))
+                    return placed, link.streams["a", "b"], link.decompresses["b"]
+                finally:
+                    await link.close(["a", "b"])
+
+        absent = "zstd-not-installed"
+        assert asyncio.run(relay("zstd", "zstd")) == (frozenset(expected), "zstd", True)
+        assert asyncio.run(relay(absent, absent)) == (frozenset(expected), "tar", False)
+        assert asyncio.run(relay("zstd", absent)) == (frozenset(expected), "tar", True)
+        assert authorized.read_text() == before
+
+
 @pytest.mark.lab
 @pytest.mark.slow
 def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_hosts: LabHosts) -> None:
@@ -322,6 +422,8 @@ def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_
     targets = len(names) - 1
     assert f"release relay: {targets}/{targets} hosts done, {2 * targets} files passed on by hosts, 0 sent from here" \
         in lines, lines
+    # the lab image has no zstd (nor have many real hosts): the plain stream, nothing failed for it
+    assert f"release relay: 0/{targets} host-to-host streams zstd-compressed" in lines, lines
     for name in names:
         assert lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout == keys_before[name]
         assert lab_hosts.ssh(name, f"ls -A {RELAY_DIR}", check=False).stdout.strip() == ""
