@@ -250,11 +250,15 @@ def test_a_personal_kubeconfig_reaches_the_ha_cluster_for_its_role_until_revoked
         return subprocess.run([*inside, "kubesmith", *args, "--state-dir", str(cluster.state_dir)],
                               capture_output=True, text=True, timeout=120, check=False)
 
-    def mint(role: str) -> None:
-        result = kubesmith("kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h", "--role", role,
-                           "--out", str(config))
+    def mint(role: str, to_stdout: bool = False) -> None:
+        """To the file, or (`-o json`, no --out) to standard output, which this test then writes."""
+        where = ["-o", "json"] if to_stdout else ["--out", str(config)]
+        result = kubesmith("kubeconfig", str(cluster.spec), "--user", "alice", "--ttl", "1h", "--role", role, *where)
         assert result.returncode == 0, result.stderr
         assert f"kubeconfig for alice ({role}, group kubesmith:user:alice)" in result.stderr
+        if to_stdout:
+            assert result.stderr.rstrip().endswith(": standard output"), result.stderr
+            config.write_text(json.dumps(json.loads(result.stdout)))
 
     def as_alice(*args: str) -> subprocess.CompletedProcess[str]:
         return cluster.kubectl(config, *args)
@@ -270,7 +274,7 @@ def test_a_personal_kubeconfig_reaches_the_ha_cluster_for_its_role_until_revoked
     assert any(json.loads(line)["user"]["username"] == "alice" and json.loads(line)["verb"] == "create"
                for line in audit.splitlines() if '"alice"' in line)
     try:
-        mint("view")
+        mint("view", to_stdout=True)
         poll(lambda: as_alice("get", "deployment", "alices-ha-app").returncode == 0, 30, "view to allow reading")
         refused = as_alice("delete", "deployment", "alices-ha-app")
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr

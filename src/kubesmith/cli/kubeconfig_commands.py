@@ -111,10 +111,11 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, out_file: st
     elif out_file:
         write_kubeconfig(Path(out_file), grant.kubeconfig, as_json=output == "json")
         destination = out_file
-    elif output == "json":
-        emit_json(grant.kubeconfig)
     else:
-        sys.stdout.write(yaml.safe_dump(grant.kubeconfig, sort_keys=False))
+        if output == "json":
+            emit_json(grant.kubeconfig)
+        else:
+            sys.stdout.write(yaml.safe_dump(grant.kubeconfig, sort_keys=False))
         destination = "standard output"
     click.echo(f"kubeconfig for {name} ({role}, group kubesmith:user:{name}) at {grant.server}, valid until "
                f"{expires}: {destination}", err=True)
