@@ -40,13 +40,32 @@ class Credentials:
         """The first cluster and user of a self-contained kubeconfig (as kubesmith writes them)."""
         try:
             document = yaml.safe_load(path.read_text())
-            cluster, user = document["clusters"][0]["cluster"], document["users"][0]["user"]
-            return cls(cluster["server"], base64.b64decode(cluster["certificate-authority-data"]),
-                       base64.b64decode(user["client-certificate-data"]), base64.b64decode(user["client-key-data"]))
         except OSError as exc:
             raise ApiError(f"{path}: {exc.strerror or exc}") from None
-        except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ApiError(f"{path}: not a kubeconfig with embedded credentials ({exc})") from None
+        except (yaml.YAMLError, ValueError) as exc:
+            raise ApiError(f"{path}: not a kubeconfig with embedded credentials (not YAML: {exc})") from None
+        fields = [_kubeconfig_field(path, document, section, field) for section, field in (
+            ("clusters", "server"), ("clusters", "certificate-authority-data"), ("users", "client-certificate-data"),
+            ("users", "client-key-data"))]
+        try:
+            return cls(fields[0], *(base64.b64decode(text) for text in fields[1:]))
+        except ValueError:
+            raise ApiError(f"{path}: not a kubeconfig with embedded credentials (its certificate or key data "
+                           "is not base64)") from None
+
+
+def _kubeconfig_field(path: Path, document: object, section: str, field: str) -> str:
+    """`clusters[0].cluster.server` and its kin, or an error naming the first one missing."""
+    entry = section.removesuffix("s")
+    value: object = document
+    for step in (section, 0, entry, field):
+        if isinstance(step, int):
+            value = value[0] if isinstance(value, list) and value else None
+        else:
+            value = value.get(step) if isinstance(value, dict) else None
+    if not isinstance(value, str) or not value:
+        raise ApiError(f"{path}: not a kubeconfig with embedded credentials (no {section}[0].{entry}.{field})")
+    return value
 
 
 def tls_context(credentials: Credentials) -> ssl.SSLContext:
