@@ -3,6 +3,7 @@ with -q. The view is fed the same lines a log gets; here it is drawn on a real p
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pty
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from kubesmith.backends.tally import FLEET_HOSTS, Tally
 from kubesmith.cli import cli
 from kubesmith.cli.progress import CLUSTER, Board, chosen_mode
 
@@ -43,6 +45,57 @@ def test_lines_go_to_their_host_and_the_rest_to_the_cluster_row() -> None:
     rows = [line for line in text.splitlines() if re.match(r"\s*(h\d|cluster)\b", line)]
     assert [row.split()[0] for row in rows] == ["h1", "h2", "cluster"]  # hosts in order, the cluster last
     assert re.search(r"h1\s+5s\s+starting kubernetes.target", text), text
+
+
+async def run_phase(tally: Tally, hosts: int, early: int, fail: int = 0, pause: float = 0.0) -> None:
+    """`hosts` hosts begin at once; `early` of them end at once, the rest (`fail` of them by raising)
+    after `pause` seconds."""
+    gate = asyncio.Event()
+
+    async def host(index: int) -> None:
+        with tally.working():
+            if index >= early:
+                await gate.wait()
+                if index < early + fail:
+                    raise RuntimeError("refused")
+
+    tasks = [asyncio.ensure_future(host(index)) for index in range(hosts)]
+    await asyncio.sleep(pause)
+    gate.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tally.close()
+
+
+def test_a_phase_on_many_hosts_says_one_summary_line_at_most_every_interval_and_one_at_its_end() -> None:
+    """20 hosts, 5 done at once: that waits for the pace (1 s here), then says 5/20 with 15 at work;
+    the end comes at once, whatever the pace. Nothing per host."""
+    said: list[str] = []
+    asyncio.run(run_phase(Tally("upload", 20, said.append, every=1.0), hosts=20, early=5, fail=2, pause=1.5))
+    assert said == ["upload 5/20 hosts, 15 at work", "upload 18/20 hosts, 2 failed"]
+    said.clear()
+    asyncio.run(run_phase(Tally("inspect", 20, said.append, every=1.0), hosts=20, early=20))
+    assert said == ["inspect 20/20 hosts"]  # a quick phase: its end only
+    said.clear()
+    asyncio.run(run_phase(Tally("wait kubernetes.target", 20, said.append, final=False), hosts=20, early=20))
+    assert said == []  # the caller says the end in its own words ("kubernetes.target active on 20 hosts")
+
+
+def test_a_phase_on_few_hosts_says_nothing_of_its_own() -> None:
+    """Up to FLEET_HOSTS hosts, apply's per-host lines are as they were: no summary beside them."""
+    said: list[str] = []
+    asyncio.run(run_phase(Tally("upload", FLEET_HOSTS, said.append, every=0.0), hosts=FLEET_HOSTS, early=3,
+                          pause=0.1))
+    assert said == []
+
+
+def test_summary_lines_go_to_the_cluster_row_not_to_a_host_row() -> None:
+    """The live view takes `word: ...` for a host's row: no fleet line begins that way."""
+    board = Board(started=0.0)
+    for line in ("inspect 37/100 hosts, 8 at work", "upload 100/100 hosts", "uploading 4400 files to 100 hosts",
+                 "starting kubernetes.target on 100 hosts", "wait kubernetes.target 37/100 hosts, 63 at work",
+                 "kubernetes.target active on 100 hosts"):
+        board.feed(line, 1.0)
+        assert list(board.rows) == [CLUSTER] and board.rows[CLUSTER].step == line
 
 
 def test_auto_is_lines_when_stderr_is_not_a_terminal() -> None:

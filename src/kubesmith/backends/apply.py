@@ -13,6 +13,12 @@ Steps, each parallel across hosts:
    rest), each `systemctl start` blocking until the target's readiness units pass;
 5. record the applied manifest on the host — last, so an interrupted apply is simply redone.
 
+The heavy per-host phases (inspect, the change of files and units, record; and looking at each
+host before) work on at most `SshOptions.max_parallel_hosts` hosts at once (`bounded_phase`); the
+start and wait phases are not bounded, since a host's start waits for other hosts (etcd's quorum,
+the API servers): with fewer slots than hosts, the hosts holding them would wait forever for the
+others. With many hosts, each phase says how far it is in one line (`tally`), not a line per host.
+
 A no-op re-apply uploads nothing and restarts nothing. Every phase ends on every host before
 the next begins (`phases.settled`): when one host fails, the others finish the phase they are
 in and no host starts anything, and the error names the host, the phase and the cause.
@@ -26,9 +32,10 @@ import datetime as dt
 import json
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
@@ -39,6 +46,7 @@ from kubesmith.backends.phases import PausePoint, Phases, StepError, settled
 from kubesmith.backends.render import Shipped, bundles, shipped_binaries
 from kubesmith.backends.renewed import RENEWABLE_SOURCES, is_renewal
 from kubesmith.backends.systemd import SYSUSERS_FILE, UnitOptions, for_release, service_unit_names
+from kubesmith.backends.tally import FLEET_HOSTS, Tally
 from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
@@ -57,6 +65,8 @@ HASH_CACHE = "/var/lib/kubesmith/hashes.json"  # inspect reads a file again only
 START_ORDER = ("kube-ca-online.target", "etcd-online.target", "kube-apiserver-online.target",
                "node-online.target", "kubernetes.target")
 Progress = Callable[[str], None]
+T = TypeVar("T")
+I = TypeVar("I")
 
 
 class ApplyError(StepError):
@@ -365,15 +375,25 @@ async def _start_target_everywhere(transport: SshTransport, hosts: Sequence[Host
         return
     clock = asyncio.get_running_loop().time
     short = target.removesuffix(".target")
-    progress(f"starting {target} on {', '.join(s.plan.name for s in hosts)}")
+    many = len(hosts) > FLEET_HOSTS
+    progress(f"starting {target} on {f'{len(hosts)} hosts' if many else ', '.join(s.plan.name for s in hosts)}")
     mark = clock()
     await settled(phases, hosts, lambda state: phases.run(
         state.plan.name, f"start-{short}", _must(transport, state, f"systemctl start --no-block {target}")),
                   parallel)
     timings["start"] = timings.get("start", 0.0) + clock() - mark
     mark = clock()
-    await settled(phases, hosts, lambda state: phases.run(
-        state.plan.name, f"wait-{short}", _start_target(transport, state, target, deadline)), parallel)
+    # not bounded: each host's start waits for others (etcd's quorum, the API servers)
+    tally = Tally(f"wait {target}", len(hosts), progress, final=False)  # the line below ends it
+
+    async def wait(state: HostState) -> None:
+        with tally.working():
+            await phases.run(state.plan.name, f"wait-{short}", _start_target(transport, state, target, deadline))
+
+    try:
+        await settled(phases, hosts, wait, parallel)
+    finally:
+        tally.close()
     timings["wait"] = timings.get("wait", 0.0) + clock() - mark
     progress(f"{target} active on {len(hosts)} host{'s' if len(hosts) != 1 else ''}")
 
@@ -425,11 +445,29 @@ async def record(transport: SshTransport, state: HostState, cluster: str) -> Non
 
 async def inspect_all(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
                       bundle: runtime_bundle.RuntimeBundle, parallel: bool = True,
-                      phases: Phases | None = None, unseen: Mapping[str, Sequence[str]] | None = None) -> list[HostState]:
+                      phases: Phases | None = None, unseen: Mapping[str, Sequence[str]] | None = None,
+                      progress: Progress = lambda _: None) -> list[HostState]:
     hosts = [host for host in plan.hosts if host.name in files]
     phases = phases or Phases(tuple(h.name for h in hosts))
-    return await settled(phases, hosts, lambda h: phases.run(h.name, "inspect", inspect_host(
-        transport, h, files[h.name], bundle, (unseen or {}).get(h.name, ()))), parallel)
+    return await bounded_phase(transport, phases, hosts, lambda h: h.name, lambda h: phases.run(
+        h.name, "inspect", inspect_host(transport, h, files[h.name], bundle, (unseen or {}).get(h.name, ()))),
+                               Tally("inspect", len(hosts), progress), parallel)
+
+
+async def bounded_phase(transport: SshTransport, phases: Phases, items: Sequence[I], name: Callable[[I], str],
+                        work: Callable[[I], Awaitable[T]], tally: Tally, parallel: bool = True) -> list[T]:
+    """`settled`, with each host's work holding one of the transport's host slots (`SshTransport.bounded`,
+    `max_parallel_hosts`) and counted in the phase's `tally`. Only for work that waits for no other host:
+    a host holding a slot while it waits for one without would never be done."""
+    async def one(item: I) -> T:
+        async with transport.bounded(name(item)):
+            with tally.working():
+                return await work(item)
+
+    try:
+        return await settled(phases, items, one, parallel)
+    finally:
+        tally.close()
 
 
 async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[AnyHostFile]],
@@ -445,7 +483,7 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     clock = asyncio.get_running_loop().time
     started = clock()
     phases = Phases(tuple(host.name for host in plan.hosts if host.name in files), pause)
-    states = await inspect_all(transport, plan, files, bundle, parallel, phases)
+    states = await inspect_all(transport, plan, files, bundle, parallel, phases, progress=progress)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
     if relay_fanout:
@@ -457,11 +495,10 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     at_once = [state for state in states if state not in rolling]
     changing = [state for state in at_once if not state.changes.empty]
     _announce_uploads(changing, progress)
-    await settled(phases, changing, lambda state: change_host(transport, state, bundle, phases), parallel)
+    await _change_hosts(transport, changing, bundle, phases, progress, parallel)
     report.timings["upload"] = clock() - mark
     await start_in_order(transport, at_once, progress, deadline, report.timings, parallel, phases, membership)
-    await settled(phases, changing, lambda state: phases.run(state.plan.name, "record",
-                                                             record(transport, state, plan.cluster)), parallel)
+    await _record_hosts(transport, changing, plan.cluster, phases, progress, parallel)
     phases.done.update(state.plan.name for state in at_once)
     by_name = {state.plan.name: state for state in rolling}
     for wave in rollout.waves([state.plan for state in rolling], max_unavailable):
@@ -516,7 +553,19 @@ async def _relay(transport: SshTransport, states: list[HostState], fanout: int, 
     return [dataclasses.replace(state, relayed=placed.get(state.plan.name, frozenset())) for state in states]
 
 
-FLEET_HOSTS = 8  # more hosts than this in one step: one summary line, not a line per host
+async def _change_hosts(transport: SshTransport, states: Sequence[HostState], bundle: runtime_bundle.RuntimeBundle,
+                        phases: Phases, progress: Progress, parallel: bool = True) -> None:
+    """Every host's files and units, at most `max_parallel_hosts` hosts at once (nothing here waits for
+    another host)."""
+    await bounded_phase(transport, phases, states, lambda state: state.plan.name,
+                        lambda state: change_host(transport, state, bundle, phases), Tally("upload", len(states),
+                                                                                          progress), parallel)
+
+
+async def _record_hosts(transport: SshTransport, states: Sequence[HostState], cluster: str, phases: Phases,
+                        progress: Progress, parallel: bool = True) -> None:
+    await bounded_phase(transport, phases, states, lambda state: state.plan.name, lambda state: phases.run(
+        state.plan.name, "record", record(transport, state, cluster)), Tally("record", len(states), progress), parallel)
 
 
 def _announce_uploads(states: Sequence[HostState], progress: Progress) -> None:
@@ -555,7 +604,7 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
         await settled(phases, nodes, lambda state: phases.run(state.plan.name, "drain", upgrade.drain_node(
             transport, via, state.plan.name)))
     _announce_uploads(wave, progress)
-    await settled(phases, wave, lambda state: change_host(transport, state, bundle, phases))
+    await _change_hosts(transport, wave, bundle, phases, progress)
     trials = {state.plan.name: rollout.on_trial(state.plan, state.changes.restart) for state in wave}
     tried = [state for state in wave if trials[state.plan.name]]
     if tried:
@@ -572,7 +621,7 @@ async def _roll_wave(transport: SshTransport, wave: Sequence[HostState], bundle:
     members = [state for state in wave if "etcd" in state.changes.restart]
     await settled(phases, members, lambda state: phases.run(state.plan.name, "etcd-health",
                                                             _etcd_healthy(transport, state, progress)))
-    await settled(phases, wave, lambda state: phases.run(state.plan.name, "record", record(transport, state, cluster)))
+    await _record_hosts(transport, wave, cluster, phases, progress)
     if via is not None and nodes:
         await settled(phases, nodes, lambda state: phases.run(state.plan.name, "uncordon", upgrade.uncordon_node(
             transport, via, state.plan.name)))
@@ -662,7 +711,7 @@ class ApplySession:
             verdict = upgrade.verdict_of(await self.versions(transport), plan.kubernetes_version, self.hosts)
             files, bundle = self.desired(plan)
             unseen = {name: self.binaries.unseen(plan, name) for name in self.hosts}
-            return await inspect_all(transport, plan, files, bundle, unseen=unseen), gone, verdict
+            return await inspect_all(transport, plan, files, bundle, unseen=unseen, progress=notify), gone, verdict
 
     async def forget_wiped(self, transport: SshTransport, record: dict[str, Bootstrap], progress: Progress) -> None:
         """Members whose etcd data is gone are planned as joining again (`etcd_members.wiped`)."""
@@ -734,7 +783,8 @@ async def observed_plan(transport: SshTransport, cluster: Cluster, registry: Ver
     command = preflight.observation_for(cluster)
 
     async def observe(name: str) -> tuple[str, HostEnvironment]:
-        result = await transport.run(addresses[name], command)
+        async with transport.bounded(name):
+            result = await transport.run(addresses[name], command)
         if not result.ok:
             raise ApplyError(f"{name}: looking at the host failed ({result.exit_status}): "
                              f"{result.stderr.strip()[-300:]}")

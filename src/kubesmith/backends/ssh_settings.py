@@ -28,6 +28,7 @@ def ssh_options(cluster: Cluster, config_file: str | None = None, known_hosts: s
         known_hosts=Path(known) if known else None,
         identity_files=(Path(key),) if key else (),
         connect_retry_for=spec.connect_retry_seconds,
+        max_parallel_hosts=spec.max_parallel_hosts,
     )
     return options, source
 

@@ -101,6 +101,14 @@ class Ssh(StrictModel):
         "kubesmith's runtime) on to this many others at once, over SSH with a key made for the apply, so it leaves "
         "this machine once rather than once per host; every file is checked against its sha256 before it is "
         "placed (docs/fleet.md). 0 (the default for now): every host gets it from this machine.")
+    max_parallel_hosts: int = Field(
+        default=256, ge=1, le=1000, description="The most hosts this machine works on at once in the heavy "
+        "per-host steps of apply and plan: connecting (at most 16 attempts at once in any case), looking at and "
+        "inspecting a host (hashing its files), uploading, unpacking, enabling units and recording the manifest; "
+        "the other hosts wait their turn (the default, 256, is every host of most clusters at once). Starting "
+        "and waiting for targets, trials, drains and etcd joins are not bounded: a host's start waits for others "
+        "(etcd quorum, API servers), which a bound smaller than the cluster would deadlock. Lower it when this "
+        "machine's CPU, memory or link is the limit; not sshd's MaxSessions (channels per connection).")
 
 
 class Rollout(StrictModel):

@@ -27,7 +27,8 @@ import shlex
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,7 +102,8 @@ class SshOptions:
     connect_timeout: float = 10.0
     connect_attempts: int = 8
     connect_retry_for: float = 30.0  # seconds: a host that reboots refuses connections while it boots
-    parallelism: int = 16
+    parallelism: int = 16  # connection attempts at once (never more than max_parallel_hosts)
+    max_parallel_hosts: int = 256  # hosts worked on at once where a caller asks for it (`SshTransport.bounded`)
 
     def known_hosts_file(self) -> Path:
         return self.known_hosts or Path.home() / ".ssh" / "known_hosts"
@@ -150,11 +152,14 @@ class SshTransport:
 
     options: SshOptions
     _attempts: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = field(default_factory=dict)  # opened or opening
-    _slots: asyncio.Semaphore | None = None
+    _slots: asyncio.Semaphore | None = None  # connection attempts
+    _hosts: asyncio.Semaphore | None = None  # hosts in a `bounded` step
+    _holding: dict[str, int] = field(default_factory=dict)  # host: its `bounded` steps in progress
     _proxies: list[subprocess.Popen[bytes]] = field(default_factory=list)  # ProxyCommand children, reaped on close
 
     async def __aenter__(self) -> SshTransport:
-        self._slots = asyncio.Semaphore(self.options.parallelism)
+        self._slots = asyncio.Semaphore(min(self.options.parallelism, self.options.max_parallel_hosts))
+        self._hosts = asyncio.Semaphore(self.options.max_parallel_hosts)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -193,6 +198,27 @@ class SshTransport:
             raise unexpected[0]  # a bug, not a host: as it is
         if failures:
             raise HostsUnreachable(failures, len(hosts), self.options.connect_deadline)  # type: ignore[arg-type]
+
+    @asynccontextmanager
+    async def bounded(self, host: str) -> AsyncIterator[None]:
+        """Hold one of `max_parallel_hosts` slots for `host` while a heavy step works on it (inspect,
+        upload), so this machine's CPU, memory and link serve a bounded number of hosts at once. A host
+        already holding one enters again at once (a step inside a step never waits for itself). Never
+        around anything that waits for another host (a start that needs etcd's quorum): with fewer
+        slots than hosts, the hosts holding them would wait for hosts that never get one."""
+        assert self._hosts is not None, "use SshTransport as an async context manager"
+        if not self._holding.get(host):
+            await self._hosts.acquire()
+            if self._holding.get(host):  # another step of the host got a slot meanwhile: one is enough
+                self._hosts.release()
+        self._holding[host] = self._holding.get(host, 0) + 1
+        try:
+            yield
+        finally:
+            self._holding[host] -= 1
+            if not self._holding[host]:  # the host's last step ended: its slot goes to a waiting host
+                del self._holding[host]
+                self._hosts.release()
 
     async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
                   timeout: float | None = 120.0) -> CommandResult:
