@@ -41,6 +41,12 @@ MARKS = """\
 # the key's forced command: marks around the command the client asked for
 where=$(echo "$SSH_CONNECTION" | cut -d' ' -f3)
 echo "start $where $$" >> {log}
+# a barrier, so that concurrency shows whatever this machine's speed: wait (30 s at most) until as many
+# hosts as the test wants have begun a command
+for _ in $(seq 300); do
+    [ "$(grep '^start' {log} | cut -d' ' -f2 | sort -u | wc -l)" -ge "$(cat {wanted})" ] && break
+    sleep 0.1
+done
 sleep {slow}
 PATH={bin}:$PATH bash -c "$SSH_ORIGINAL_COMMAND"
 status=$?
@@ -73,7 +79,8 @@ def fleet_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     (work / "bin").mkdir()
     (work / "barrier").mkdir()
     marks = work / "marks"
-    marks.write_text(MARKS.format(bin=work / "bin", log=work / "log", slow=SLOW))
+    marks.write_text(MARKS.format(bin=work / "bin", log=work / "log", slow=SLOW, wanted=work / "wanted"))
+    (work / "wanted").write_text("1")
     marks.chmod(0o755)
     systemctl = work / "bin" / "systemctl"
     systemctl.write_text(SYSTEMCTL.format(barrier=work / "barrier", hosts=HOSTS))
@@ -136,15 +143,20 @@ async def look_and_inspect(options: SshOptions, cluster: Cluster, said: list[str
 def test_looking_at_and_inspecting_hosts_works_on_at_most_max_parallel_hosts_at_once(
         fleet_sshd: tuple[LocalSshd, Path], bound: int) -> None:
     """With 3, never more than 3 hosts have a command running, and 3 do at some moment; with 10, more
-    than 3 do (how many depends on how fast this machine starts the sessions' shells): the bound, not
-    the transport or the sshd, is what keeps the others waiting."""
+    than 3 do: the bound, not the transport or the sshd, is what keeps the others waiting. Each host's
+    first command waits until min(bound, 4) hosts have begun one (the marks' barrier), so a transport
+    that worked on fewer hosts at once would show it, however fast this machine is."""
     sshd, work = fleet_sshd
     (work / "log").write_text("")
+    (work / "wanted").write_text(str(min(bound, 4)))
     said: list[str] = []
     cluster = fleet_cluster(bound, sshd.port)
     options = fleet_options(sshd, work, cluster)
     assert options.max_parallel_hosts == bound
-    asyncio.run(look_and_inspect(options, cluster, said))
+    try:
+        asyncio.run(look_and_inspect(options, cluster, said))
+    finally:
+        (work / "wanted").write_text("1")
     log = (work / "log").read_text()
     assert log.count("start ") == log.count("end ") == HOSTS * 6  # observe, and inspect's five commands per host
     most = most_hosts_at_once(log)
