@@ -384,12 +384,15 @@ def _lacking(hashes: dict[str, dict[str, str | None]], files: list[HostFile]) ->
 @pytest.mark.slow
 def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_the_next_relay_converges(
         lab_hosts: LabHosts) -> None:
-    """h1 seeds h2 (fanout 1); h2, relaying to another host, has its tar frozen mid-file and reboots.
-    Its target gets the files from another host, never a half file; the failure and the key line
-    the rebooted h2 keeps are reported, not raised (the relay's placements stand). The next relay of
-    the same release has nothing to do; a later relay to h2 removes the stale key line."""
+    """h1 seeds the first target (fanout 1), which then relays: its tar is frozen mid-file and it
+    reboots. Its target gets the files from another host, never a half file; the failure and the key
+    line the rebooted host keeps are reported, not raised (the relay's placements stand). The next
+    relay of the same release has nothing to do; a later relay to that host removes the stale line.
+    The relay is h4, a node only (of examples/lab.yaml's cluster, when one runs, none of its etcd and
+    API servers): the modules after this one find the shared cluster as they left it."""
     names = lab_hosts.names
-    seed, relay = names[0], names[1]
+    seed, relay = names[0], names[-1]
+    targets = [relay, *names[1:-1]]  # the schedule serves targets in this order: the relay first
     files = [HostFile(f"{FAULT_DIR}/part-{i}", 0o755, "root", "root", os.urandom(40 << 20)) for i in (1, 2)]
     later = HostFile(f"{FAULT_DIR}/later", 0o644, "root", "root", os.urandom(4096))
     paths = frozenset(f.path for f in files)
@@ -409,7 +412,7 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
     async def faulted() -> tuple[dict[str, frozenset[str]], tuple[str, int, str]]:
         async with RebootsTheRelay(options, lab_hosts, relay) as transport:
             await transport.upload(addresses[seed], files)
-            placed = await relay_release(transport, dict.fromkeys(names[1:], files), {seed: files}, addresses, 1,
+            placed = await relay_release(transport, dict.fromkeys(targets, files), {seed: files}, addresses, 1,
                                          first.append)
             assert transport.fault is not None, f"{relay} never relayed: {first}"
             return placed, await transport.fault
@@ -430,7 +433,7 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
         assert target not in (seed, relay) and STOP_AFTER <= read < sum(len(f.data) for f in files)
         assert temp.startswith(".part-1") and TEMP_MARKER in temp  # the stream stopped in the first file
         # every target holds both files, the rebooted relay too (it had them before it relayed)
-        assert placed == dict.fromkeys(names[1:], paths), first
+        assert placed == dict.fromkeys(targets, paths), first
         after_fault = asyncio.run(hashes(paths))
         assert _lacking(after_fault, files) == {name: [] for name in names}, after_fault
         # served by hosts (the seed or a host it served), never the operator: holders stayed live
@@ -452,8 +455,8 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
                                  second)) == {}
         assert second == [] and keys_and_relay_dirs() == keys
         # a later relay to the rebooted host (a file h1 holds) removes the stale line first
-        assert asyncio.run(again({name: [later] for name in names[1:]}, {seed: [later]}, third, [later])) \
-            == dict.fromkeys(names[1:], frozenset({later.path})), third
+        assert asyncio.run(again({name: [later] for name in targets}, {seed: [later]}, third, [later])) \
+            == dict.fromkeys(targets, frozenset({later.path})), third
         assert keys_and_relay_dirs() == {name: (keys_before[name], "") for name in names}
         # the release files stay as hashed above: only the later file is new
         assert asyncio.run(hashes(frozenset({later.path}))) == {name: {later.path: later.sha256} for name in names}
