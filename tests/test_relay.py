@@ -392,8 +392,8 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
     reboots. Its target gets the files from another host, never a half file; the failure and the key
     line the rebooted host keeps are reported, not raised (the relay's placements stand). The next
     relay of the same release has nothing to do; a later relay to that host removes the stale line.
-    The relay is h4, a node only (of examples/lab.yaml's cluster, when one runs, none of its etcd and
-    API servers): the modules after this one find the shared cluster as they left it."""
+    The relay is h4, a node only: when the shared cluster runs, the reboot restarts none of its etcd
+    and API servers, and the modules after this one find it as they left it."""
     names = lab_hosts.names
     seed, relay = names[0], names[-1]
     targets = [relay, *names[1:-1]]  # the schedule serves targets in this order: the relay first
@@ -443,7 +443,8 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
         after_fault = asyncio.run(hashes(paths))
         assert _lacking(after_fault, files) == {name: [] for name in names}, after_fault
         # served by hosts (the seed or a host it served), never the operator: holders stayed live
-        assert "release relay: 3/3 hosts done, 6 files passed on by hosts, 0 sent from here" in first, first
+        done = f"release relay: {len(targets)}/{len(targets)} hosts done, {len(files) * len(targets)} files passed"
+        assert f"{done} on by hosts, 0 sent from here" in first, first
         assert any(line.startswith(f"release relay: {relay} -> {target} failed") for line in first), first
         assert any(line.startswith(f"release relay: {relay}: the relay key stays") for line in first), first
         # no half file: the frozen stream's temp file went with the stream
@@ -468,5 +469,5 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
         assert asyncio.run(hashes(frozenset({later.path}))) == {name: {later.path: later.sha256} for name in names}
     finally:
         for name in names:
-            lab_hosts.exec(name, ["rm", "-rf", FAULT_DIR])
-            lab_hosts.exec(name, "cat > /root/.ssh/authorized_keys", input=keys_before[name])
+            lab_hosts.exec(name, ["rm", "-rf", FAULT_DIR], check=False)
+            lab_hosts.exec(name, "cat > /root/.ssh/authorized_keys", input=keys_before[name], check=False)
