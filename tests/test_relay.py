@@ -16,10 +16,13 @@ import random
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from lab_fixture import LabHosts
+from polling import poll
 from sshd_fixture import start_sshd
 
 from kubesmith import fsutil, layout
@@ -427,3 +430,146 @@ def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_
     for name in names:
         assert lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout == keys_before[name]
         assert lab_hosts.ssh(name, f"ls -A {RELAY_DIR}", check=False).stdout.strip() == ""
+
+
+FAULT_DIR = f"{layout.RELEASES}/relay-fault"
+STOP_AFTER = 8 << 20  # bytes the relaying tar has read when it is frozen: well into the first file
+
+
+class RebootsTheRelay(SshTransport):
+    """The real transport, and the fault: when `relay` starts its `tar | ssh` to another host, a thread
+    freezes that tar once bytes flow (the receiver holds a half-written temp file) and reboots `relay`."""
+
+    def __init__(self, options: SshOptions, lab: LabHosts, relay: str) -> None:
+        super().__init__(options)
+        self.lab, self.relay = lab, relay
+        self.fault: asyncio.Future[tuple[str, int, str]] | None = None  # (target, bytes read, temp file seen)
+
+    async def run(self, host: str, command: str | Sequence[str], input: str | None = None,
+                  timeout: float | None = 120.0) -> ssh.CommandResult:
+        sending = isinstance(command, str) and command.startswith("tar ")
+        if self.fault is None and sending and host == self.lab.address(self.relay):
+            assert isinstance(command, str)
+            address = command.rsplit("@", 1)[1]
+            target = next(name for name in self.lab.names if self.lab.address(name) == address)
+            running = asyncio.ensure_future(super().run(host, command, input, timeout))
+            self.fault = asyncio.ensure_future(asyncio.to_thread(self._reboot_mid_send, target))
+            return await running
+        return await super().run(host, command, input, timeout)
+
+    def _reboot_mid_send(self, target: str) -> tuple[str, int, str]:
+        """Freeze the relay's tar mid-file, see the target's temp file, reboot the relay."""
+        find = ("for pid in $(pgrep -x tar); do grep -q relay-fault /proc/$pid/cmdline && "
+                "echo $pid $(sed -n 's/^rchar: //p' /proc/$pid/io); done")
+        end = time.monotonic() + 60
+        while True:  # polls fast on purpose: the tar reads the files in a second or two
+            found = self.lab.exec(self.relay, find, check=False).stdout.split()
+            if len(found) == 2 and int(found[1]) >= STOP_AFTER:
+                break
+            assert time.monotonic() < end, f"{self.relay}'s relaying tar never read {STOP_AFTER} bytes"
+            time.sleep(0.02)
+        pid = found[0]
+        self.lab.exec(self.relay, ["kill", "-STOP", pid])
+        try:
+            read = int(self.lab.exec(self.relay, ["sed", "-n", "s/^rchar: //p", f"/proc/{pid}/io"]).stdout)
+            temp = poll(lambda: next((name for name in self.lab.exec(target, ["ls", "-A", FAULT_DIR]).stdout.split()
+                                      if TEMP_MARKER in name), None), 30, f"a temp file of the relay on {target}",
+                        interval=0.05)
+        except BaseException:  # no reboot then: a frozen tar would hold the relay for SEND_TIMEOUT
+            self.lab.exec(self.relay, ["kill", "-CONT", pid], check=False)
+            raise
+        self.lab.reboot(self.relay)
+        return target, read, temp
+
+
+def _lacking(hashes: dict[str, dict[str, str | None]], files: list[HostFile]) -> dict[str, list[HostFile]]:
+    return {name: [f for f in files if held.get(f.path) != f.sha256] for name, held in hashes.items()}
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_the_next_relay_converges(
+        lab_hosts: LabHosts) -> None:
+    """h1 seeds the first target (fanout 1), which then relays: its tar is frozen mid-file and it
+    reboots. Its target gets the files from another host, never a half file; the failure and the key
+    line the rebooted host keeps are reported, not raised (the relay's placements stand). The next
+    relay of the same release has nothing to do; a later relay to that host removes the stale line.
+    The relay is h4, a node only: when the shared cluster runs, the reboot restarts none of its etcd
+    and API servers, and the modules after this one find it as they left it."""
+    names = lab_hosts.names
+    seed, relay = names[0], names[-1]
+    targets = [relay, *names[1:-1]]  # the schedule serves targets in this order: the relay first
+    files = [HostFile(f"{FAULT_DIR}/part-{i}", 0o755, "root", "root", os.urandom(40 << 20)) for i in (1, 2)]
+    later = HostFile(f"{FAULT_DIR}/later", 0o644, "root", "root", os.urandom(4096))
+    paths = frozenset(f.path for f in files)
+    options = SshOptions(config_file=lab_hosts.ssh_config, known_hosts=lab_hosts.config.known_hosts,
+                         identity_files=(lab_hosts.config.client_key,))
+    addresses = {name: lab_hosts.address(name) for name in names}
+    keys_before = {name: lab_hosts.ssh(name, "cat /root/.ssh/authorized_keys").stdout for name in names}
+    first: list[str] = []
+    second: list[str] = []
+    third: list[str] = []
+
+    def keys_and_relay_dirs() -> dict[str, tuple[str, str]]:
+        """Each host's authorized_keys and what its relay directory holds, one nsenter each."""
+        said = {name: lab_hosts.exec(name, f"cat /root/.ssh/authorized_keys; echo '{RELAY_DIR}:'; "
+                                           f"ls -A {RELAY_DIR} 2>/dev/null; true").stdout for name in names}
+        return {name: (keys, left.strip()) for name, (keys, _, left) in
+                ((name, text.rpartition(f"{RELAY_DIR}:\n")) for name, text in said.items())}
+
+    async def faulted() -> tuple[dict[str, frozenset[str]], tuple[str, int, str]]:
+        async with RebootsTheRelay(options, lab_hosts, relay) as transport:
+            await transport.upload(addresses[seed], files)
+            placed = await relay_release(transport, dict.fromkeys(targets, files), {seed: files}, addresses, 1,
+                                         first.append)
+            assert transport.fault is not None, f"{relay} never relayed: {first}"
+            return placed, await transport.fault
+
+    async def again(wanted: dict[str, list[HostFile]], held: dict[str, list[HostFile]], lines: list[str],
+                    seeded: Sequence[HostFile] = ()) -> dict[str, frozenset[str]]:
+        """A later apply's relay step, on its own connections (`seeded`: what it first uploads to h1)."""
+        async with SshTransport(options) as transport:
+            await transport.upload(addresses[seed], seeded)
+            return await relay_release(transport, wanted, held, addresses, 1, lines.append)
+
+    async def hashes(of: frozenset[str]) -> dict[str, dict[str, str | None]]:
+        async with SshTransport(options) as transport:
+            return {name: await transport.hashes(addresses[name], sorted(of)) for name in names}
+
+    try:
+        placed, (target, read, temp) = asyncio.run(faulted())
+        assert target not in (seed, relay) and STOP_AFTER <= read < sum(len(f.data) for f in files)
+        assert temp.startswith(".part-1") and TEMP_MARKER in temp  # the stream stopped in the first file
+        # every target holds both files, the rebooted relay too (it had them before it relayed)
+        assert placed == dict.fromkeys(targets, paths), first
+        after_fault = asyncio.run(hashes(paths))
+        assert _lacking(after_fault, files) == {name: [] for name in names}, after_fault
+        # served by hosts (the seed or a host it served), never the operator: holders stayed live
+        done = f"release relay: {len(targets)}/{len(targets)} hosts done, {len(files) * len(targets)} files passed"
+        assert f"{done} on by hosts, 0 sent from here" in first, first
+        assert any(line.startswith(f"release relay: {relay} -> {target} failed") for line in first), first
+        assert any(line.startswith(f"release relay: {relay}: the relay key stays") for line in first), first
+        # no half file: the frozen stream's temp file went with the stream
+        for name in names:
+            assert lab_hosts.exec(name, ["ls", "-A", FAULT_DIR]).stdout.split() == ["part-1", "part-2"], name
+        # the rebooted relay keeps its key line (authorized_keys is on disk), its relay files went with /run
+        keys = keys_and_relay_dirs()
+        stale = keys[relay][0].removeprefix(keys_before[relay])
+        assert stale.startswith("restrict,command=") and f" {KEY_MARK}:" in stale and stale.count("\n") == 1
+        assert all(keys[name] == (keys_before[name], "") for name in names if name != relay), keys
+        assert keys[relay][1] == ""
+        # the next apply: every host holds the release, so its relay step does nothing
+        lacking = _lacking(after_fault, files)
+        assert asyncio.run(again(lacking, {n: [f for f in files if f not in lacking[n]] for n in names},
+                                 second)) == {}
+        assert second == [] and keys_and_relay_dirs() == keys
+        # a later relay to the rebooted host (a file h1 holds) removes the stale line first
+        assert asyncio.run(again({name: [later] for name in targets}, {seed: [later]}, third, [later])) \
+            == dict.fromkeys(targets, frozenset({later.path})), third
+        assert keys_and_relay_dirs() == {name: (keys_before[name], "") for name in names}
+        # the release files stay as hashed above: only the later file is new
+        assert asyncio.run(hashes(frozenset({later.path}))) == {name: {later.path: later.sha256} for name in names}
+    finally:
+        for name in names:
+            lab_hosts.exec(name, ["rm", "-rf", FAULT_DIR], check=False)
+            lab_hosts.exec(name, "cat > /root/.ssh/authorized_keys", input=keys_before[name], check=False)

@@ -52,6 +52,7 @@ PROGRESS_EVERY = 2.0  # seconds between summary lines
 # than the receiver's own 4.3 per GB: never slower than raw, 1.9x faster at 1 Gbit/s (bench/zstd_bench.py,
 # docs/fleet.md). All cores (-T0): about 1.6 CPU-s per release in all, spread.
 ZSTD_SEND = ("-1", "-T0", "-q", "-c")
+FAILURES_SHOWN = 5  # failed transfers named one by one in the progress lines
 
 
 @dataclass(slots=True)
@@ -248,9 +249,18 @@ class Link:
         return (f"if command -v {zstd} >/dev/null 2>&1; then {shlex.join(tar)} | {shlex.join([self.zstd, *ZSTD_SEND])}"
                 f" | {shlex.join(ssh)}; else {plain}; fi")
 
-    async def close(self, hosts: Sequence[str]) -> None:
-        """Take the key out of every host's authorized_keys and remove the relay's files."""
-        await asyncio.gather(*(self._checked(self.addresses[host], self._forget(stale=False)) for host in hosts))
+    async def close(self, hosts: Sequence[str]) -> dict[str, str]:
+        """Take the key out of every host's authorized_keys and remove the relay's files on every host
+        that answers; the others, with why. A host left out (it rebooted mid-relay, and its receiver went
+        with /run) keeps the line until the next relay to it removes it: no reason to throw away what the
+        relay placed on every other host, as raising here did."""
+        outcomes = await asyncio.gather(*(self._checked(self.addresses[host], self._forget(stale=False))
+                                          for host in hosts), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, TransportError):
+                raise outcome  # a bug, not a host: as it is
+        return {host: str(outcome) for host, outcome in zip(hosts, outcomes, strict=True)
+                if isinstance(outcome, TransportError)}
 
     def _forget(self, stale: bool) -> str:
         """The shell command that removes this apply's relay key line and files, or (`stale`) those every
@@ -319,7 +329,13 @@ async def relay_release(transport: SshTransport, wanted: Mapping[str, Sequence[A
         await asyncio.gather(*(link.expect(host, {p: expected[p] for p in paths}) for host, paths in want.items()))
         report = await distribute(want, have, fanout, transfer, summary)
     finally:
-        await link.close(involved)
+        unclosed = await link.close(involved)
+    for source, target, why in report.failures[:FAILURES_SHOWN]:
+        progress(f"release relay: {source or 'this machine'} -> {target} failed: {why}")
+    if len(report.failures) > FAILURES_SHOWN:
+        progress(f"release relay: {len(report.failures) - FAILURES_SHOWN} more transfers failed")
+    for host, why in sorted(unclosed.items()):
+        progress(f"release relay: {host}: the relay key stays until the next relay to it: {why}")
     relayed = sum(1 for got in report.received.values() for source in got.values() if source != OPERATOR)
     if link.streams:
         compressed = sum(1 for how in link.streams.values() if how == "zstd")
