@@ -79,7 +79,7 @@ def _date_problem(text: str) -> str | None:
 def _time_problem(text: str) -> str | None:
     parts = text.split(":")
     if len(parts) not in (2, 3):
-        return f"time {text!r} is not hour:minute[:second]"
+        return f"the time of day {text!r} is not hour:minute[:second]"
     return next((problem for part, field in zip(parts, TIME_FIELDS) if (problem := _field_problem(part, *field))),
                 None)
 
