@@ -26,8 +26,9 @@ from polling import poll
 from sshd_fixture import start_sshd
 
 from kubesmith import fsutil, layout
-from kubesmith.backends.relay import (KEY_MARK, OPERATOR, RELAY_DIR, Link, RelayError, distribute,
-                                      relay_release)
+from kubesmith.backends.relay import (AUTO_FANOUT, KEY_MARK, OPERATOR, RELAY_DIR, Link, RelayError, distribute,
+                                      fanout_for, relay_release)
+from kubesmith.backends.tally import FLEET_HOSTS
 from kubesmith.hostfile import HostFile
 from kubesmith.node import receive as receiving
 from kubesmith.node.receive import TEMP_MARKER, Expected, expected_document, load_expected, receive
@@ -573,3 +574,12 @@ def test_lab_a_relaying_host_rebooted_mid_send_leaves_its_targets_to_others_and_
         for name in names:
             lab_hosts.exec(name, ["rm", "-rf", FAULT_DIR], check=False)
             lab_hosts.exec(name, "cat > /root/.ssh/authorized_keys", input=keys_before[name], check=False)
+
+
+@pytest.mark.parametrize("setting, hosts, fanout", [
+    (None, 3, 0), (None, FLEET_HOSTS, 0), (None, FLEET_HOSTS + 1, AUTO_FANOUT), (None, 1000, AUTO_FANOUT),
+    (0, 1000, 0), (1, 3, 1), (4, 20, 4),
+])
+def test_unset_relaying_is_on_for_a_fleet_and_off_for_a_few_hosts_and_a_setting_wins(
+        setting: int | None, hosts: int, fanout: int) -> None:
+    assert fanout_for(setting, hosts) == fanout

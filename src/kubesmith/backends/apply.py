@@ -474,11 +474,12 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
                      bundle: runtime_bundle.RuntimeBundle, progress: Progress, deadline: float = 600.0,
                      parallel: bool = True, pause: PausePoint | None = None,
                      membership: etcd_members.Membership | None = None, max_unavailable: int = 1,
-                     upgrading: bool = False, relay_fanout: int = 0) -> ApplyReport:
+                     upgrading: bool = False, relay_fanout: int | None = 0) -> ApplyReport:
     """Converge the selected hosts; raises ApplyFailed naming the host, the phase and the cause,
     with every host's state (`pause`: a test's pause point, see `phases.PausePoint`). `upgrading`
     (the release changes): each rolling node is drained before it changes and uncordoned after.
-    `relay_fanout`: hosts pass the release on to this many others at once (`relay`; 0: off)."""
+    `relay_fanout`: hosts pass the release on to this many others at once (`relay`; 0: off; None: by the
+    number of hosts, `relay.fanout_for`)."""
     report = ApplyReport()
     clock = asyncio.get_running_loop().time
     started = clock()
@@ -486,9 +487,9 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     states = await inspect_all(transport, plan, files, bundle, parallel, phases, progress=progress)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
-    if relay_fanout:
+    if fanout := relay.fanout_for(relay_fanout, len(states)):
         mark = clock()
-        states = await _relay(transport, states, relay_fanout, progress)
+        states = await _relay(transport, states, fanout, progress)
         report.timings["relay"] = clock() - mark
     mark = clock()
     rolling = rolling_hosts(states)

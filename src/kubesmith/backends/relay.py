@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kubesmith import layout
 from kubesmith.backends.runtime_bundle import REMOTE_TARBALL
+from kubesmith.backends.tally import FLEET_HOSTS
 from kubesmith.hostfile import AnyHostFile, HostFile, size_of
 from kubesmith.modules.container_runtime import IMAGES_DIR
 from kubesmith.node import receive as receiving
@@ -53,6 +54,16 @@ PROGRESS_EVERY = 2.0  # seconds between summary lines
 # docs/fleet.md). All cores (-T0): about 1.6 CPU-s per release in all, spread.
 ZSTD_SEND = ("-1", "-T0", "-q", "-c")
 FAILURES_SHOWN = 5  # failed transfers named one by one in the progress lines
+AUTO_FANOUT = 2  # spec.ssh.relayFanout unset, and more than FLEET_HOSTS hosts in the apply (docs/fleet.md)
+
+
+def fanout_for(setting: int | None, hosts: int) -> int:
+    """The fan-out of an apply of `hosts` hosts: spec.ssh.relayFanout, or, unset, AUTO_FANOUT for a fleet
+    and 0 for a few hosts (their uplink sends little, and where the hosts share this machine's CPU, as a
+    lab's do, relaying only costs time)."""
+    if setting is not None:
+        return setting
+    return AUTO_FANOUT if hosts > FLEET_HOSTS else 0
 
 
 @dataclass(slots=True)

@@ -96,11 +96,13 @@ class Ssh(StrictModel):
     connect_retry_seconds: float = Field(
         default=30, ge=0, le=3600, description="How long a host that refuses or does not answer is tried again "
         "(a rebooting host refuses for a while) before it is named unreachable; 0 tries once.")
-    relay_fanout: int = Field(
-        default=0, ge=0, le=16, description="Hosts pass the release (Kubernetes binaries, image archives, "
+    relay_fanout: int | None = Field(
+        default=None, ge=0, le=16, description="Hosts pass the release (Kubernetes binaries, image archives, "
         "kubesmith's runtime) on to this many others at once, over SSH with a key made for the apply, so it leaves "
         "this machine once rather than once per host; every file is checked against its sha256 before it is "
-        "placed (docs/fleet.md). 0 (the default for now): every host gets it from this machine.")
+        "placed (docs/fleet.md). 0: every host gets it from this machine. Default: 2 when an apply works on more "
+        "than 8 hosts (on 9 hosts with 100-200 Mbit/s links it was 1.3x faster and sent a quarter of the bytes), "
+        "else 0.", json_schema_extra={"x-derived-from": "the number of hosts in the apply"})
     max_parallel_hosts: int = Field(
         default=256, ge=1, le=1000, description="The most hosts this machine works on at once in the heavy "
         "per-host steps of apply and plan: connecting (at most 16 attempts at once in any case), looking at and "
