@@ -116,14 +116,14 @@ RENDER_AGAIN = "render the host again"
 
 def rerooted_kind(path: str) -> bool:
     """Whether the file at `path` is a document `rerooted_bytes` rewrites."""
-    return path.endswith((".toml", ".json", ".yaml", ".yml", ".conf", ".kubeconfig"))
+    return path.endswith((".toml", ".json", ".conflist", ".yaml", ".yml", ".conf", ".kubeconfig"))
 
 
 def rerooted_bytes(path: str, data: bytes, root: Path) -> bytes:
     """A rendered file for the run root: YAML/JSON/TOML documents get their host paths re-rooted."""
     if path.endswith(".toml"):
         load, dump = tomllib.loads, lambda document: tomli_w.dumps(document).encode()
-    elif path.endswith(".json"):
+    elif path.endswith((".json", ".conflist")):  # a CNI network list is JSON: its IPAM state goes under the root
         load, dump = load_json, lambda document: (json.dumps(document, indent=2) + "\n").encode()
     elif path.endswith((".yaml", ".yml", ".conf", ".kubeconfig")):
         load, dump = yaml.safe_load, lambda document: yaml.safe_dump(document, sort_keys=False).encode()
