@@ -435,6 +435,10 @@ def test_lab_hosts_pass_release_files_on_with_their_own_ssh_sshd_and_python(lab_
 
 FAULT_DIR = f"{layout.RELEASES}/relay-fault"
 STOP_AFTER = 8 << 20  # bytes the relaying tar has read when it is frozen: well into the first file
+# The relay's own link, shaped while it sends: unshaped, its 80 MB went in well under a second, and CI once
+# saw the tar gone before it could be frozen. At 8 MB/s the freeze lands ~1 s in with ~9 s to spare.
+RELAY_LINK = ["tc", "qdisc", "replace", "dev", "host0", "root", "tbf", "rate", "64mbit", "burst", "256kb",
+              "latency", "100ms"]
 
 
 class RebootsTheRelay(SshTransport):
@@ -453,6 +457,7 @@ class RebootsTheRelay(SshTransport):
             assert isinstance(command, str)
             address = command.rsplit("@", 1)[1]
             target = next(name for name in self.lab.names if self.lab.address(name) == address)
+            await asyncio.to_thread(self.lab.exec, self.relay, RELAY_LINK)  # gone with the reboot's new veth
             running = asyncio.ensure_future(super().run(host, command, input, timeout))
             self.fault = asyncio.ensure_future(asyncio.to_thread(self._reboot_mid_send, target))
             return await running
@@ -480,6 +485,7 @@ class RebootsTheRelay(SshTransport):
             self.lab.exec(self.relay, ["kill", "-CONT", pid], check=False)
             raise
         self.lab.reboot(self.relay)
+        self.lab.exec(self.relay, ["tc", "qdisc", "del", "dev", "host0", "root"], check=False)  # if it outlived it
         return target, read, temp
 
 
