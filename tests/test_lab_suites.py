@@ -6,13 +6,16 @@ docs/operations.md ("Hosts on another Debian release"); these check what it is m
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import threading
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from polling import poll
 
 from kubesmith.backends import runtime_bundle
 from kubesmith.lab import rootfs
@@ -236,3 +239,27 @@ def test_the_bundle_covers_the_minors_the_hosts_were_seen_to_run() -> None:
 
     plan = SimpleNamespace(hosts=[host("3.13"), host("3.11"), host(None), host("3.13")])
     assert runtime_bundle.host_pythons(plan) == {"3.11", "3.13"}  # type: ignore[arg-type]
+
+
+def test_a_lab_brought_up_while_another_builds_the_image_waits_and_uses_that_one(
+        machine: list[Path], tmp_path: Path) -> None:
+    """The suite's lab workers start together on a fresh machine: one builds, the others wait for its
+    lock and find the image cached (each running mmdebstrap into the same staging directory broke them)."""
+    config = LabConfig(cache_dir=tmp_path / "cache")
+    config.image_dir.mkdir(parents=True)
+    said: list[str] = []
+
+    def progress(line: str) -> None:
+        said.append(line)
+        if line.startswith("building"):
+            raise LabError("built a second time")
+
+    with (config.image_dir / "build.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first lab, building
+        waiting = threading.Thread(target=lambda: said.append(str(rootfs.ensure_rootfs(config, progress))))
+        waiting.start()
+        poll(lambda: any(line.startswith("another lab is building") for line in said), 30, "the wait said")
+        config.rootfs.mkdir()  # the first lab's image, ready
+        rootfs.stamp_path(config).write_text(json.dumps(rootfs.wanted_stamp("bookworm")))
+    waiting.join(timeout=30)
+    assert said == [f"another lab is building the image in {config.image_dir}; waiting for it", str(config.rootfs)]

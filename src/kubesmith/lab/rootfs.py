@@ -11,6 +11,7 @@ than the machine's), from the same mirrors with the suite renamed, cached beside
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -226,11 +227,21 @@ def is_cached(config: LabConfig) -> bool:
 
 
 def ensure_rootfs(config: LabConfig, progress: Progress) -> Path:
-    """Return the cached image, building it first when it is missing or stale."""
+    """Return the cached image, building it first when it is missing or stale. Labs brought up at
+    once (the test suite's workers, two shells) build it once: the others wait on the build lock and
+    find it cached, where each would otherwise run mmdebstrap into the same staging directory."""
     if is_cached(config):
         return config.rootfs
     require_tools(["mmdebstrap", "systemctl"])
-    build_rootfs(config, progress)
+    config.image_dir.mkdir(parents=True, exist_ok=True)
+    with (config.image_dir / "build.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"another lab is building the image in {config.image_dir}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_cached(config):
+            build_rootfs(config, progress)
     return config.rootfs
 
 
