@@ -347,6 +347,9 @@ POSITIVE_DURATION_FLAGS = frozenset({
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
     "iptables-sync-period", "ipvs-sync-period", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
+    # kube-controller-manager's loop periods: 0 makes a ticker panic or wait.Until spin (1ns as well)
+    "horizontal-pod-autoscaler-sync-period", "node-monitor-period", "resource-quota-sync-period",
+    "pvclaimbinder-sync-period", "route-reconciliation-period",
 })
 
 
@@ -761,7 +764,9 @@ def _toml_type_problem(kind: str, value: Any) -> str | None:
         return f"and item {value.index(odd)} is {yaml_text(odd)}: it refuses to start"
     if kind == "duration":
         try:
-            go_duration_ns(value)
+            negative = go_duration_ns(value) < 0
         except ValueError:
             return f"not {yaml_text(value)}: it refuses to start"
+        if negative:  # a timeout that has passed before it starts, an interval that never waits
+            return f"and {yaml_text(value)} is negative: a length of time here is 0 or more"
     return None
