@@ -380,6 +380,12 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
         try:
             address = ipaddress.ip_address(str(value))
         except ValueError:
+            if where[-2:] == ("extraConfig", "address") and str(value):
+                # (a flag's type check names a flag's; the configuration file's field has none): the kubelet
+                # would listen on '[[::1]]:10250' and exit
+                findings.append((where, f"{yaml_text(value)} is no IP address: the kubelet listens on "
+                                 "ADDRESS:port and would not start; use 0.0.0.0 (or ::) or an address of the host, "
+                                 "without brackets", "error"))
             continue  # the type checks name it
         if address.is_unspecified:
             continue

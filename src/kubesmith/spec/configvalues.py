@@ -124,7 +124,7 @@ def _as_field(kind: str, text: str, separator: str) -> Any:
         return go_bool(text)
     if kind == "strings":
         return go_strings(text)
-    if kind == "map":
+    if kind in ("map", "strmap"):
         pairs = [item.split(separator, 1) for item in text.split(",") if item]
         return {key.strip(): value.strip() for key, value in pairs} if all(len(p) == 2 for p in pairs) else None
     return text
@@ -499,7 +499,7 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
         for name, value in (reserved.items() if isinstance(reserved, dict) else ()):
             if problem := quantity_problem(value):
                 yield _loc("kubelet", field, name), f"the kubelet refuses {field}.{name}: {problem}", "error"
-            elif isinstance(value, (str, int, float)) and str(value).strip().startswith("-"):
+            elif isinstance(value, str) and value.strip().startswith("-"):
                 # cmd/kubelet/app: "resource quantity for \"memory\" cannot be negative"
                 yield (_loc("kubelet", field, name), f"the kubelet refuses {field}.{name} {_shown(value)}: a "
                        "reservation is not negative; it refuses to start", "error")
@@ -516,7 +516,7 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
                            f"not {value!r}", "error")
             elif problem := quantity_problem(value):
                 yield _loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal}: {problem}", "error"
-            elif field != "evictionMinimumReclaim" and _not_positive(value):
+            elif field != "evictionMinimumReclaim" and isinstance(value, str) and _not_positive(value):
                 # pkg/kubelet/eviction/helpers.go: "eviction threshold memory.available must be positive: -1Mi"
                 yield (_loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal} {_shown(value)}: an "
                        "eviction threshold is above zero (a percentage such as 5% or a quantity such as 100Mi); "

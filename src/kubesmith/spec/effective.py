@@ -535,10 +535,13 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
                          "podCIDR"), "str"),
         **dict.fromkeys(("tlsCipherSuites", "enforceNodeAllocatable", "allowedUnsafeSysctls"), "strings"),
         **dict.fromkeys(("shutdownGracePeriodByPodPriority", "reservedMemory"), "list"),
-        **dict.fromkeys(("authentication", "authorization", "evictionHard", "evictionSoft",
-                         "evictionSoftGracePeriod", "evictionMinimumReclaim", "systemReserved", "kubeReserved",
-                         "featureGates", "cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "logging",
-                         "memorySwap", "staticPodURLHeader", "tracing"), "map"),
+        **dict.fromkeys(("authentication", "authorization", "featureGates", "cpuManagerPolicyOptions",
+                         "topologyManagerPolicyOptions", "logging", "memorySwap", "staticPodURLHeader", "tracing"),
+                        "map"),
+        # map[string]string: "cannot unmarshal number into Go struct field KubeletConfiguration.kubeReserved of
+        # type string" (kubeReserved: {memory: 0} stops the v1.36.2 kubelet)
+        **dict.fromkeys(("evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
+                         "systemReserved", "kubeReserved"), "strmap"),
     },
     "proxy": {
         **dict.fromkeys(("bindAddressHardFail", "enableProfiling"), "bool"),
@@ -553,12 +556,15 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"), "bool"),
         **dict.fromkeys(("parallelism", "percentageOfNodesToScore", "podInitialBackoffSeconds",
                          "podMaxBackoffSeconds"), "int"),
-        **dict.fromkeys(("profiles", "extenders"), "list"),
+        # a list of objects: 'json: cannot unmarshal string into Go struct field KubeSchedulerConfiguration.extenders
+        # of type v1.Extender' (a null item is an empty object)
+        **dict.fromkeys(("profiles", "extenders"), "objects"),
         **dict.fromkeys(("leaderElection", "clientConnection"), "map"),
     },
 }
 _KIND_NAMES = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
-               "strings": "a list of strings", "list": "a list", "map": "a mapping"}
+               "strings": "a list of strings", "list": "a list", "map": "a mapping",
+               "strmap": "a mapping of strings (quote a number: '0', '100Mi')", "objects": "a list of mappings"}
 
 
 def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
@@ -626,8 +632,17 @@ def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if value is None:
         return None
-    expected = {"bool": bool, "int": int, "str": str, "strings": list, "list": list, "map": dict}[kind]
+    expected = {"bool": bool, "int": int, "str": str, "strings": list, "list": list, "map": dict, "strmap": dict,
+                "objects": list}[kind]
     wrong = not isinstance(value, expected) or (kind == "int" and isinstance(value, bool))
+    if not wrong and kind in ("strmap", "objects"):
+        items = value.items() if kind == "strmap" else enumerate(value)
+        want = str if kind == "strmap" else dict
+        odd = next(((key, item) for key, item in items if item is not None and not isinstance(item, want)), None)
+        if odd is None:
+            return None
+        where = f"{field}.{odd[0]}" if kind == "strmap" else f"{field}[{odd[0]}]"
+        return f"the component reads {field} as {_KIND_NAMES[kind]}; {where} is {yaml_text(odd[1])}"
     if not wrong and kind == "strings":
         odd = next((item for item in value if not isinstance(item, str)), None)
         if odd is None:
