@@ -117,6 +117,26 @@ CASES: dict[str, tuple[str, str, str]] = {
                                          f"{KUBELET}.extraArgs.address", "write '0.0.0.0'"),
     "kubelet-flag-address-zone": (kubelet("{extraArgs: {address: 'fe80::1%eth0'}}"), f"{KUBELET}.extraArgs.address",
                                   "not an IP address"),
+    # the kubelet listens on net.JoinHostPort(address, port): '[[::1]]:10250' (it exits)
+    "kubelet-address-bracketed": (kubelet("{extraConfig: {address: '[::1]'}}"), f"{KUBELET}.extraConfig.address",
+                                  "no IP address"),
+    # kube-proxy's metrics endpoint: one error each (not also CIS 4.3.1 for an address it would not bind)
+    "proxy-metrics-no-host": (proxy("{metricsBindAddress: ':10249'}"), f"{PROXY}.metricsBindAddress",
+                              "is not HOST:PORT"),
+    "proxy-metrics-ipv4-mapped-loopback": (proxy("{extraConfig: {metricsBindAddress: '[::ffff:127.0.0.1]:10249'}}"),
+                                           f"{PROXY}.extraConfig.metricsBindAddress", "write '127.0.0.1'"),
+    "proxy-metrics-zone": (proxy("{metricsBindAddress: 'fe80::1%eth0:10249'}"), f"{PROXY}.metricsBindAddress",
+                           "zone suffix"),
+    # a CIS-guarded boolean the binary cannot read: one error, the type's (not also the CIS finding)
+    "kubelet-anonymous-string": (kubelet("{extraConfig: {authentication: {anonymous: {enabled: 'true'}}}}"),
+                                 f"{KUBELET}.extraConfig.authentication.anonymous.enabled", "as a boolean"),
+    "kubelet-seccomp-number": (kubelet("{extraConfig: {seccompDefault: 0}}"), f"{KUBELET}.extraConfig.seccompDefault",
+                               "as a boolean"),
+    "kubelet-flag-anonymous-quoted": (kubelet("{extraArgs: {anonymous-auth: '\"false\"'}}"),
+                                      f"{KUBELET}.extraArgs.anonymous-auth", "not '\"false\"'"),
+    # a mode spelled in lower case: the unknown mode, not also "Node is missing" (CIS 1.2.7)
+    "apiserver-mode-lower-case": (HOSTS + component("apiserver", "{authorizationMode: [node, RBAC]}"),
+                                  "spec.components.apiserver.authorizationMode[0]", "no authorization mode 'node'"),
     # component-base: "burst: Invalid value: -1: must be non-negative"
     "proxy-burst-negative": (proxy("{extraConfig: {clientConnection: {burst: -1}}}"),
                              f"{PROXY}.extraConfig.clientConnection.burst", "0 or more"),
@@ -140,8 +160,17 @@ CASES: dict[str, tuple[str, str, str]] = {
     # "resource quantity for "memory" cannot be negative"
     "kubelet-system-reserved-negative": (kubelet("{extraConfig: {systemReserved: {memory: '-1Gi'}}}"),
                                          f"{KUBELET}.extraConfig.systemReserved.memory", "not negative"),
-    "kubelet-kube-reserved-negative-int": (kubelet("{extraConfig: {kubeReserved: {cpu: -1}}}"),
-                                           f"{KUBELET}.extraConfig.kubeReserved.cpu", "not negative"),
+    "kubelet-kube-reserved-negative-quoted": (kubelet("{extraConfig: {kubeReserved: {cpu: '-1'}}}"),
+                                              f"{KUBELET}.extraConfig.kubeReserved.cpu", "not negative"),
+    # map[string]string: "cannot unmarshal number into Go struct field KubeletConfiguration.kubeReserved of type
+    # string" (checked with the v1.36.2 kubelet, kubeReserved: {memory: 0})
+    "kubelet-kube-reserved-number": (kubelet("{extraConfig: {kubeReserved: {memory: 0}}}"),
+                                     f"{KUBELET}.extraConfig.kubeReserved", "kubeReserved.memory is 0"),
+    "kubelet-eviction-number": (kubelet("{extraConfig: {evictionHard: {memory.available: 100}}}"),
+                                f"{KUBELET}.extraConfig.evictionHard", "a mapping of strings"),
+    # 'json: cannot unmarshal string into Go struct field KubeSchedulerConfiguration.extenders of type v1.Extender'
+    "scheduler-extender-not-object": (scheduler("{extraConfig: {extenders: [x]}}"),
+                                      f"{SCHEDULER}.extraConfig.extenders", "extenders[0] is 'x'"),
     "kubelet-flag-system-reserved-negative": (kubelet("{extraArgs: {system-reserved: 'memory=-1Gi'}}"),
                                               f"{KUBELET}.extraArgs.system-reserved", "not negative"),
     # "cannot unmarshal number -1 into Go struct field LoggingConfiguration.logging.verbosity of type
@@ -267,7 +296,7 @@ LEGITIMATE: dict[str, str] = {
     "kubelet-address-and-gates": kubelet("{extraConfig: {address: 0.0.0.0, featureGates: {AllAlpha: false}}}"),
     "kubelet-eviction-and-reserved": kubelet("{extraConfig: {evictionHard: {memory.available: 100Mi, "
                                              "nodefs.available: '10%'}, evictionMinimumReclaim: {memory.available: "
-                                             "'0'}, kubeReserved: {cpu: 100m, memory: 0}}}"),
+                                             "'0'}, kubeReserved: {cpu: 100m, memory: '0'}}}"),
     "kubelet-sysctls-and-cpus": kubelet("{extraConfig: {allowedUnsafeSysctls: [net.core.somaxconn, net.ipv4.*, "
                                         "kernel.shm_rmid_forced], reservedSystemCPUs: '0-1,4'}}"),
     "kubelet-periods": kubelet("{extraConfig: {syncFrequency: 0s, nodeStatusUpdateFrequency: 1s, "
@@ -281,6 +310,8 @@ LEGITIMATE: dict[str, str] = {
     # with kubesmith's pod network, the controller manager allocates no ranges: its mask is unused
     "manager-mask-unused": manager("{nodeCidrMaskSize: 8}"),
     "manager-lease-without-election": manager("{leaderElect: false, extraArgs: {leader-elect-lease-duration: 5s}}"),
+    # kube-proxy appends its port to an address alone (proxyutil.AppendPortIfNeeded), ::1 too
+    "proxy-metrics-forms": proxy("{metricsBindAddress: '::1', extraConfig: {bindAddress: 0.0.0.0}}"),
     "etcd-limits": etcd("{extraArgs: {max-txn-ops: 256, max-request-bytes: '3145728'}}"),
     # one member, or the timer off: nothing to take turns with
     "defrag-one-member-at-once": HOSTS + component("etcdDefrag", "{enable: true, memberSpacing: 0}"),
