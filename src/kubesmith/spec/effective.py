@@ -564,7 +564,9 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
 }
 _KIND_NAMES = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
                "strings": "a list of strings", "list": "a list", "map": "a mapping",
-               "strmap": "a mapping of strings (quote a number: '0', '100Mi')", "objects": "a list of mappings"}
+               "strmap": "a mapping", "objects": "a list"}
+# what each item of a strmap or objects field is
+_ITEM_NAMES = {"strmap": "a mapping of strings (quote a number: '0', '100Mi')", "objects": "a list of mappings"}
 
 
 def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
@@ -629,6 +631,15 @@ def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
                    f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
 
+def _holds_bad_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -(1 << 63) <= value <= (1 << 63) - 1
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(_holds_bad_number(item) for item in items)
+
+
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -638,11 +649,13 @@ def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if not wrong and kind in ("strmap", "objects"):
         items = value.items() if kind == "strmap" else enumerate(value)
         want = str if kind == "strmap" else dict
-        odd = next(((key, item) for key, item in items if item is not None and not isinstance(item, want)), None)
+        # (an item holding NaN or a number beyond 64 bits is that error, which the value checks name)
+        odd = next(((key, item) for key, item in items if item is not None and not isinstance(item, want)
+                    and not _holds_bad_number(item)), None)
         if odd is None:
             return None
         where = f"{field}.{odd[0]}" if kind == "strmap" else f"{field}[{odd[0]}]"
-        return f"the component reads {field} as {_KIND_NAMES[kind]}; {where} is {yaml_text(odd[1])}"
+        return f"the component reads {field} as {_ITEM_NAMES[kind]}; {where} is {yaml_text(odd[1])}"
     if not wrong and kind == "strings":
         odd = next((item for item in value if not isinstance(item, str)), None)
         if odd is None:
