@@ -212,7 +212,9 @@ LEGITIMATE: dict[str, str] = {
     "kubelet-config-eviction-ok": kubelet_config("{evictionHard: {memory.available: '5%', nodefs.available: 1Gi}}"),
     "kubelet-config-cpu-static-reserved": kubelet_config("{cpuManagerPolicy: static, kubeReserved: {cpu: 500m}}"),
     "kubelet-config-cpu-static-reserved-cpus": kubelet_config("{cpuManagerPolicy: static, reservedSystemCPUs: '0'}"),
-    "kubelet-config-reserved-quantities": kubelet_config("{systemReserved: {cpu: 0.5, memory: 512Mi}, "
+    # quoted: systemReserved is a map of strings, and the v1.36.2 kubelet refuses a number there ("cannot
+    # unmarshal number into Go struct field KubeletConfiguration.systemReserved of type string")
+    "kubelet-config-reserved-quantities": kubelet_config("{systemReserved: {cpu: '0.5', memory: 512Mi}, "
                                                          "containerLogMaxSize: 50Mi, containerLogMaxFiles: 3}"),
     "kubelet-config-no-qos-cgroups-ok": kubelet_config("{cgroupsPerQOS: false, enforceNodeAllocatable: []}"),
     "kubelet-config-oom-ok": kubelet_config("{oomScoreAdj: -999, nodeStatusMaxImages: -1}"),

@@ -6,11 +6,15 @@ because it signs kubelet CSRs, so that key is on control-plane hosts and nowhere
 
 from __future__ import annotations
 
+import ipaddress
+from typing import Any
+
 from pydantic import Field
 
 from kubesmith import layout
+from kubesmith.durations import go_duration_ns
 from kubesmith.modules.base import (COMMON_FLAGS, MASTER, PKI, CisRule, ComponentOptions, Managed, Module,
-                                    Trial, effective_gates, feature_gates_flag, file_from, https_probe,
+                                    OptionProblem, Trial, effective_gates, feature_gates_flag, file_from, https_probe,
                                     render_flags, system_user)
 from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.pki.certlist import authority, certificate
@@ -67,6 +71,9 @@ class ControllerManagerModule(Module):
         CisRule("1.3.7", "controller-manager --bind-address=127.0.0.1", ("bindAddress",),
                 weak=lambda o: o.bind_address != "127.0.0.1"),
     )
+
+    def check(self, spec: Any, options: ControllerManagerOptions, registry: Any) -> list[OptionProblem]:
+        return _mask_problems(spec, options) + _leader_election_problems(options)
 
     def contribute(self, ctx: HostContext, options: ControllerManagerOptions) -> Contribution:
         cluster, host = ctx.cluster, ctx.host
@@ -135,3 +142,56 @@ class ControllerManagerModule(Module):
 
 
 MODULE = ControllerManagerModule()
+
+
+def _mask_problems(spec: Any, options: ControllerManagerOptions) -> list[OptionProblem]:
+    """A node range no larger than the pod range it is cut from: kube-controller-manager's node IPAM controller
+    exits ("Invalid --cluster-cidr, mask size of cluster CIDR must be less than or equal to --node-cidr-mask-size
+    configured for CIDR family")."""
+    components = spec.spec.components
+    allocate = not components.pod_network.enabled if options.allocate_node_cidrs is None else \
+        options.allocate_node_cidrs
+    if not allocate or options.node_cidr_mask_size is None:
+        return []
+    cidr = options.cluster_cidr or spec.spec.network.cluster_cidr
+    network = ipaddress.ip_network(cidr, strict=False)
+    if options.node_cidr_mask_size < network.prefixlen:
+        return [OptionProblem(("nodeCidrMaskSize",), f"/{options.node_cidr_mask_size} node ranges are larger than "
+                              f"the pod range {cidr} they are cut from: kube-controller-manager exits (its node IPAM "
+                              f"controller takes no node range above the cluster's); give /{network.prefixlen} or "
+                              "longer")]
+    return []
+
+
+# client-go's leader election, with kube-controller-manager's defaults: "leaseDuration must be greater than
+# renewDeadline" and "renewDeadline must be greater than retryPeriod*JitterFactor" (1.2) stop it at its start
+_LEASE_FLAGS = {"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s",
+                "leader-elect-retry-period": "2s"}
+_JITTER = 1.2
+
+
+def _leader_election_problems(options: ControllerManagerOptions) -> list[OptionProblem]:
+    flags = options.extra_args
+    if not options.leader_elect or not any(flag in flags for flag in _LEASE_FLAGS):
+        return []
+    try:
+        lease, renew, retry = (go_duration_ns(str(flags.get(flag, default))) for flag, default in _LEASE_FLAGS.items())
+    except ValueError:
+        return []  # the flag check names it
+    if min(lease, renew, retry) <= 0:
+        return []  # the period check names it
+    shown = {flag: flags.get(flag, default) for flag, default in _LEASE_FLAGS.items()}
+    if lease <= renew:
+        flag = "leader-elect-renew-deadline" if "leader-elect-renew-deadline" in flags else \
+            "leader-elect-lease-duration"
+        return [OptionProblem(("extraArgs", flag), f"--leader-elect-lease-duration "
+                              f"({shown['leader-elect-lease-duration']}) must be longer than --leader-elect-renew-"
+                              f"deadline ({shown['leader-elect-renew-deadline']}): kube-controller-manager's leader "
+                              "election refuses to start")]
+    if renew <= _JITTER * retry:
+        flag = "leader-elect-retry-period" if "leader-elect-retry-period" in flags else "leader-elect-renew-deadline"
+        return [OptionProblem(("extraArgs", flag), f"--leader-elect-renew-deadline "
+                              f"({shown['leader-elect-renew-deadline']}) must be longer than {_JITTER} x "
+                              f"--leader-elect-retry-period ({shown['leader-elect-retry-period']}): "
+                              "kube-controller-manager's leader election refuses to start")]
+    return []

@@ -16,7 +16,7 @@ from kubesmith.modules.base import PKI, Managed, Module, NoOption, OptionProblem
 from kubesmith.pki.certlist import authority, certificate
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import Probe, RestartPolicy, Service
-from kubesmith.vocabulary.types import AbsolutePath, ExtraArgs, Port, SnapshotInterval, StrictModel
+from kubesmith.vocabulary.types import AbsolutePath, ExtraArgs, Port, SnapshotInterval, StrictModel, go_int
 from kubesmith.urls import url_host
 
 
@@ -77,6 +77,24 @@ class EtcdOptions(StrictModel):
     snapshots: EtcdSnapshotOptions = Field(default_factory=EtcdSnapshotOptions,
                                            description="Periodic snapshots on each member (`kubesmith etcd restore` "
                                                        "takes any of them).")
+
+
+# etcd limits whose zero stops every write the API server makes: a Txn of one operation is "too many
+# operations in txn request" under --max-txn-ops 0, and every request is "request is too large" under
+# --max-request-bytes 0 (etcd starts with either and refuses each write)
+_ZERO_STOPS_WRITES = {"max-txn-ops": "every transaction the API server sends (one compare, one put) is refused as "
+                                     "too many operations",
+                      "max-request-bytes": "every request the API server sends is refused as too large"}
+
+
+def _zero_limit_problems(options: EtcdOptions) -> list[OptionProblem]:
+    problems = []
+    for flag, why in _ZERO_STOPS_WRITES.items():
+        value = options.extra_args.get(flag)
+        if value is not None and not isinstance(value, bool) and go_int(str(value), "uint") == 0:
+            problems.append(OptionProblem(("extraArgs", flag), f"--{flag} 0: {why}, so no object could be created "
+                                          "or changed; leave it out for etcd's default"))
+    return problems
 
 
 def _retention_problems(options: EtcdOptions) -> list[OptionProblem]:
@@ -165,7 +183,7 @@ class EtcdModule(Module):
         if options.election_timeout > MAX_ELECTION_MS:
             return [OptionProblem(("electionTimeout",), f"{options.election_timeout} ms is more than "
                                   f"{MAX_ELECTION_MS} ms, etcd's longest election timeout: etcd refuses to start")]
-        return _retention_problems(options)
+        return _retention_problems(options) + _zero_limit_problems(options)
 
     def contribute(self, ctx: HostContext, options: EtcdOptions) -> Contribution:
         host, cluster = ctx.host, ctx.cluster

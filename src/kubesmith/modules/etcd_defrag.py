@@ -15,12 +15,12 @@ where systemd runs the cluster, not under `kubesmith run`.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
 from kubesmith import layout
-from kubesmith.modules.base import Module
+from kubesmith.modules.base import Module, OptionProblem
 from kubesmith.modules.etcd import local_etcdctl
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File
@@ -133,6 +133,16 @@ class EtcdDefragModule(Module):
     title = "scheduled etcd defragmentation (systemd timer)"
     options = EtcdDefragOptions
     roles = frozenset({"etcd"})
+
+    def check(self, spec: Any, options: EtcdDefragOptions, registry: Any) -> list[OptionProblem]:
+        # spacing 0 fires every member at once: a member answers nothing while it defragments, so with all of
+        # them at it etcd has no quorum, and the API server no storage, until the slowest is done
+        members = [host.name for host in spec.spec.hosts if "etcd" in host.roles]
+        if options.enable and options.member_spacing == 0 and len(members) > 1:
+            return [OptionProblem(("memberSpacing",), f"0 seconds between the turns of {len(members)} etcd members: "
+                                  "all would defragment at once, and etcd would have no quorum (the API server no "
+                                  "storage) until the slowest is done; give each its turn (the default is 600)")]
+        return []
 
     def contribute(self, ctx: HostContext, options: EtcdDefragOptions) -> Contribution:
         if not options.enable:

@@ -98,11 +98,12 @@ _STATIC_URL = NoOption("kubesmith runs no static pods from a URL: the kubelet wo
 
 
 def _zero_duration(value: Any) -> bool:
-    """0 as Go reads it (`0`, `0s`, `0h0m`, `-0.0s`...); an unreadable duration counts as weak too."""
+    """0 as Go reads it (`0`, `0s`, `0h0m`, `-0.0s`...); an unreadable duration is not: the duration check of
+    each route (typed option, extraConfig field, flag) names it, as the one error of that value."""
     try:
         return go_duration_ns(str(value)) == 0
     except ValueError:
-        return True
+        return False
 
 
 class KubeletModule(Module):

@@ -15,7 +15,7 @@ from kubesmith.modules.kubeconfigs import api_gate, kubeconfig_file
 from kubesmith.modules.merge import deep_merge
 from kubesmith.vocabulary.facts import Contribution, HostContext
 from kubesmith.vocabulary.model import File, Probe, Service
-from kubesmith.vocabulary.types import Cidr, ExtraConfig, Port
+from kubesmith.vocabulary.types import Cidr, ExtraConfig, Port, canonical_ip
 
 
 class ProxyOptions(ComponentOptions):
@@ -37,13 +37,26 @@ _LOGGING_FLAGS = frozenset({"v", "vmodule", "logging-format", "log-flush-frequen
 def _metrics_off_loopback(value: Any) -> bool:
     """kube-proxy's metrics address off loopback. An empty one is its default, 127.0.0.1:10249 (kube-proxy
     v1.36 defaults "" from the configuration file and the flag alike; kubeadm's generated file writes "")."""
-    if str(value) == "":
-        return False
+    if str(value) == "" or _bind_address_problem(str(value)) or _spelling_problem(str(value)):
+        return False  # kube-proxy refuses it, or it is another spelling of an address: ProxyModule.check names it
     host = metrics_endpoint(str(value))[0]
     try:
         return not ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host != "localhost"
+
+
+def _spelling_problem(value: str) -> str | None:
+    """An address of the metrics endpoint in another text than its canonical one (`[::ffff:127.0.0.1]:10249`,
+    `fe80::1%eth0`), or None."""
+    host = metrics_endpoint(value)[0]
+    try:
+        ipaddress.ip_address(host.partition("%")[0])
+        canonical_ip(host)
+    except ValueError as error:
+        return None if "%" not in host and "mapped" not in str(error) and "stands for" not in str(error) \
+            else f"{str(error)} (metricsBindAddress; one address has one spelling here)"
+    return None
 
 
 class ProxyModule(Module):
@@ -76,7 +89,8 @@ class ProxyModule(Module):
         problems = []
         for loc, value in ((("metricsBindAddress",), options.metrics_bind_address),
                            (("extraConfig", "metricsBindAddress"), options.extra_config.get("metricsBindAddress"))):
-            if isinstance(value, str) and value and (problem := _bind_address_problem(value)):
+            if isinstance(value, str) and value and (problem := _bind_address_problem(value)
+                                                     or _spelling_problem(value)):
                 problems.append(OptionProblem(loc, problem))
         configured = options.extra_config.get("mode")
         if (configured or options.mode) == "nftables" and (problem := _nftables_problem(spec, options)):

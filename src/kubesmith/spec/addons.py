@@ -402,7 +402,7 @@ def api_server_problem(document: dict[str, Any], key: tuple[str, str, str], clus
         return (f"{document['apiVersion']} no longer serves {document['kind']} (removed in Kubernetes {removed[0]}): "
                 f"the API server would answer \"no matches for kind\"; write {removed[1]}")
     return _name_problem(document) or _data_problem(document) or _webhook_problem(document) or \
-        _priority_problem(document) or _selector_problem(document) or \
+        _priority_problem(document) or _template_label_problem(document) or _selector_problem(document) or \
         (_service_cidr_problem(document, cluster) if cluster is not None else None)
 
 
@@ -494,6 +494,30 @@ def _priority_problem(document: dict[str, Any]) -> str | None:
 
 
 _WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
+# where an object holds the metadata of the objects it makes (pod templates, a CronJob's Job template): the API
+# server validates their labels as an object's own ("spec.template.metadata.labels: Invalid value")
+_TEMPLATES = (("spec", "template"), ("template",), ("spec", "jobTemplate"), ("spec", "jobTemplate", "spec",
+                                                                               "template"))
+
+
+def _template_label_problem(document: dict[str, Any]) -> str | None:
+    """A template's labels are label keys and values the API server takes: it refuses the object otherwise."""
+    for path in _TEMPLATES:
+        template: Any = document
+        for part in path:
+            template = template.get(part) if isinstance(template, dict) else None
+        metadata = template.get("metadata") if isinstance(template, dict) else None
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        if labels is None:
+            continue
+        where = ".".join((*path, "metadata", "labels"))
+        if not isinstance(labels, dict) or \
+                not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            return f"{where} must map strings to strings (quote a number or a boolean): the API server refuses it"
+        for key, value in labels.items():
+            if problem := label_key_problem(key) or label_value_problem(value):
+                return f"{where}: {problem}: the API server refuses the object"
+    return None
 
 
 def _selector_problem(document: dict[str, Any]) -> str | None:

@@ -12,7 +12,7 @@ from kubesmith.modules.core_dns import forward_targets
 from kubesmith.pki.certlist import apiserver_name_problem
 from kubesmith.ranges import RangeIndex
 from kubesmith.spec.addresses import address_findings, unusable
-from kubesmith.vocabulary.types import THIS_NETWORK
+from kubesmith.vocabulary.types import THIS_NETWORK, canonical_ip
 from kubesmith.spec.configvalues import config_value_findings
 from kubesmith.spec.effective import (admission_plugin_problem, cipher_problem, config_duration_findings,
                                       config_type_findings, config_value, effective, flag_value_problem,
@@ -342,6 +342,20 @@ def _advertised_addresses(cluster: Cluster) -> list[Finding]:
     return findings
 
 
+def _spelling_problem(text: str) -> str | None:
+    """Why an address has another spelling than its one canonical text (a zone suffix, an IPv6 spelling of an
+    IPv4 address), or None (not an address at all: the type checks name that)."""
+    try:
+        ipaddress.ip_address(text.partition("%")[0])
+    except ValueError:
+        return None
+    try:
+        canonical_ip(text)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def _bind_addresses(cluster: Cluster) -> list[Finding]:
     """A fixed bind address is one every host running the component can bind: the unspecified address
     (0.0.0.0, ::) always; a multicast, broadcast or reserved address never; with several hosts, not one
@@ -358,9 +372,20 @@ def _bind_addresses(cluster: Cluster) -> list[Finding]:
             candidates.append((("spec", "components", "kubelet", *loc), value, "kubelet", nodes))
     findings: list[Finding] = []
     for where, value, what, hosts in candidates:
+        if (problem := _spelling_problem(str(value))) and not ("extraArgs" in where and "%" in str(value)):
+            # (a zone in a flag: the flag's type check names it, as netutils.ParseIPSloppy refuses it)
+            findings.append((where, f"{problem} (one address has one spelling here, as in every address option)",
+                             "error"))
+            continue
         try:
             address = ipaddress.ip_address(str(value))
         except ValueError:
+            if where[-2:] == ("extraConfig", "address") and str(value):
+                # (a flag's type check names a flag's; the configuration file's field has none): the kubelet
+                # would listen on '[[::1]]:10250' and exit
+                findings.append((where, f"{yaml_text(value)} is no IP address: the kubelet listens on "
+                                 "ADDRESS:port and would not start; use 0.0.0.0 (or ::) or an address of the host, "
+                                 "without brackets", "error"))
             continue  # the type checks name it
         if address.is_unspecified:
             continue
@@ -696,7 +721,13 @@ def _feature_gates(cluster: Cluster, registry: VersionRegistry) -> list[Finding]
                              gate_count_problem(len(gates)), "error"))
             continue
         for name, value in gates.items():
-            if isinstance(value, bool) and (found := check((binary,), str(name), value)):
+            if value is not None and not isinstance(value, bool):
+                # 'json: cannot unmarshal string into Go struct field KubeletConfiguration.featureGates of type
+                # bool' (v1.36.2 kubelet; kube-proxy alike): the binary stops reading its configuration
+                findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name),
+                                 f"{binary} reads a feature gate in its configuration file as a boolean (true or "
+                                 f"false), not {yaml_text(value)}: it refuses to start", "error"))
+            elif isinstance(value, bool) and (found := check((binary,), str(name), value)):
                 findings.append((("spec", "components", _alias(key), "extraConfig", "featureGates", name), *found))
     return findings
 

@@ -16,13 +16,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kubesmith.durations import go_duration_ns
-from kubesmith.spec.effective import (CONFIG_TYPES, Finding, go_bool, go_strings, resolv_conf_problem,
-                                      toml_type_findings, toml_value_at, value_at)
+from kubesmith.spec.effective import (CONFIG_TYPES, SHORTEST_PERIOD, SHORTEST_PERIOD_NS, Finding, go_bool,
+                                      go_strings, resolv_conf_problem, toml_keys, toml_type_findings, toml_value_at,
+                                      value_at)
 from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
 from kubesmith.vocabulary.errors import yaml_text
 from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
 from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
-from kubesmith.vocabulary.types import go_int
+from kubesmith.vocabulary.types import canonical_ip, go_int
 
 ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "kubelet": {
@@ -52,10 +53,14 @@ RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
         ("containerLogMaxWorkers",): (1, None), ("maxOpenFiles",): (0, None), ("kubeAPIQPS",): (0, None),
         ("kubeAPIBurst",): (0, None), ("nodeLeaseDurationSeconds",): (1, None),
     },
+    # component-base's ValidateClientConnectionConfiguration: "burst: Invalid value: -1: must be non-negative"
+    # (kube-proxy and kube-scheduler v1.36.2 stop on it; a negative qps only turns the rate limit off)
     "proxy": {("conntrack", "maxPerCore"): (0, None), ("conntrack", "min"): (0, None),
-              ("oomScoreAdj",): (-1000, 1000)},
+              ("oomScoreAdj",): (-1000, 1000), ("clientConnection", "burst"): (0, None),
+              # "MasqueradeBit: Invalid value: 33: must be within the range [0, 31]"
+              ("iptables", "masqueradeBit"): (0, 31)},
     "scheduler": {("percentageOfNodesToScore",): (0, 100), ("parallelism",): (1, None),
-                  ("podInitialBackoffSeconds",): (1, None)},
+                  ("podInitialBackoffSeconds",): (1, None), ("clientConnection", "burst"): (0, None)},
 }
 _BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler"}
 _RESERVED = ("systemReserved", "kubeReserved")
@@ -87,7 +92,7 @@ IPVS_SCHEDULERS = ("rr", "wrr", "lc", "wlc", "fo", "ovf", "lblc", "lblcr", "dh",
 # --logging-format every binary's (effective.FLAG_CHOICES)
 _KUBELET_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "event-qps": ("eventRecordQPS",), "registry-qps": ("registryPullQPS",), "pod-max-pids": ("podPidsLimit",),
-    "contention-profiling": ("enableContentionProfiling",),
+    "contention-profiling": ("enableContentionProfiling",), "reserved-cpus": ("reservedSystemCPUs",),
 }
 _CAMEL = {field.lower(): field for field in CONFIG_TYPES["kubelet"]}
 
@@ -119,7 +124,7 @@ def _as_field(kind: str, text: str, separator: str) -> Any:
         return go_bool(text)
     if kind == "strings":
         return go_strings(text)
-    if kind == "map":
+    if kind in ("map", "strmap"):
         pairs = [item.split(separator, 1) for item in text.split(",") if item]
         return {key.strip(): value.strip() for key, value in pairs} if all(len(p) == 2 for p in pairs) else None
     return text
@@ -171,7 +176,10 @@ def _config_values(components: Any, configs: dict[str, dict[str, Any]], minor: s
             if number is not None and ((low is not None and number < low) or (high is not None and number > high)):
                 span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
                 yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
+    yield from _periods(configs)
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
+    yield from _kubelet_lists(configs["kubelet"])
+    yield from _logging_verbosity(configs)
     yield from _node_monitor(configs["kubelet"], components.controller_manager.extra_args)
     yield from _scheduler(configs["scheduler"], SCHEDULER_PLUGINS.get(minor))
     yield from _leader_election(configs["scheduler"], components.scheduler.leader_elect)
@@ -198,6 +206,13 @@ def _containerd(config: dict[str, Any], socket: str) -> Iterator[Finding]:
                    "is containerd's CRI, the API the kubelet runs every pod through: disabled, no pod would start",
                    "error")
     yield from _snapshotter(config, disabled)
+    yield from _required_plugins(config, disabled)
+    port = config_field("containerRuntime", config, ("plugins", CRI_PLUGIN, "stream_server_port"))
+    if port and isinstance(port[1], str) and not (port[1].isascii() and port[1].isdigit() and int(port[1]) <= 65535):
+        # 'Failed to run CRI service" error="stream server error: listen tcp: address 99999: invalid port' (fatal)
+        yield (_runtime_loc(*port[0]), f"stream_server_port {port[1]!r} is no port from 0 to 65535: containerd's CRI "
+               "stream server cannot listen, and containerd exits", "error")
+    yield from _runtimes(config)
     ttrpc = config_field("containerRuntime", config, ("ttrpc", "address"))
     if ttrpc and ttrpc[1] == socket:
         yield (("spec", "components", "containerRuntime", "extraConfig", *ttrpc[0]), f"{socket} is containerd's "
@@ -241,6 +256,102 @@ def _snapshotter(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] |
         yield (_runtime_loc(*disabled[0], index), f"{name} is the CRI's snapshotter"
                f"{'' if found else ' (containerd default)'}: disabled, its CRI would not load, and no pod would "
                "start", "error")
+
+
+# Every plugin Debian's containerd 1.6.20 registers (`ctr plugins ls` of a running daemon; aufs, btrfs, zfs
+# and devmapper load only where the host supports them): "required plugin [X] not included" stops it otherwise
+CONTAINERD_PLUGINS = frozenset({
+    "io.containerd.content.v1.content", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.native",
+    "io.containerd.snapshotter.v1.overlayfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.metadata.v1.bolt",
+    "io.containerd.differ.v1.walking", "io.containerd.event.v1.exchange", "io.containerd.gc.v1.scheduler",
+    "io.containerd.service.v1.introspection-service", "io.containerd.service.v1.containers-service",
+    "io.containerd.service.v1.content-service", "io.containerd.service.v1.diff-service",
+    "io.containerd.service.v1.images-service", "io.containerd.service.v1.leases-service",
+    "io.containerd.service.v1.namespaces-service", "io.containerd.service.v1.snapshots-service",
+    "io.containerd.runtime.v1.linux", "io.containerd.runtime.v2.task", "io.containerd.monitor.v1.cgroups",
+    "io.containerd.service.v1.tasks-service", "io.containerd.grpc.v1.introspection",
+    "io.containerd.internal.v1.restart", "io.containerd.grpc.v1.containers", "io.containerd.grpc.v1.content",
+    "io.containerd.grpc.v1.diff", "io.containerd.grpc.v1.events", "io.containerd.grpc.v1.healthcheck",
+    "io.containerd.grpc.v1.images", "io.containerd.grpc.v1.leases", "io.containerd.grpc.v1.namespaces",
+    "io.containerd.internal.v1.opt", "io.containerd.grpc.v1.snapshots", "io.containerd.grpc.v1.tasks",
+    "io.containerd.grpc.v1.version", CRI_PLUGIN,
+})
+
+
+def _required_plugins(config: dict[str, Any], disabled: tuple[tuple[str, ...], Any] | None) -> Iterator[Finding]:
+    """containerd 1.6.20 stops unless it loads every required plugin ("required plugin [X] not included")."""
+    required = config_field("containerRuntime", config, ("required_plugins",))
+    off = disabled[1] if disabled and isinstance(disabled[1], list) else []
+    for index, plugin in enumerate(required[1] if required and isinstance(required[1], list) else ()):
+        if not isinstance(plugin, str):
+            continue  # the type check names it
+        if plugin not in CONTAINERD_PLUGINS:
+            close = difflib.get_close_matches(plugin, sorted(CONTAINERD_PLUGINS), n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]!r}?" if close else " (a plugin is TYPE.ID, such as " \
+                f"{CRI_PLUGIN})"
+            yield (_runtime_loc(*required[0], index), f"containerd 1.6 has no plugin {plugin!r}, and refuses to start "
+                   f"without each required plugin ('required plugin [{plugin}] not included'){hint}", "error")
+        elif plugin in off:
+            yield (_runtime_loc(*required[0], index), f"{plugin} is required and disabled (disabled_plugins): "
+                   "containerd refuses to start without a required plugin", "error")
+
+
+# runc's shim options (containerd 1.6 runtime/v2/runc/options.Options), which the CRI decodes with go-toml for
+# every pod sandbox of a runc runtime: a field of another type fails each ("failed to generate runtime options")
+_RUNC_OPTIONS = {**dict.fromkeys(("NoPivotRoot", "NoNewKeyring"), "bool"),
+                 **dict.fromkeys(("ShimCgroup", "BinaryName", "Root", "CriuPath", "CriuImagePath", "CriuWorkPath"),
+                                 "str"),
+                 **dict.fromkeys(("IoUid", "IoGid"), "uint32")}
+_RUNC_TYPES = ("io.containerd.runc.v2", "io.containerd.runc.v1")
+_KINDS = {"bool": "a boolean (true or false)", "str": "a string", "uint32": "an integer from 0 to 4294967295"}
+
+
+def _runtimes(config: dict[str, Any]) -> Iterator[Finding]:
+    """Each CRI runtime's runtime_type names a shim containerd can find (io.containerd.NAME.VERSION, or an
+    absolute path), kubesmith's runc runtime keeps a runc shim, and a runc runtime's options have runc's types;
+    otherwise every pod of that runtime fails at its start (containerd itself starts)."""
+    where = ("plugins", CRI_PLUGIN, "containerd", "runtimes")
+    runtimes = config_field("containerRuntime", config, where)
+    written = value_at(containerd_written(), where)[1] or {}
+    default = value_at(containerd_written(), ("plugins", CRI_PLUGIN, "containerd", "default_runtime_name"))[1]
+    for name, runtime in (runtimes[1].items() if runtimes and isinstance(runtimes[1], dict) else ()):
+        own = written.get(name) if isinstance(written, dict) else None
+        found = toml_value_at(runtime, own, ("runtime_type",))
+        kind = found[1] if found else (own or {}).get("runtime_type") if isinstance(own, dict) else None
+        if found and isinstance(kind, str) and (problem := _runtime_type_problem(kind, name == default)):
+            yield _runtime_loc(*runtimes[0], name, *found[0]), f"{name}: {problem}", "error"
+            continue
+        options = toml_value_at(runtime, own, ("options",))
+        if kind not in _RUNC_TYPES or not options or not isinstance(options[1], dict):
+            continue
+        for field, expected in _RUNC_OPTIONS.items():
+            key = next((key for key in toml_keys(field) if key in options[1]), None)
+            value = options[1].get(key) if key is not None else None
+            if value is None:
+                continue
+            wrong = {"bool": not isinstance(value, bool), "str": not isinstance(value, str),
+                     "uint32": isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32
+                     }[expected]
+            if wrong:
+                yield (_runtime_loc(*runtimes[0], name, *options[0], key), f"runc reads its option {field} as "
+                       f"{_KINDS[expected]}, not {_shown(value)}: containerd's CRI could not decode the options, and "
+                       f"every pod of runtime {name} would fail to start", "error")
+
+
+def _runtime_type_problem(kind: str, is_default: bool) -> str | None:
+    """Why containerd 1.6 finds no shim for runtime_type `kind` (runtime/v2/manager.go resolveRuntimePath), or
+    why kubesmith's default runtime would lose runc; None when fine."""
+    if kind.startswith("/"):
+        return None  # a shim binary by its path (containerd checks it exists when a pod starts)
+    if "/" in kind or len(kind.split(".")) < 2 or not all(kind.split(".")):
+        return f"runtime_type {kind!r} names no shim: containerd takes io.containerd.NAME.VERSION (it runs " \
+            "containerd-shim-NAME-VERSION) or an absolute path, and every pod of this runtime would fail to start"
+    if is_default and kind not in (*_RUNC_TYPES, "io.containerd.runtime.v1.linux"):
+        return f"runtime_type {kind!r} is no runc shim, and this is the runtime every pod runs in (kubesmith's " \
+            f"default_runtime_name), with runc's options: keep {_RUNC_TYPES[0]} and add a runtime of your own " \
+            "(a RuntimeClass's handler) for another shim"
+    return None
 
 
 def _runtime_loc(*keys: Any) -> tuple[Any, ...]:
@@ -312,6 +423,71 @@ def _containerd_weakenings(config: dict[str, Any]) -> Iterator[Finding]:
                "read them; the kubelet reaches them on 127.0.0.1, containerd's default", "error")
 
 
+# The configuration fields of the flags spec.effective.POSITIVE_DURATION_FLAGS holds to SHORTEST_PERIOD: 0 is
+# the field's default there (the component defaults it), and anything from 1ns to under 1s spins as a zero
+# flag would (a kubelet at nodeStatusUpdateFrequency 1ns patches its Node without pause)
+CONFIG_PERIODS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "kubelet": (("syncFrequency",), ("fileCheckFrequency",), ("httpCheckFrequency",), ("nodeStatusUpdateFrequency",),
+                ("nodeStatusReportFrequency",), ("runtimeRequestTimeout",), ("cpuManagerReconcilePeriod",)),
+    "proxy": (("iptables", "syncPeriod"), ("ipvs", "syncPeriod"), ("nftables", "syncPeriod"), ("configSyncPeriod",)),
+}
+
+
+def _periods(configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+    for section, paths in CONFIG_PERIODS.items():
+        for path in paths:
+            present, value = value_at(configs[section], path)
+            try:
+                nanoseconds = go_duration_ns(value) if present and isinstance(value, str) else None
+            except ValueError:
+                nanoseconds = None  # the duration check names it
+            if nanoseconds is not None and 0 < nanoseconds < SHORTEST_PERIOD_NS:
+                yield (_loc(section, *path), f"{'.'.join(path)}: {value!r} is shorter than {SHORTEST_PERIOD}, the "
+                       f"shortest kubesmith takes for this period: {_BINARY[section]} would repeat its work without "
+                       "pause, as at zero (0 is its default here)", "error")
+
+
+# a sysctl name or prefix pattern as the kubelet's allowlist takes it (pkg/kubelet/sysctl: "sysctl %q must have
+# at most 253 characters and match regex"); the kubelet refuses to start otherwise
+# (pkg/apis/policy/validation IsValidSysctlPattern: a segment may end in *)
+_SYSCTL_SEGMENT = r"([a-z0-9][-_a-z0-9]*)?[a-z0-9*]"
+_SYSCTL_PATTERN = re.compile(rf"({_SYSCTL_SEGMENT}[\./])*{_SYSCTL_SEGMENT}")
+_CPU_LIST = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
+def _kubelet_lists(config: dict[str, Any]) -> Iterator[Finding]:
+    """allowedUnsafeSysctls patterns and reservedSystemCPUs (a CPU list, as cpuset.Parse reads it), and
+    logging.verbosity (a uint32: "cannot unmarshal number -1 into Go struct field ... verbosity")."""
+    sysctls = config.get("allowedUnsafeSysctls")
+    for index, item in enumerate(sysctls if isinstance(sysctls, list) else ()):
+        if isinstance(item, str) and (len(item) > 253 or not _SYSCTL_PATTERN.fullmatch(item)):
+            yield (_loc("kubelet", "allowedUnsafeSysctls", index), f"{_shown(item)} is no sysctl name or pattern "
+                   "(such as net.core.somaxconn or net.ipv4.*; no value): the kubelet refuses to start", "error")
+    cpus = config.get("reservedSystemCPUs")
+    if isinstance(cpus, str) and cpus.strip() and not _cpu_list_ok(cpus.strip()):
+        yield (_loc("kubelet", "reservedSystemCPUs"), f"{_shown(cpus)} is no CPU list (such as 0-1 or 0,2-3, each "
+               "range low to high): the kubelet refuses to start", "error")
+
+
+def _cpu_list_ok(text: str) -> bool:
+    if not _CPU_LIST.fullmatch(text):
+        return False
+    for item in text.split(","):
+        low, _, high = item.partition("-")
+        if high and int(low) > int(high):
+            return False
+    return True
+
+
+def _logging_verbosity(configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+    for section in ("kubelet", "proxy"):
+        present, value = value_at(configs[section], ("logging", "verbosity"))
+        if present and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                              or not 0 <= value < 2**32):
+            yield (_loc(section, "logging", "verbosity"), f"{_BINARY[section]} reads logging.verbosity as a whole "
+                   f"number from 0 to 4294967295, not {_shown(value)}: it refuses to start", "error")
+
+
 def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]:
     if isinstance(config.get("resolvConf"), str) and (problem := resolv_conf_problem(config["resolvConf"])):
         yield _loc("kubelet", "resolvConf"), problem, "error"
@@ -323,6 +499,10 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
         for name, value in (reserved.items() if isinstance(reserved, dict) else ()):
             if problem := quantity_problem(value):
                 yield _loc("kubelet", field, name), f"the kubelet refuses {field}.{name}: {problem}", "error"
+            elif isinstance(value, str) and value.strip().startswith("-"):
+                # cmd/kubelet/app: "resource quantity for \"memory\" cannot be negative"
+                yield (_loc("kubelet", field, name), f"the kubelet refuses {field}.{name} {_shown(value)}: a "
+                       "reservation is not negative; it refuses to start", "error")
     for field in _EVICTION:
         thresholds = config.get(field)
         for signal, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
@@ -336,6 +516,11 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
                            f"not {value!r}", "error")
             elif problem := quantity_problem(value):
                 yield _loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal}: {problem}", "error"
+            elif field != "evictionMinimumReclaim" and isinstance(value, str) and _not_positive(value):
+                # pkg/kubelet/eviction/helpers.go: "eviction threshold memory.available must be positive: -1Mi"
+                yield (_loc("kubelet", field, signal), f"the kubelet refuses {field}.{signal} {_shown(value)}: an "
+                       "eviction threshold is above zero (a percentage such as 5% or a quantity such as 100Mi); "
+                       "it refuses to start", "error")
     # "grace period must be specified for the soft eviction threshold memory.available" (the kubelet's
     # eviction.ParseThresholdConfig): each soft threshold has its grace period
     soft, periods = config.get("evictionSoft"), config.get("evictionSoftGracePeriod")
@@ -472,6 +657,13 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
             yield (_loc("scheduler", "extenders", index, "urlPrefix"), f"{yaml_text(url)} is no https:// URL: "
                    "kube-scheduler would send the extender every pod and node it considers, and take its answers, "
                    "without TLS", "error")
+        # "extenders[0].weight: Invalid value: 0: must have a positive weight applied to it" (a prioritizing one)
+        weight = extender.get("weight", 0) if isinstance(extender, dict) else None
+        if isinstance(extender, dict) and extender.get("prioritizeVerb") and _int(weight) is not None and weight <= 0:
+            where = ("weight",) if "weight" in extender else ("prioritizeVerb",)
+            given = f"not {weight}" if "weight" in extender else "and weight is unset (0)"
+            yield (_loc("scheduler", "extenders", index, *where), f"an extender with a prioritizeVerb needs a weight "
+                   f"of 1 or more, {given}: kube-scheduler refuses to start", "error")
         present, insecure = value_at(extender, ("tlsConfig", "insecure"))
         if present and insecure is True:
             yield (_loc("scheduler", "extenders", index, "tlsConfig", "insecure"), "kube-scheduler would not check "
@@ -565,6 +757,11 @@ def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
     bind = config.get("bindAddress")
     if isinstance(bind, str) and not go_ip(bind):
         yield _loc("proxy", "bindAddress"), f"{bind!r} is no IP address: kube-proxy refuses to start", "error"
+    elif isinstance(bind, str) and bind:
+        try:
+            canonical_ip(bind)
+        except ValueError as error:  # an IPv6 spelling of an IPv4 address: one address, one text
+            yield _loc("proxy", "bindAddress"), f"{error} (one address has one spelling here)", "error"
     section = config.get("mode") or typed_mode
     periods = config.get(section) if isinstance(section, str) else None
     given = {field: periods[field] for field in _SYNC_DEFAULTS
@@ -574,7 +771,9 @@ def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
         minimum = go_duration_ns(given.get("minSyncPeriod", "1s"))
     except ValueError:
         sync = minimum = 0  # the duration check names it
-    if minimum > sync:
+    if sync < SHORTEST_PERIOD_NS and sync != go_duration_ns("30s"):
+        sync = minimum = 0  # negative or under 1s: the duration and period checks name it
+    if minimum > sync >= 0 and minimum >= 0:
         field = "minSyncPeriod" if "minSyncPeriod" in given else "syncPeriod"
         yield (_loc("proxy", section, field), f"{section}.minSyncPeriod ({given.get('minSyncPeriod', '1s')}) is "
                f"longer than {section}.syncPeriod ({given.get('syncPeriod', '30s')}): kube-proxy refuses to start",
@@ -602,6 +801,19 @@ def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
         if not valid:
             yield (_loc("proxy", "nodePortAddresses", index), f"{_shown(item)} is no CIDR (such as 10.0.0.0/8) "
                    "or 'primary': kube-proxy refuses to start", "error")
+
+
+def _not_positive(value: Any) -> bool:
+    """A resource quantity (its text, or a number) of zero or below."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return value <= 0
+    text = str(value).strip()
+    if text.startswith("-"):
+        return True
+    digits = re.match(r"\+?([0-9]*\.?[0-9]*)", text)
+    return bool(digits and digits.group(1).strip(".") and float(digits.group(1)) == 0)
 
 
 def _shown(value: Any) -> str:

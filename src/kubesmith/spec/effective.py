@@ -347,6 +347,9 @@ POSITIVE_DURATION_FLAGS = frozenset({
     "node-status-report-frequency", "runtime-request-timeout", "cpu-manager-reconcile-period",
     "iptables-sync-period", "ipvs-sync-period", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
+    # kube-controller-manager's loop periods: 0 makes a ticker panic or wait.Until spin (1ns as well)
+    "horizontal-pod-autoscaler-sync-period", "node-monitor-period", "resource-quota-sync-period",
+    "pvclaimbinder-sync-period", "route-reconciliation-period",
 })
 
 
@@ -532,10 +535,13 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
                          "podCIDR"), "str"),
         **dict.fromkeys(("tlsCipherSuites", "enforceNodeAllocatable", "allowedUnsafeSysctls"), "strings"),
         **dict.fromkeys(("shutdownGracePeriodByPodPriority", "reservedMemory"), "list"),
-        **dict.fromkeys(("authentication", "authorization", "evictionHard", "evictionSoft",
-                         "evictionSoftGracePeriod", "evictionMinimumReclaim", "systemReserved", "kubeReserved",
-                         "featureGates", "cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "logging",
-                         "memorySwap", "staticPodURLHeader", "tracing"), "map"),
+        **dict.fromkeys(("authentication", "authorization", "featureGates", "cpuManagerPolicyOptions",
+                         "topologyManagerPolicyOptions", "logging", "memorySwap", "staticPodURLHeader", "tracing"),
+                        "map"),
+        # map[string]string: "cannot unmarshal number into Go struct field KubeletConfiguration.kubeReserved of
+        # type string" (kubeReserved: {memory: 0} stops the v1.36.2 kubelet)
+        **dict.fromkeys(("evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
+                         "systemReserved", "kubeReserved"), "strmap"),
     },
     "proxy": {
         **dict.fromkeys(("bindAddressHardFail", "enableProfiling"), "bool"),
@@ -550,12 +556,17 @@ CONFIG_TYPES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"), "bool"),
         **dict.fromkeys(("parallelism", "percentageOfNodesToScore", "podInitialBackoffSeconds",
                          "podMaxBackoffSeconds"), "int"),
-        **dict.fromkeys(("profiles", "extenders"), "list"),
+        # a list of objects: 'json: cannot unmarshal string into Go struct field KubeSchedulerConfiguration.extenders
+        # of type v1.Extender' (a null item is an empty object)
+        **dict.fromkeys(("profiles", "extenders"), "objects"),
         **dict.fromkeys(("leaderElection", "clientConnection"), "map"),
     },
 }
 _KIND_NAMES = {"bool": "a boolean (true or false)", "int": "an integer", "str": "a string",
-               "strings": "a list of strings", "list": "a list", "map": "a mapping"}
+               "strings": "a list of strings", "list": "a list", "map": "a mapping",
+               "strmap": "a mapping", "objects": "a list"}
+# what each item of a strmap or objects field is
+_ITEM_NAMES = {"strmap": "a mapping of strings (quote a number: '0', '100Mi')", "objects": "a list of mappings"}
 
 
 def config_type_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:
@@ -620,11 +631,31 @@ def _unknown_scheduler_fields(config: dict[str, Any]) -> Iterator[Finding]:
                    f"{yaml_text(key)}, and kube-scheduler refuses to start on an unknown field: {hint}", "error")
 
 
+def _holds_bad_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -(1 << 63) <= value <= (1 << 63) - 1
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(_holds_bad_number(item) for item in items)
+
+
 def _json_type_problem(field: str, kind: str, value: Any) -> str | None:
     if value is None:
         return None
-    expected = {"bool": bool, "int": int, "str": str, "strings": list, "list": list, "map": dict}[kind]
+    expected = {"bool": bool, "int": int, "str": str, "strings": list, "list": list, "map": dict, "strmap": dict,
+                "objects": list}[kind]
     wrong = not isinstance(value, expected) or (kind == "int" and isinstance(value, bool))
+    if not wrong and kind in ("strmap", "objects"):
+        items = value.items() if kind == "strmap" else enumerate(value)
+        want = str if kind == "strmap" else dict
+        # (an item holding NaN or a number beyond 64 bits is that error, which the value checks name)
+        odd = next(((key, item) for key, item in items if item is not None and not isinstance(item, want)
+                    and not _holds_bad_number(item)), None)
+        if odd is None:
+            return None
+        where = f"{field}.{odd[0]}" if kind == "strmap" else f"{field}[{odd[0]}]"
+        return f"the component reads {field} as {_ITEM_NAMES[kind]}; {where} is {yaml_text(odd[1])}"
     if not wrong and kind == "strings":
         odd = next((item for item in value if not isinstance(item, str)), None)
         if odd is None:
@@ -761,7 +792,9 @@ def _toml_type_problem(kind: str, value: Any) -> str | None:
         return f"and item {value.index(odd)} is {yaml_text(odd)}: it refuses to start"
     if kind == "duration":
         try:
-            go_duration_ns(value)
+            negative = go_duration_ns(value) < 0
         except ValueError:
             return f"not {yaml_text(value)}: it refuses to start"
+        if negative:  # a timeout that has passed before it starts, an interval that never waits
+            return f"and {yaml_text(value)} is negative: a length of time here is 0 or more"
     return None

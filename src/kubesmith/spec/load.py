@@ -156,8 +156,10 @@ def as_written(data: Any, loc: tuple[LocPart, ...]) -> tuple[LocPart, ...]:
     parts: list[LocPart] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and not isinstance(part, str) and part in node:
-            key = next(key for key in node if key == part)
+        # (a null key: pydantic's path holds it as the text 'None')
+        odd = next((key for key in node if key is None and part == "None"), ...) if isinstance(node, dict) else ...
+        if odd is None or isinstance(node, dict) and not isinstance(part, str) and part in node:
+            key = odd if odd is None else next(key for key in node if key == part)
             parts.append(yaml_key(key))
             node = node[key]
             continue
