@@ -58,6 +58,19 @@ def _access(spec_file: str, state_dir: str | None, server: str | None):  # type:
     return access
 
 
+def _merge_target() -> Path:
+    """The kubeconfig --merge adds to: $KUBECONFIG's first file (as kubectl's `config` commands), else
+    ~/.kube/config; a $KUBECONFIG that names no file is a usage error."""
+    variable = os.environ.get("KUBECONFIG")
+    if variable is not None and variable.strip():
+        first = next((part for part in variable.split(os.pathsep) if part.strip()), "")
+        if not first:
+            fail(f"$KUBECONFIG {variable!r} names no file: give a path, or unset it for ~/.kube/config",
+                 ExitCode.USAGE)
+        return Path(first).expanduser()
+    return Path("~/.kube/config").expanduser()
+
+
 @click.group(cls=KubeconfigGroup, invoke_without_command=False)
 def kubeconfig() -> None:
     """Personal kubeconfigs: `kubeconfig CLUSTER [--user NAME] ...`, `kubeconfig revoke CLUSTER NAME`.
@@ -92,21 +105,31 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, out_file: st
            server: str | None, state_dir: str | None) -> None:
     """Mint a kubeconfig for one person, bound to a role until revoked or expired."""
     from kubesmith.apiclient import ApiError
-    from kubesmith.backends.access import merge_into, write_kubeconfig
+    from kubesmith.backends.access import BadKubeconfig, existing_kubeconfig, merge_into, write_kubeconfig
+    from kubesmith.fsutil import out_file_problem
 
     if out_file and merge:
         fail("--out and --merge exclude each other", ExitCode.USAGE)
     if output != "yaml" and merge:
         fail("--merge writes the kubeconfig's own format; leave out -o/--output", ExitCode.USAGE)
     name = _user_name(user)
+    # where it goes is checked before anything is granted: a failed write would leave a binding behind
+    if out_file and (problem := out_file_problem(Path(out_file))) is not None:
+        fail(f"--out {out_file!r}: {problem} (leave --out out to write to standard output)", ExitCode.USAGE)
+    existing = None
+    if merge:
+        target = _merge_target()
+        try:
+            existing = existing_kubeconfig(target)
+        except BadKubeconfig as exc:
+            fail(f"--merge: {exc}; fix or move it, or write a new one with --out FILE", ExitCode.IO_ERROR)
     try:
         grant = _access(spec_file, state_dir, server).grant(name, role, dt.timedelta(seconds=ttl))
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     expires = grant.not_after.strftime("%Y-%m-%d %H:%M UTC")
     if merge:
-        target = Path((os.environ.get("KUBECONFIG") or "~/.kube/config").split(":")[0]).expanduser()
-        merge_into(target, grant.kubeconfig)
+        merge_into(target, grant.kubeconfig, existing)
         destination = f"{target} (context {grant.kubeconfig['current-context']})"
     elif out_file:
         write_kubeconfig(Path(out_file), grant.kubeconfig, as_json=output == "json")
