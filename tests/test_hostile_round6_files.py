@@ -561,3 +561,51 @@ def test_an_archive_with_links_inside_itself_is_still_an_image(tmp_path: Path) -
 
     archive = _archive(tmp_path / "image.tar", _member("layer/again.tar", tarfile.SYMTYPE, "../layer/layer.tar"))
     assert check_archive(archive) == ("example/app:1",)
+
+
+# ---- kubeconfig --server: the API, over TLS ---------------------------------------------------------
+
+@pytest.mark.parametrize(("server", "says"), [
+    ("http://192.0.2.11:6443", "must start with https://"),
+    ("ftp://192.0.2.11", "must start with https://"),
+    ("https://admin:secret@192.0.2.11:6443", "no user information, query or fragment"),
+    ("https://192.0.2.11:6443/?x=1", "no user information, query or fragment"),
+    ("https://192.0.2.11:99999", "is not a URL (Port out of range"),
+    ("https://", "names no host"),
+])
+def test_a_kubeconfig_server_that_is_no_https_api_is_refused(server: str, says: str, tmp_path: Path,
+                                                            no_ssh: list[str]) -> None:
+    """Was tried as given: over http:// whoever answered could claim the binding was made."""
+    result = run(tmp_path, "kubeconfig", "create", "c.yaml", "--server", server, "--state-dir", "state",
+                 "--out", "alice.conf", "--user", "alice", seconds=BOUND_SECONDS)
+    assert_refused(result, 2, f"--server {server!r} ", says)
+    assert not (tmp_path / "state").exists() and not (tmp_path / "alice.conf").exists()
+
+
+def test_an_api_that_does_not_answer_is_one_plain_line(tmp_path: Path) -> None:
+    """aiohttp's error carried `ssl:<ssl.SSLContext object at 0x7f...>`."""
+    assert run(tmp_path, "render", "c.yaml", "--out-dir", "out", "--state-dir", "state").returncode == 0
+    with bounded(SLOW_BOUND):  # no guard: the TLS client's credentials pass through a private temp file
+        result = kubesmith("kubeconfig", "create", "c.yaml", "--server", "https://127.0.0.1:1", "--state-dir",
+                           "state", "--out", "alice.conf", "--user", "alice", cwd=tmp_path)
+    assert_refused(result, 5, "cannot reach the API at https://127.0.0.1:1: ")
+    assert "SSLContext" not in result.stderr and " at 0x" not in result.stderr
+    assert not (tmp_path / "alice.conf").exists()
+
+
+# ---- images load --dir (on the nodes) ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "says"), [("file", "a file, not a directory"), ("fifo", "a FIFO, not a directory")])
+def test_images_load_from_a_file_is_one_line(kind: str, says: str, tmp_path: Path) -> None:
+    """Was "no image archives in it", exit 0: the unit passed while every archive was elsewhere."""
+    target = tmp_path / "images"
+    target.write_text("x") if kind == "file" else os.mkfifo(target)
+    result = run(tmp_path, "images", "load", "--dir", str(target), "--containerd", f"unix://{tmp_path}/none.sock",
+                 "--deadline", "0", seconds=BOUND_SECONDS)
+    assert_refused(result, 5, f"{target}: {says}; --dir names the directory of image archives")
+
+
+def test_images_load_from_a_missing_directory_still_imports_nothing(tmp_path: Path) -> None:
+    result = run(tmp_path, "images", "load", "--dir", str(tmp_path / "none"), "--containerd",
+                 f"unix://{tmp_path}/none.sock", "--deadline", "0", seconds=BOUND_SECONDS)
+    assert result.returncode == 0 and "0 archives imported" in result.stderr, result.stderr

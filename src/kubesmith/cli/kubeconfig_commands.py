@@ -37,9 +37,33 @@ def _user_name(value: str | None) -> str:
     return name
 
 
+def _server_problem(server: str) -> str | None:
+    """Why --server is not https://HOST[:PORT][/PATH] of an API server, or None: kubesmith's requests and the
+    person's kubeconfig authenticate with client certificates, which only TLS carries (over http:// whoever
+    answers could claim the binding was made), and the URL lands in the kubeconfig as it is."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(server)
+        parts.port  # noqa: B018  # raises ValueError for a port out of range
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme.lower() != "https":
+        return "must start with https:// (the API authenticates by client certificate, over TLS only)"
+    if not parts.hostname:
+        return "names no host (https://HOST[:PORT])"
+    if "@" in parts.netloc or parts.query or parts.fragment or server.endswith(("?", "#")):
+        return "is not https://HOST[:PORT][/PATH] (no user information, query or fragment)"
+    if any(c.isspace() or not c.isprintable() for c in server):
+        return "holds a space or a control character"
+    return None
+
+
 def _access(spec_file: str, state_dir: str | None, server: str | None):  # type: ignore[no-untyped-def]
     from kubesmith.backends.access import ClusterAccess, server_url
 
+    if server is not None and (problem := _server_problem(server)) is not None:
+        fail(f"--server {server!r} {problem}", ExitCode.USAGE)
     loaded, plan = load_plan_or_fail(spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     access = ClusterAccess(plan, state, server)
