@@ -137,6 +137,12 @@ STATE_DIRS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "apply-root": (("apply", "c.yaml", "--known-hosts", "kh"), "/", "/ is a system directory"),
     "plan-live-lib64": (("plan", "c.yaml", "--known-hosts", "kh"), "/lib64", "is a system directory"),
     "run-etc": (("run", "c.yaml", "--host", "node1"), "/etc", "/etc is a system directory"),
+    "render-in-usr-share": (("render", "c.yaml", "--out-dir", "out"), "/usr/share/kubesmith-round6",
+                            "lies inside /usr/share, a system directory of the OS's own files"),
+    "status-in-etc-ssl": (("status", "c.yaml", "--known-hosts", "kh"), "/etc/ssl/private/k",
+                          "lies inside /etc/ssl, a system directory of the OS's own files"),
+    "certs-in-dpkg": (("certs", "check-expiration", "c.yaml"), "/var/lib/dpkg/k",
+                      "lies inside /var/lib/dpkg, a system directory of the OS's own files"),
 }
 
 
@@ -232,6 +238,7 @@ def test_a_tree_named_like_a_system_directory_still_renders(tmp_path: Path) -> N
     (("token", "revoke", "abcdef"), "/var", "/var is a system directory"),
     (("token", "create", "--ttl", "1h"), "/etc", "/etc is a system directory"),
     (("token", "list"), "/proc/self", "lies inside /proc, a kernel file system"),
+    (("token", "create", "--ttl", "1h"), "/usr/lib/kubesmith-round6", "lies inside /usr/lib, a system directory"),
 ])
 def test_a_system_directory_as_the_token_store_is_refused(command: tuple[str, ...], state_dir: str, says: str,
                                                           tmp_path: Path) -> None:

@@ -382,15 +382,34 @@ def own_directory_problem(path: Path) -> str | None:
     from kubesmith.spec.paths import used_path_problem  # the spec's rule for a directory a component uses
 
     spelled, real = os.path.abspath(path), os.path.realpath(path)
-    if (problem := used_path_problem(spelled)) is not None:
+    if (problem := used_path_problem(spelled) or _os_tree_problem(spelled)) is not None:
         return problem
-    if (problem := used_path_problem(real)) is not None:
+    if (problem := used_path_problem(real) or _os_tree_problem(real)) is not None:
         return f"{spelled} leads to {real}, and {problem}"
     home = os.path.realpath(os.path.expanduser("~"))
     if real == home:
         return f"{spelled} is the home directory of the user running kubesmith" + (
             "" if real == spelled else f" ({real})")
     return None
+
+
+def _os_tree_problem(path: str) -> str | None:
+    """Why `path` lies among the OS's own files (`/usr/share/x`, `/etc/ssl/private`, `/boot/efi/x`): inside a
+    system directory that is not made to hold other software's (`/var/lib`, `/srv`, `/opt`, `/tmp`, `/mnt`
+    are), outside the homes, users' runtime directories (/run/user/UID) and kubesmith's own trees
+    (`/etc/kubernetes`, `/etc/kubesmith`); or None."""
+    from kubesmith.spec.paths import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical
+
+    def inside(child: str, top: str) -> bool:
+        return child == top or top == "/" or child.startswith(top + "/")
+
+    canon = canonical(path)
+    if any(inside(canon, top) for top in (*KUBESMITH_TREES, *HOMES, "/run/user")):  # and runtime dirs
+        return None
+    deepest = max((canonical(top) for top in SYSTEM_DIRECTORIES if inside(canon, canonical(top))), key=len)
+    if deepest in CONTAINERS:
+        return None
+    return f"{path} lies inside {deepest}, a system directory of the OS's own files"
 
 
 def out_file_problem(path: Path) -> str | None:
@@ -400,8 +419,7 @@ def out_file_problem(path: Path) -> str | None:
     one still to make) that is no kernel file system (`/dev/stdout` would be replaced in /dev) nor a
     system directory of the OS's own files (`/etc`, `/usr/bin`, `/boot`): directories made to hold
     other software's files (`/var/lib`, `/srv`, `/tmp`), homes and kubesmith's own are fine."""
-    from kubesmith.spec.paths import (CONTAINERS, HOMES, KERNEL_FILE_SYSTEMS, KUBESMITH_TREES, SYSTEM_DIRECTORIES,
-                                      canonical)
+    from kubesmith.spec.paths import KERNEL_FILE_SYSTEMS, canonical
 
     def inside(child: str, top: str) -> bool:
         return child == top or top == "/" or child.startswith(top + "/")
@@ -409,10 +427,8 @@ def out_file_problem(path: Path) -> str | None:
     parent = canonical(os.path.realpath(os.path.dirname(os.path.abspath(path))))
     if (kernel := next((top for top in KERNEL_FILE_SYSTEMS if inside(parent, top)), None)) is not None:
         return f"{path} lies {'in ' + parent + ', ' if parent != kernel else ''}inside {kernel}, a kernel file system"
-    if not any(inside(parent, top) for top in (*KUBESMITH_TREES, *HOMES)):
-        deepest = max((top for top in SYSTEM_DIRECTORIES if inside(parent, canonical(top))), key=len)
-        if canonical(deepest) not in CONTAINERS:
-            return f"{path} lies in {parent}, a system directory of the OS's own files"
+    if _os_tree_problem(parent) is not None:
+        return f"{path} lies in {parent}, a system directory of the OS's own files"
     try:
         info = os.lstat(path)
     except FileNotFoundError:
