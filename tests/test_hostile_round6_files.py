@@ -352,6 +352,26 @@ def test_a_kubeconfig_variable_naming_no_file_of_its_own_is_refused(variable: st
     assert granted == [] and not Path("/etc/kubesmith-round6-no-such-file").exists()
 
 
+@pytest.mark.parametrize("home", ["", "  "])
+def test_a_blank_home_is_no_place_for_the_kubeconfig(home: str, tmp_path: Path, granted: list[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With $HOME blank, ~/.kube/config was /.kube/config."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", home)
+    result = run(tmp_path, "kubeconfig", "create", "c.yaml", "--merge", "--user", "alice", seconds=BOUND_SECONDS)
+    assert_refused(result, 2, f"$HOME {home!r} is empty")
+    assert granted == [] and not Path("/.kube/config").exists()
+
+
+def test_an_unset_home_still_finds_the_users_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubesmith.cli.kubeconfig_commands import _merge_target
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("HOME", raising=False)
+    assert _merge_target() == Path(os.path.expanduser("~/.kube/config")) and str(_merge_target()).startswith("/")
+    assert not str(_merge_target()).startswith("/.kube")
+
+
 @pytest.mark.parametrize("existing", ["", "# only a comment\n", "\ufeffapiVersion: v1\nkind: Config\n", None])
 def test_a_kubeconfig_merge_into_an_empty_or_missing_file_still_works(existing: str | None, tmp_path: Path,
                                                                        granted: list[str],

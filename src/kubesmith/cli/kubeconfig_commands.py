@@ -92,6 +92,10 @@ def _merge_target() -> Path:
             fail(f"$KUBECONFIG {variable!r} names no file: give a path, or unset it for ~/.kube/config",
                  ExitCode.USAGE)
         return Path(first).expanduser()
+    home = os.environ.get("HOME")
+    if home is not None and not home.strip():  # ~ would be /: the kubeconfig would land in /.kube
+        fail(f"$HOME {home!r} is empty, so ~/.kube/config names no home: set $HOME, or name the file with "
+             "$KUBECONFIG", ExitCode.USAGE)
     return Path("~/.kube/config").expanduser()
 
 
