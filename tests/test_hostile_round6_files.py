@@ -636,3 +636,30 @@ def test_images_load_from_a_missing_directory_still_imports_nothing(tmp_path: Pa
     result = run(tmp_path, "images", "load", "--dir", str(tmp_path / "none"), "--containerd",
                  f"unix://{tmp_path}/none.sock", "--deadline", "0", seconds=BOUND_SECONDS)
     assert result.returncode == 0 and "0 archives imported" in result.stderr, result.stderr
+
+
+# ---- --binaries DIR: what is there but is no binary ---------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "says"), [
+    ("dev-zero-link", "kube-apiserver is there but not a regular file (a character device)"),
+    ("fifo", "kube-apiserver is there but not a regular file (a FIFO)"),
+    ("directory", "kube-apiserver is there but a directory"),
+    ("dangling-link", "kube-apiserver is there but a link to nothing"),
+])
+def test_a_binary_that_is_no_file_is_named_not_missing(kind: str, says: str, tmp_path: Path) -> None:
+    """Was "missing binaries kube-apiserver, ...: pass --binaries DIR", with kube-apiserver in DIR."""
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    target = binaries / "kube-apiserver"
+    {"dev-zero-link": lambda: target.symlink_to("/dev/zero"), "fifo": lambda: os.mkfifo(target),
+     "directory": lambda: target.mkdir(), "dangling-link": lambda: target.symlink_to("gone")}[kind]()
+    result = run(tmp_path, "render", "c.yaml", "--out-dir", "out", "--state-dir", "state", "--binaries", "bin")
+    assert_refused(result, 2, "missing binaries kube-apiserver", f"bin/{says}")
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+def test_binaries_given_as_a_fifo_is_not_a_directory(tmp_path: Path) -> None:
+    """Was "--binaries bin: no such directory"."""
+    os.mkfifo(tmp_path / "bin")
+    result = run(tmp_path, "render", "c.yaml", "--out-dir", "out", "--state-dir", "state", "--binaries", "bin")
+    assert_refused(result, 3, "--binaries bin: not a directory; give the directory holding the binaries")
