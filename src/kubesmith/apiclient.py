@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ async def api_request(credentials: Credentials, method: str, path: str, body: An
                     return response.status, (json.loads(text) if is_json and text else {})
                 raise ApiError(f"{method} {server}{path}: HTTP {response.status}: {text.strip()[:300]}")
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise ApiError(f"cannot reach the API at {server}: {exc or type(exc).__name__}") from None
+        raise ApiError(f"cannot reach the API at {server}: {_unreachable(exc)}") from None
 
 
 async def first_watch_event(credentials: Credentials, path: str, resource_version: str, seconds: int) -> bool:
@@ -112,4 +113,12 @@ async def first_watch_event(credentials: Credentials, path: str, resource_versio
                     raise ApiError(f"watch {credentials.server}{path}: HTTP {response.status}: {text.strip()[:300]}")
                 return bool(await response.content.readline())
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise ApiError(f"cannot reach the API at {credentials.server}: {exc or type(exc).__name__}") from None
+        raise ApiError(f"cannot reach the API at {credentials.server}: {_unreachable(exc)}") from None
+
+
+def _unreachable(exc: BaseException) -> str:
+    """Why a request never got an answer, for one line: aiohttp's connector error without the repr of
+    the TLS context it carries (`ssl:<ssl.SSLContext object at 0x7f...>`), a timeout named as one."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "no answer in time"
+    return re.sub(r" ssl:(<[^>]*>|\S+)", "", str(exc)) or type(exc).__name__

@@ -373,6 +373,75 @@ def escapes(root: Path, path: Path) -> Path | None:
     return None
 
 
+def own_directory_problem(path: Path) -> str | None:
+    """Why kubesmith may not keep a directory of its own at `path` on this machine (a state directory, a
+    token store, a rendered tree), or None: a system directory, one holding one (`/`), one inside a kernel
+    file system (`/proc/x`), or the home directory of the user running, as spelled or where symbolic links
+    lead. Such a directory would get kubesmith's files among the system's, checking it for links would
+    walk the whole system, and `reset --purge` deletes a state directory. Nothing is read or written."""
+    from kubesmith.spec.paths import used_path_problem  # the spec's rule for a directory a component uses
+
+    spelled, real = os.path.abspath(path), os.path.realpath(path)
+    if (problem := used_path_problem(spelled) or _os_tree_problem(spelled)) is not None:
+        return problem
+    if (problem := used_path_problem(real) or _os_tree_problem(real)) is not None:
+        return f"{spelled} leads to {real}, and {problem}"
+    home = os.path.realpath(os.path.expanduser("~"))
+    if real == home:
+        return f"{spelled} is the home directory of the user running kubesmith" + (
+            "" if real == spelled else f" ({real})")
+    return None
+
+
+def _os_tree_problem(path: str) -> str | None:
+    """Why `path` lies among the OS's own files (`/usr/share/x`, `/etc/ssl/private`, `/boot/efi/x`): inside a
+    system directory that is not made to hold other software's (`/var/lib`, `/srv`, `/opt`, `/tmp`, `/mnt`
+    are), outside the homes, users' runtime directories (/run/user/UID) and kubesmith's own trees
+    (`/etc/kubernetes`, `/etc/kubesmith`); or None."""
+    from kubesmith.spec.paths import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical
+
+    def inside(child: str, top: str) -> bool:
+        return child == top or top == "/" or child.startswith(top + "/")
+
+    canon = canonical(path)
+    if any(inside(canon, top) for top in (*KUBESMITH_TREES, *HOMES, "/run/user")):  # and runtime dirs
+        return None
+    deepest = max((canonical(top) for top in SYSTEM_DIRECTORIES if inside(canon, canonical(top))), key=len)
+    if deepest in CONTAINERS:
+        return None
+    return f"{path} lies inside {deepest}, a system directory of the OS's own files"
+
+
+def out_file_problem(path: Path) -> str | None:
+    """Why kubesmith may not write the file `path` a user named (`--out`, a kubeconfig to merge into), or
+    None; nothing is read or written. It replaces `path` atomically (a temp file beside it, renamed over
+    it), so `path` is a regular file, a link (replaced, not followed) or missing, in a directory (or
+    one still to make) that is no kernel file system (`/dev/stdout` would be replaced in /dev) nor a
+    system directory of the OS's own files (`/etc`, `/usr/bin`, `/boot`): directories made to hold
+    other software's files (`/var/lib`, `/srv`, `/tmp`), homes and kubesmith's own are fine."""
+    from kubesmith.spec.paths import KERNEL_FILE_SYSTEMS, canonical
+
+    def inside(child: str, top: str) -> bool:
+        return child == top or top == "/" or child.startswith(top + "/")
+
+    parent = canonical(os.path.realpath(os.path.dirname(os.path.abspath(path))))
+    if (kernel := next((top for top in KERNEL_FILE_SYSTEMS if inside(parent, top)), None)) is not None:
+        return f"{path} lies {'in ' + parent + ', ' if parent != kernel else ''}inside {kernel}, a kernel file system"
+    if _os_tree_problem(parent) is not None:
+        return f"{path} lies in {parent}, a system directory of the OS's own files"
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        return f"{os.path.dirname(path) or path} is not a directory"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        return f"{path} is {file_kind(info.st_mode)}, not a file kubesmith may replace"
+    return None
+
+
 def link_out(root: Path) -> Path | None:
     """The first symbolic link under `root` that leads out of it (or nowhere); None when there is none.
     Links are not followed, so a loop costs nothing."""

@@ -150,10 +150,58 @@ def bind_cluster_admins(kubeconfig: Path, timeout: float = 10.0) -> bool:
     return status != 409
 
 
-def merge_into(path: Path, config: dict[str, Any]) -> None:
+KUBECONFIG_BYTES = 16 << 20  # a kubeconfig of hundreds of clusters is a few hundred KB
+
+
+class BadKubeconfig(ValueError):
+    """The kubeconfig to merge into cannot be read or is no kubeconfig: the message names the file."""
+
+
+def existing_kubeconfig(path: Path) -> dict[str, Any] | None:
+    """The kubeconfig at `path` that `merge_into` adds to (None: missing or empty), read and checked
+    before anything is granted: a regular file of bounded size (a FIFO would block the read, /dev/zero
+    never end), UTF-8 YAML with aliases and nesting bounded as in a cluster file, a mapping whose
+    clusters, users and contexts are lists of mappings. BadKubeconfig says why not."""
+    from kubesmith.spec.yamlsource import parse_yaml
+
+    if (problem := fsutil.out_file_problem(path)) is not None:
+        raise BadKubeconfig(problem)
+    try:
+        data = fsutil.read_regular(path, KUBECONFIG_BYTES, "a kubeconfig file")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BadKubeconfig(f"{path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadKubeconfig(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        return None
+    document, problems = parse_yaml(text, str(path))
+    if document is None and problems and "the file is empty" in str(problems[0]):
+        return None  # comments alone
+    errors = [problem for problem in problems if problem.severity == "error"]
+    if document is None or errors:
+        raise BadKubeconfig(f"{path}: not a kubeconfig to merge into: {(errors or problems)[0]}")
+    config = document.data
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise BadKubeconfig(f"{path}: a kubeconfig is a mapping (apiVersion, clusters, users, contexts), this "
+                            f"file holds a {type(config).__name__}")
+    for section in ("clusters", "users", "contexts"):
+        entries = config.get(section)
+        if entries is not None and not (isinstance(entries, list) and all(isinstance(e, dict) for e in entries)):
+            raise BadKubeconfig(f"{path}: {section} is not a list of named entries, as in a kubeconfig")
+    return config
+
+
+def merge_into(path: Path, config: dict[str, Any], existing: dict[str, Any] | None = None) -> None:
     """Add or replace this config's cluster, user and context in the kubeconfig at `path`, and make its
-    context current; every other entry is kept as it was, in its place (as `kubectl config` would)."""
-    existing: dict[str, Any] = (yaml.safe_load(path.read_text()) if path.exists() else None) or \
+    context current; every other entry is kept as it was, in its place (as `kubectl config` would).
+    `existing` is the file's document as `existing_kubeconfig` read it (read here when None)."""
+    existing = (existing if existing is not None else existing_kubeconfig(path)) or \
         {"apiVersion": "v1", "kind": "Config", "preferences": {}}
     for section in ("clusters", "users", "contexts"):
         entries = existing.get(section) or []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
@@ -140,12 +142,20 @@ def checked_binaries(plan: Plan, directory: Path | None, hosts: list[str], check
     given no DIR (`allow_missing`) needs none: it compares everything else and says what it left out; a DIR
     given must serve."""
     if directory is not None and not directory.is_dir():
-        fail(f"--binaries {directory}: no such directory", ExitCode.IO_ERROR)
+        fail(f"--binaries {directory}: " + ("no such directory" if not os.path.lexists(directory) else
+                                            "not a directory; give the directory holding the binaries"),
+             ExitCode.IO_ERROR)
     paths = binary_paths(directory)
     binaries = applying.Binaries(paths)
     missing = binaries.missing(plan, hosts)
     if missing and not allow_missing:
         hint = "pass --binaries DIR (see `kubesmith binaries fetch`)"
+        if directory is not None and (odd := [name for name in missing if os.path.lexists(directory / name)]):
+            from kubesmith.fsutil import regular_file_problem  # a device, FIFO, directory or dangling link there
+
+            problem = regular_file_problem(directory / odd[0], 1 << 62, "an executable file") or "not a regular file"
+            hint = f"{directory / odd[0]} is there but " + ("a link to nothing" if problem == "does not exist" else
+                                                          problem.removeprefix('is '))
         fail(f"missing binar{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}: {hint}", ExitCode.USAGE)
     try:
         if check_release_now:

@@ -21,10 +21,29 @@ from kubesmith.settings import CaServiceConfig
 def ca_config(config_file: str | None, **overrides: Any) -> CaServiceConfig:
     """The settings file's values (a file without some has their defaults), the flags given over them."""
     document = read_json_config(config_file or layout.CA_SERVICE_CONFIG, config_file is not None)
+    source = config_file or layout.CA_SERVICE_CONFIG
     try:
-        return CaServiceConfig.from_document(document, **overrides)
+        config = CaServiceConfig.from_document(document, **overrides)
     except (ValueError, TypeError) as exc:
-        fail(f"{config_file or layout.CA_SERVICE_CONFIG}: {exc}", ExitCode.USAGE)
+        fail(f"{source}: {exc}", ExitCode.USAGE)
+    _check_token_directory(config, source, document, overrides.get("state_dir"))
+    return config
+
+
+def _check_token_directory(config: CaServiceConfig, source: str, document: dict[str, Any], flag: str | None) -> None:
+    """The token store's directory is one of kubesmith's own: a blank `state_dir` in the settings file (the
+    current directory, whatever it is), a system directory (`/`, `/etc`) or the user's home would get
+    tokens.json and its lock among the system's files. Refused before anything is read or written."""
+    from kubesmith.fsutil import own_directory_problem
+
+    where = (f"--state-dir {flag!r}" if flag else f"{source}: state_dir {document['state_dir']!r}"
+             if "state_dir" in document else f"the token store's directory {str(config.state_dir)!r}")
+    if not flag and isinstance(document.get("state_dir"), str) and not document["state_dir"].strip():
+        fail(f"{where} is empty: give the token store's directory (default {layout.CA_SERVICE_STATE})",
+             ExitCode.USAGE)
+    if (problem := own_directory_problem(config.state_dir)) is not None:
+        fail(f"{where}: {problem}; the token store (tokens.json) needs a directory of its own (default "
+             f"{layout.CA_SERVICE_STATE})", ExitCode.USAGE)
 
 
 def _removed_keys(pairs: tuple[str, ...]) -> dict[str, str] | None:

@@ -30,7 +30,10 @@ def snapshot_command(spec_file: str, out_file: str | None, output: str, ssh_conf
                      known_hosts: str | None, identity: str | None) -> None:
     """Save a consistent snapshot through the etcd API of the first healthy member; print its hash and revision."""
     from kubesmith.backends.day2 import snapshot
+    from kubesmith.fsutil import out_file_problem
 
+    if out_file and (problem := out_file_problem(Path(out_file))) is not None:  # before a host is reached
+        fail(f"--out {out_file!r}: {problem}", ExitCode.USAGE)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     _, taken = on_hosts(spec_file, ssh_config, known_hosts, identity, lambda transport, plan: snapshot(
         transport, plan, Path(out_file or f"etcd-{plan.cluster}-{stamp}.db"), progress))

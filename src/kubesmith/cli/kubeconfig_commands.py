@@ -37,9 +37,33 @@ def _user_name(value: str | None) -> str:
     return name
 
 
+def _server_problem(server: str) -> str | None:
+    """Why --server is not https://HOST[:PORT][/PATH] of an API server, or None: kubesmith's requests and the
+    person's kubeconfig authenticate with client certificates, which only TLS carries (over http:// whoever
+    answers could claim the binding was made), and the URL lands in the kubeconfig as it is."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(server)
+        parts.port  # noqa: B018  # raises ValueError for a port out of range
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme.lower() != "https":
+        return "must start with https:// (the API authenticates by client certificate, over TLS only)"
+    if not parts.hostname:
+        return "names no host (https://HOST[:PORT])"
+    if "@" in parts.netloc or parts.query or parts.fragment or server.endswith(("?", "#")):
+        return "is not https://HOST[:PORT][/PATH] (no user information, query or fragment)"
+    if any(c.isspace() or not c.isprintable() for c in server):
+        return "holds a space or a control character"
+    return None
+
+
 def _access(spec_file: str, state_dir: str | None, server: str | None):  # type: ignore[no-untyped-def]
     from kubesmith.backends.access import ClusterAccess, server_url
 
+    if server is not None and (problem := _server_problem(server)) is not None:
+        fail(f"--server {server!r} {problem}", ExitCode.USAGE)
     loaded, plan = load_plan_or_fail(spec_file)
     state = default_state_dir(Path(spec_file), plan.cluster, state_dir)
     access = ClusterAccess(plan, state, server)
@@ -56,6 +80,23 @@ def _access(spec_file: str, state_dir: str | None, server: str | None):  # type:
                    "the kubeconfig fails over to no other", err=True)
         access = ClusterAccess(plan, state, ready)
     return access
+
+
+def _merge_target() -> Path:
+    """The kubeconfig --merge adds to: $KUBECONFIG's first file (as kubectl's `config` commands), else
+    ~/.kube/config; a $KUBECONFIG that names no file is a usage error."""
+    variable = os.environ.get("KUBECONFIG")
+    if variable is not None and variable.strip():
+        first = next((part for part in variable.split(os.pathsep) if part.strip()), "")
+        if not first:
+            fail(f"$KUBECONFIG {variable!r} names no file: give a path, or unset it for ~/.kube/config",
+                 ExitCode.USAGE)
+        return Path(first).expanduser()
+    home = os.environ.get("HOME")
+    if home is not None and not home.strip():  # ~ would be /: the kubeconfig would land in /.kube
+        fail(f"$HOME {home!r} is empty, so ~/.kube/config names no home: set $HOME, or name the file with "
+             "$KUBECONFIG", ExitCode.USAGE)
+    return Path("~/.kube/config").expanduser()
 
 
 @click.group(cls=KubeconfigGroup, invoke_without_command=False)
@@ -92,21 +133,31 @@ def create(spec_file: str, user: str | None, role: str, ttl: float, out_file: st
            server: str | None, state_dir: str | None) -> None:
     """Mint a kubeconfig for one person, bound to a role until revoked or expired."""
     from kubesmith.apiclient import ApiError
-    from kubesmith.backends.access import merge_into, write_kubeconfig
+    from kubesmith.backends.access import BadKubeconfig, existing_kubeconfig, merge_into, write_kubeconfig
+    from kubesmith.fsutil import out_file_problem
 
     if out_file and merge:
         fail("--out and --merge exclude each other", ExitCode.USAGE)
     if output != "yaml" and merge:
         fail("--merge writes the kubeconfig's own format; leave out -o/--output", ExitCode.USAGE)
     name = _user_name(user)
+    # where it goes is checked before anything is granted: a failed write would leave a binding behind
+    if out_file and (problem := out_file_problem(Path(out_file))) is not None:
+        fail(f"--out {out_file!r}: {problem} (leave --out out to write to standard output)", ExitCode.USAGE)
+    existing = None
+    if merge:
+        target = _merge_target()
+        try:
+            existing = existing_kubeconfig(target)
+        except BadKubeconfig as exc:
+            fail(f"--merge: {exc}; fix or move it, or write a new one with --out FILE", ExitCode.IO_ERROR)
     try:
         grant = _access(spec_file, state_dir, server).grant(name, role, dt.timedelta(seconds=ttl))
     except ApiError as exc:
         fail(str(exc), ExitCode.FAILED)
     expires = grant.not_after.strftime("%Y-%m-%d %H:%M UTC")
     if merge:
-        target = Path((os.environ.get("KUBECONFIG") or "~/.kube/config").split(":")[0]).expanduser()
-        merge_into(target, grant.kubeconfig)
+        merge_into(target, grant.kubeconfig, existing)
         destination = f"{target} (context {grant.kubeconfig['current-context']})"
     elif out_file:
         write_kubeconfig(Path(out_file), grant.kubeconfig, as_json=output == "json")

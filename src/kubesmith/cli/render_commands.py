@@ -18,6 +18,7 @@ from kubesmith.backends.systemd import for_release
 from kubesmith.cli.common import (fail, hosts_option, load_plan_or_fail, load_spec_or_fail, out_dir_option,
                                   report_problems, require_ssh_files, spec_argument, ssh_flags)
 from kubesmith.exitcodes import ExitCode
+from kubesmith.fsutil import own_directory_problem
 from kubesmith.pki.keys import BadKeyFile
 from kubesmith.pki.store import ForeignStateError, PkiError, default_state_dir
 from kubesmith.vocabulary.model import Plan
@@ -56,6 +57,10 @@ def render(spec_file: str, out_dir: str, hosts: tuple[str, ...], state_dir: str 
     atomically; a killed run can simply be repeated. Works without root: owners are recorded
     in the manifest, not applied.
     """
+    if (os.path.isdir(out_dir) or not os.path.lexists(out_dir)) and \
+            (problem := own_directory_problem(Path(out_dir))) is not None:  # before anything is planned or written
+        fail(f"--out-dir {str(out_dir)!r}: {problem}; render writes a tree of files (DIR/<host>/<path on host>) "
+             "into a directory of its own", ExitCode.USAGE)
     plan, state = plan_and_state(spec_file, state_dir)
     _check_apart(Path(out_dir), state, state_dir)
     if observe:

@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import posixpath
 import shutil
 import struct
 import subprocess
@@ -210,6 +211,8 @@ def _names(archive: tarfile.TarFile) -> tuple[str, ...]:
     for count, member in enumerate(archive):
         if count >= MAX_ARCHIVE_MEMBERS:
             raise ImageError(f"not an image archive (more than {MAX_ARCHIVE_MEMBERS} members)")
+        if (problem := _member_problem(member)) is not None:
+            raise ImageError(f"not an image archive ({problem})")
         members[member.name.removeprefix("./")] = member
     try:
         if "index.json" in members:
@@ -221,6 +224,23 @@ def _names(archive: tarfile.TarFile) -> tuple[str, ...]:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImageError(f"not an image archive (a malformed index or manifest: {exc!r})") from None
     raise ImageError("not an image archive (no index.json or manifest.json)")
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why `member` is no part of an image archive, or None: `docker save` and OCI layouts hold files,
+    directories and links inside the archive, never a name (or link target) that is absolute or climbs
+    out with `..` (what a tool extracting it would write elsewhere), nor a device or FIFO."""
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        return f"member {member.name[:80]!r} is a device or FIFO"
+    for what, name in (("member", member.name), ("link target", member.linkname if member.issym() or member.islnk()
+                                                  else "")):
+        if not name:
+            continue
+        joined = posixpath.join(posixpath.dirname(member.name), name) if member.issym() else name
+        if name.startswith("/") or posixpath.normpath(joined).split("/")[0] == "..":
+            return (f"{what} {name[:80]!r}{f' of {member.name[:80]!r}' if what != 'member' else ''} lies outside "
+                    "the archive (an absolute path or one climbing out with ..)")
+    return None
 
 
 def _oci_names(archive: tarfile.TarFile, members: dict[str, tarfile.TarInfo]) -> tuple[str, ...]:

@@ -8,11 +8,13 @@ An archive whose images containerd already has is not imported again.
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kubesmith import fsutil
 from kubesmith.images import ImageError, check_archive
 
 NAMESPACE = "k8s.io"
@@ -27,6 +29,10 @@ class LoadError(Exception):
 def load_all(directory: Path, endpoint: str, deadline: float, say: Say) -> int:
     """Import every `*.tar` under `directory`; the number imported (already present ones are skipped)."""
     address = endpoint.removeprefix(SOCKET_URL)
+    if directory.exists() and not directory.is_dir():  # a file where the directory of archives belongs
+        mode = directory.stat().st_mode
+        raise LoadError(f"{directory}: {'a file' if stat.S_ISREG(mode) else fsutil.file_kind(mode)}, not a directory; --dir names "
+                        "the directory of image archives")
     archives = sorted(directory.glob("*.tar")) if directory.is_dir() else []
     if not archives:
         say(f"no image archives in {directory}")

@@ -356,12 +356,22 @@ def default_state_dir(spec_file: Path, cluster: str, override: str | None = None
         raise UsageError(f"$KUBESMITH_STATE_DIR: {env!r} is empty: give a path (for the current directory, write .), "
                          "or unset it")
     chosen = Path(override) if override else Path(env) if env else spec_file.resolve().parent / ".kubesmith" / cluster
+    if (problem := fsutil.own_directory_problem(chosen)) is not None:  # before any walk of it, or write
+        source = (f"--state-dir {override!r}" if override else f"$KUBESMITH_STATE_DIR ({env!r})" if env
+                  else f"the default state directory {str(chosen)!r}")
+        raise UsageError(f"{source}: {problem}; the state directory holds the cluster's CAs and keys, and "
+                         "`reset --purge` deletes it: give a directory of its own (say ./.kubesmith/"
+                         f"{cluster})")
     return checked_state_dir(chosen)
 
 
 def checked_state_dir(path: Path) -> Path:
     """`path`, when it can be the state directory: missing, or a directory no symbolic link leads out of
     (keys written through one would land elsewhere); OSError naming the path otherwise."""
+    if path.is_symlink() and not path.exists():  # mkdir would fail with "File exists", naming nothing
+        raise FileNotFoundError(errno.ENOENT, f"a symbolic link to {os.readlink(path)}, which does not exist (or "
+                                "loops); the state directory holds the cluster's CAs and keys: make the directory "
+                                "it names, or give another with --state-dir", str(path))
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "not a directory; the state directory holds the cluster's CAs "
                                  "and keys (give another with --state-dir)", str(path))

@@ -21,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import errno
 import logging
+import os
 import secrets
 import shlex
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -128,9 +131,101 @@ class SshOptions:
         for path, what, flag in named:
             problem = fsutil.regular_file_problem(path, fsutil.SMALL_FILE_BYTES, f"an {what}" if what[0] in "ai"
                                                   else f"a {what}")
+            if problem is None and what == "identity file":
+                problem = private_key_problem(path)
+            elif problem is None and what == "SSH config file":
+                problem = ssh_config_problem(path)
             if problem is not None:
                 return f"{what} {path}: {problem} ({flag} or spec.ssh)"
         return None
+
+
+PASSPHRASE = "the key is encrypted with a passphrase, and kubesmith logs in without one (no agent, no prompt)"
+MAX_INCLUDE_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH: an Include deeper than this (or of itself) is an error
+
+
+def private_key_problem(path: Path) -> str | None:
+    """Why the identity file `path` (a regular, bounded file) is no private key SSH can log in with, or None:
+    asyncssh would fail inside the connection attempt, with its own exception."""
+    try:
+        asyncssh.import_private_key(_read_small(path, "an identity file"))
+    except asyncssh.KeyEncryptionError:
+        return PASSPHRASE
+    except asyncssh.KeyImportError as exc:
+        if "passphrase" in str(exc).lower():
+            return PASSPHRASE
+        return f"not a private key ({exc}); expected an OpenSSH, PEM or PKCS#8 private key"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    except (ValueError, TypeError) as exc:  # a malformed key asyncssh's parsers trip over
+        return f"not a private key ({exc}); expected an OpenSSH, PEM or PKCS#8 private key"
+    return None
+
+
+def _read_small(path: Path, expected: str) -> bytes:
+    """A settings file SSH reads (a key, a config): regular, at most SMALL_FILE_BYTES, never blocking (a FIFO,
+    /proc/kmsg); OSError naming it otherwise. Its own reads: uploads count the chunks fsutil streams."""
+    if (problem := fsutil.regular_file_problem(path, fsutil.SMALL_FILE_BYTES, expected)) is not None:
+        raise OSError(errno.EINVAL, problem, str(path))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # swapped since it was looked at
+            raise OSError(errno.EINVAL, f"not a regular file; expected {expected}", str(path))
+        data = b""
+        while len(data) <= fsutil.SMALL_FILE_BYTES and (chunk := os.read(descriptor, 1 << 16)):
+            data += chunk
+    except BlockingIOError:
+        raise OSError(errno.EAGAIN, "reading it would wait for data (a kernel interface such as /proc/kmsg?); "
+                      f"expected {expected}", str(path)) from None
+    finally:
+        os.close(descriptor)
+    if len(data) > fsutil.SMALL_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than 1 MiB; expected {expected}", str(path))
+    return data
+
+
+def ssh_config_problem(path: Path, chain: tuple[Path, ...] = ()) -> str | None:
+    """Why the OpenSSH client config `path` cannot be read as asyncssh reads it, or None: every file it
+    includes (`Include`, globs relative to ~/.ssh, as asyncssh takes them) and every `IdentityFile` or
+    `CertificateFile` it names that exists must be a regular file of bounded size, and no Include may
+    nest deeper than OpenSSH allows or include a file that includes it (asyncssh recurses until Python's
+    stack ends). Nothing but these files is read."""
+    try:
+        text = _read_small(path, "an SSH config file").decode("utf-8", "replace")
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}" if chain else str(exc.strerror or exc)
+    home_ssh = Path("~", ".ssh").expanduser()
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.strip().replace("=", " ", 1).split()
+        if not words or words[0].startswith("#"):
+            continue
+        keyword, arguments = words[0].lower(), [word.strip('"') for word in words[1:]]
+        where = f"{path}:{number}"
+        if keyword == "include":
+            for pattern in arguments:
+                expanded = Path(pattern).expanduser()
+                base, rest = (Path(expanded.anchor), str(Path(*expanded.parts[1:]))) if expanded.anchor \
+                    else (home_ssh, pattern)
+                try:
+                    included = sorted(found for found in base.glob(rest) if found.is_file()) if rest not in ("", ".") \
+                        else []
+                except (OSError, ValueError) as exc:
+                    return f"{where}: Include {pattern!r}: {exc}"
+                for found in included:
+                    if len(chain) + 1 >= MAX_INCLUDE_DEPTH or found.resolve() in {p.resolve() for p in (*chain, path)}:
+                        return (f"{where}: Include {pattern!r} includes {found}, which includes it again (or the "
+                                f"includes nest deeper than {MAX_INCLUDE_DEPTH}, OpenSSH's limit)")
+                    if (problem := ssh_config_problem(found, (*chain, path))) is not None:
+                        return problem if problem.startswith(f"{found}") else f"{where}: {problem}"
+        elif keyword in ("identityfile", "certificatefile"):
+            for value in arguments:
+                named = Path(value).expanduser()
+                if "%" in value or value.lower() == "none" or not os.path.lexists(named):
+                    continue  # a token expanded per host, or missing: ssh skips a missing identity
+                expected = "an identity file" if keyword == "identityfile" else "a certificate file"
+                if (problem := fsutil.regular_file_problem(named, fsutil.SMALL_FILE_BYTES, expected)) is not None:
+                    return f"{where}: {words[0]} {value}: {problem}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
