@@ -278,6 +278,9 @@ def _directive_problems(zone: str, lines: list[str], own_image: bool) -> list[Op
         elif name in ONCE_PLUGINS and name in seen:
             problems.append(OptionProblem(where, f"{name} is in this block twice: CoreDNS 1.13.1 takes it once a "
                                           "server block and would not start; merge the two", severity))
+        elif name == "forward" and (problem := next(filter(None, map(address_spelling_problem,
+                                                                    _forward_targets(args))), None)):
+            problems.append(OptionProblem(where, problem))
         elif (problem := _argument_problem(name, args)) is not None:
             problems.append(OptionProblem(where, f"{problem}: CoreDNS would not start", severity))
         seen.add(name)
@@ -325,8 +328,13 @@ def _argument_problem(plugin: str, args: list[str]) -> str | None:
 def forward_targets(lines: list[str]) -> list[tuple[int, str]]:
     """(line index, TO) of every `forward FROM TO...` of a server block's lines, a scheme (dns://,
     tls://) taken off: where the block sends its queries."""
-    return [(index, re.sub(r"^[a-z0-9+.-]+://", "", target, flags=re.I)) for index, (name, *args)
-            in block_directives(lines)[0] if name == "forward" for target in args[1:]]
+    return [(index, target) for index, (name, *args) in block_directives(lines)[0] if name == "forward"
+            for target in _forward_targets(args)]
+
+
+def _forward_targets(args: list[str]) -> list[str]:
+    """The TOs of `forward FROM TO...`, a scheme (dns://, tls://) taken off."""
+    return [re.sub(r"^[a-z0-9+.-]+://", "", target, flags=re.I) for target in args[1:]]
 
 
 def _block_zone_problem(key: str) -> str | None:
@@ -431,14 +439,48 @@ def _binary_problems(binary: str) -> list[OptionProblem]:
                           "warning" if missing else "error")]
 
 
-def resolver_problem(server: str) -> str | None:
-    """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT of a resolver a pod can reach, or None."""
-    host, port = server, None
+def _host_and_port(server: str) -> tuple[str, str | None]:
+    """ADDRESS, ADDRESS:PORT or [IPv6]:PORT as (ADDRESS, PORT or None)."""
     if server.startswith("["):
         host, _, rest = server[1:].partition("]")
-        port = rest.removeprefix(":") if rest else None
-    elif server.count(":") == 1:
+        return host, rest.removeprefix(":") if rest else None
+    if server.count(":") == 1:
         host, port = server.split(":")
+        return host, port
+    return server, None
+
+
+def address_spelling_problem(server: str) -> str | None:
+    """Why a resolver written as an address is not its one canonical spelling (issue 32): brackets without a
+    port (CoreDNS's parse.HostPortOrFile finds no IP in '[2001:db8::1]' and no such file: "not an IP address
+    or file", it would not start), a zone suffix, an IPv4 address written as IPv6. None for the rest, a file
+    or a canonical address."""
+    host, port = _host_and_port(server)
+    if server.startswith("[") and port is None:
+        inner = server[1:].partition("]")[0]
+        try:
+            inner = canonical_ip(inner)
+        except ValueError:
+            pass
+        return (f"{server!r} has brackets but no port: CoreDNS reads no address in it (\"not an IP address or "
+                f"file\") and would not start; write {inner!r} (or {f'[{inner}]:53'!r})")
+    if "%" not in host:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return None  # no address: a file, or text resolver_problem names
+    try:
+        canonical_ip(host)
+    except ValueError as exc:
+        return str(exc) if host == server else f"{server!r}: {exc}"
+    return None
+
+
+def resolver_problem(server: str) -> str | None:
+    """Why `server` is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT of a resolver a pod can reach, or None."""
+    host, port = _host_and_port(server)
+    if server.startswith("[") and port is None:
+        return address_spelling_problem(server)
     try:
         address = ipaddress.ip_address(canonical_ip(host))
     except ValueError as exc:

@@ -135,6 +135,11 @@ _NO_FSYNC = NoOption("etcd would not fsync its log: a crash or power loss loses 
 _PEER_SAN = NoOption("etcd would accept a peer's client certificate whatever addresses it names: any certificate "
                      "of the etcd peer CA could join or impersonate a member from anywhere; kubesmith's peer "
                      "certificates name each member's address, so nothing needs it")
+_NO_RECONFIG_CHECK = NoOption("etcd would accept a member change that loses quorum (adding a member the cluster "
+                              "cannot reach, removing one of too few started members): the cluster stops taking "
+                              "writes; kubesmith changes members one at a time with the check on")
+_V2_API = NoOption("etcd would serve its v2 API, which has none of the v3 API's authentication and role checks "
+                   "and reads another key space: nothing of Kubernetes uses it")
 
 
 class EtcdModule(Module):
@@ -167,10 +172,12 @@ class EtcdModule(Module):
             # renamed without experimental- in etcd 3.6
             "experimental-peer-skip-client-san-verification": _PEER_SAN,
             "peer-skip-client-san-verification": _PEER_SAN,
+            "strict-reconfig-check": _NO_RECONFIG_CHECK, "enable-v2": _V2_API,
         },
         harmless={"force-new-cluster": False, "unsafe-no-fsync": False,
                   "experimental-peer-skip-client-san-verification": False,
-                  "peer-skip-client-san-verification": False},
+                  "peer-skip-client-san-verification": False, "strict-reconfig-check": True,
+                  "enable-v2": False},
     )
 
     def check(self, spec: Any, options: EtcdOptions, registry: Any) -> list[OptionProblem]:

@@ -87,8 +87,11 @@ class ProxyModule(Module):
     def check(self, spec: Any, options: ProxyOptions, registry: Any) -> list[OptionProblem]:
         """kube-proxy's own validation: metricsBindAddress is HOST:PORT with a port up to 65535 (or empty: off)."""
         problems = []
-        for loc, value in ((("metricsBindAddress",), options.metrics_bind_address),
-                           (("extraConfig", "metricsBindAddress"), options.extra_config.get("metricsBindAddress"))):
+        places = [(("metricsBindAddress",), options.metrics_bind_address)]
+        # set in both places, extraConfig's is already one error (spec/effective.py: "sets what ... already sets")
+        if "metrics_bind_address" not in options.model_fields_set:
+            places.append((("extraConfig", "metricsBindAddress"), options.extra_config.get("metricsBindAddress")))
+        for loc, value in places:
             if isinstance(value, str) and value and (problem := _bind_address_problem(value)
                                                      or _spelling_problem(value)):
                 problems.append(OptionProblem(loc, problem))

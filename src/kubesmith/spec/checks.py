@@ -416,6 +416,11 @@ def _unreachable_from_others(text: str) -> str | None:
 # admission plugins the CIS benchmark wants on (1.2.12-1.2.14) and ones kubesmith enables by default
 _REQUIRED_ADMISSION = {"ServiceAccount": "CIS 1.2.12", "NamespaceLifecycle": "CIS 1.2.13",
                        "NodeRestriction": "CIS 1.2.14"}
+# on by default in every supported release, and what kubesmith points to instead of PodSecurityPolicy
+# (spec/addons.py): without it a namespace's pod-security.kubernetes.io labels enforce nothing
+_DEFAULT_ON_ADMISSION = {"PodSecurity": "it enforces the Pod Security Standards that namespaces ask for with "
+                                        "pod-security.kubernetes.io labels: without it any pod would be admitted, "
+                                        "privileged or on the host's namespaces"}
 
 
 # plugins kube-apiserver still registers that no cluster of kubesmith's can run with
@@ -450,6 +455,9 @@ def _admission(cluster: Cluster) -> list[Finding]:
         elif plugin in _REQUIRED_ADMISSION:
             findings.append((where, f"disables {plugin}, which {_REQUIRED_ADMISSION[plugin]} requires on; "
                              "kubesmith does not turn it off", "error"))
+        elif plugin in _DEFAULT_ON_ADMISSION:
+            findings.append((where, f"disables {plugin}, which kube-apiserver runs by default and kubesmith keeps "
+                             f"on: {_DEFAULT_ON_ADMISSION[plugin]}", "error"))
     return findings
 
 

@@ -794,13 +794,26 @@ def _proxy(config: dict[str, Any], typed_mode: str) -> Iterator[Finding]:
                        "next to CIDRs", "error")
             continue
         try:
-            ipaddress.ip_network(item, strict=False) if isinstance(item, str) and "/" in item else None
-            valid = isinstance(item, str) and "/" in item
+            network = ipaddress.ip_network(item, strict=False) if isinstance(item, str) and "/" in item else None
         except ValueError:
-            valid = False
-        if not valid:
+            network = None
+        if network is None:
             yield (_loc("proxy", "nodePortAddresses", index), f"{_shown(item)} is no CIDR (such as 10.0.0.0/8) "
                    "or 'primary': kube-proxy refuses to start", "error")
+        elif problem := _cidr_spelling_problem(item, network):
+            yield (_loc("proxy", "nodePortAddresses", index), problem, "error")
+
+
+def _cidr_spelling_problem(text: str, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """A CIDR of one canonical spelling (issue 32): no zone suffix (Go's net.ParseCIDR refuses it), no IPv4
+    range written IPv4-mapped (::ffff:10.0.0.0/104 is 10.0.0.0/8)."""
+    if "%" in text:
+        return f"{text!r} has a zone suffix (%...): a range takes none, and kube-proxy refuses to start"
+    mapped = network.network_address.ipv4_mapped if isinstance(network, ipaddress.IPv6Network) else None
+    if mapped is not None and network.prefixlen >= 96:
+        return (f"{text!r} is an IPv4-mapped IPv6 range: write {f'{mapped}/{network.prefixlen - 96}'!r} (an "
+                "address has one spelling)")
+    return None
 
 
 def _not_positive(value: Any) -> bool:
