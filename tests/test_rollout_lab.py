@@ -27,9 +27,12 @@ from test_ha_lab import Attempt, kubectl_loop, longest_outage
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# long enough for a restarted component to be ready on two shared cores (an API server takes 15-25 s)
-TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
-          "kube-proxy": 20}
+# Short: the roll-outs here are about order, verdicts and rollback, not a trial's length. A trial shorter
+# than its component's start still watches it: the first readiness may come up to 120 s late
+# (TrialPolicy.ready_within), and the configuration graduates only once it stayed ready for the drop
+# window after that (an API server takes 15-25 s to be ready on two shared cores).
+TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-manager": 5, "kube-scheduler": 5,
+          "kube-proxy": 5}
 CONTROL_PLANE = ("h1", "h2", "h3")
 GOOD_ETCD = {"extraArgs": {"max-txn-ops": 256}}  # the good change restarts etcd too (the default is 128)
 UNIT = "/etc/systemd/system/kube-apiserver.service"

@@ -161,9 +161,12 @@ def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
         lab_cluster.spec.write_text(original)
 
 
-# long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
-TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
-          "kube-proxy": 20}
+# short, as test_rollout_lab's (whose comment says why a trial may be shorter than a start)
+TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-manager": 5, "kube-scheduler": 5,
+          "kube-proxy": 5}
+# longer than the apply that follows the first one: that one must land while the first is still on trial
+FIRST_TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20,
+                "kube-scheduler": 20, "kube-proxy": 20}
 RELEASES = "/usr/local/lib/kubesmith/releases"
 # A stand-in for a broken build of kube-apiserver 1.36.2 (a real binary cannot be made to fail on demand):
 # it names its release, so preflight's binary-version check passes as it would for a build that fails
@@ -310,10 +313,10 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
 
 
 def keeping_spec(cluster: Cluster, directory: Path, name: str, extra_args: dict[str, object]) -> Path:
-    """examples/lab.yaml with the configuration keeper on (short trials) and these kube-apiserver flags."""
+    """examples/lab.yaml with the configuration keeper on (the first trials) and these kube-apiserver flags."""
     document = yaml.safe_load(cluster.spec.read_text())
     components = document["spec"]["components"]
-    components["agent"] = {"keepConfigs": True, "configTrials": TRIALS}
+    components["agent"] = {"keepConfigs": True, "configTrials": FIRST_TRIALS}
     components["apiserver"] = {**components.get("apiserver", {}), "extraArgs": extra_args}
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(document))
