@@ -3,7 +3,8 @@ systemd): one host at a time, each through its trial, and a bad change halted on
 which its agent puts back on its last-known-good configuration.
 
 The module turns the agent's configuration keeper on (`keepConfigs`, short trials) and leaves it on:
-the next module's `applied()` puts examples/lab.yaml back.
+the next module's `applied()` puts examples/lab.yaml back. Its last test resets the hosts and applies
+from nothing, then lands a bad flag while that first configuration is still on trial.
 """
 
 from __future__ import annotations
@@ -27,21 +28,27 @@ from test_ha_lab import Attempt, kubectl_loop, longest_outage
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# long enough for a restarted component to be ready on two shared cores (an API server takes 15-25 s)
-TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
-          "kube-proxy": 20}
+# Short: the roll-outs here are about order, verdicts and rollback, not a trial's length. A trial shorter
+# than its component's start still watches it: the first readiness may come up to 120 s late
+# (TrialPolicy.ready_within), and the configuration graduates only once it stayed ready for the drop
+# window after that (an API server takes 15-25 s to be ready on two shared cores).
+TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-manager": 5, "kube-scheduler": 5,
+          "kube-proxy": 5}
+# longer than the apply that follows a first one: that one must land while the first is still on trial
+FIRST_TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20,
+                "kube-scheduler": 20, "kube-proxy": 20}
 CONTROL_PLANE = ("h1", "h2", "h3")
 GOOD_ETCD = {"extraArgs": {"max-txn-ops": 256}}  # the good change restarts etcd too (the default is 128)
 UNIT = "/etc/systemd/system/kube-apiserver.service"
 
 
 def spec_with(cluster: Cluster, directory: Path, name: str, extra_args: dict[str, Any],
-              **others: dict[str, Any]) -> Path:
-    """examples/lab.yaml with the keeper on (short trials), these kube-apiserver flags and other
-    components' options; etcd's flags are those of the good change unless `others` names etcd."""
+              trials: dict[str, int] = TRIALS, **others: dict[str, Any]) -> Path:
+    """examples/lab.yaml with the keeper on (short trials unless `trials`), these kube-apiserver flags and
+    other components' options; etcd's flags are those of the good change unless `others` names etcd."""
     document = yaml.safe_load(cluster.spec.read_text())
     components = document["spec"]["components"]
-    components["agent"] = {"keepConfigs": True, "configTrials": TRIALS}
+    components["agent"] = {"keepConfigs": True, "configTrials": trials}
     components["apiserver"] = {**components.get("apiserver", {}), "extraArgs": extra_args}
     for component, options in {"etcd": GOOD_ETCD, **others}.items():
         components[component] = {**components.get(component, {}), **options}
@@ -222,3 +229,24 @@ def test_a_host_rebooted_during_its_trial_resumes_it_and_the_next_apply_goes_on(
     assert "rolling out to h1" not in result.stdout + result.stderr
     for host in ("h2", "h3"):
         assert "--max-mutating-requests-inflight=300" in cluster.lab.ssh(host, f"cat {UNIT}").stdout
+
+
+def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_healthy(
+        lab_cluster: Cluster, tmp_path: Path) -> None:
+    """The first configuration is still on trial when the bad one lands: it came up ready, so it is
+    the one h1 goes back to (before, there was no last-known-good and h1's API server stayed down).
+    Last in the module: it resets the hosts for a first apply of its own."""
+    cluster = lab_cluster
+    first = spec_with(cluster, tmp_path, "first", {}, trials=FIRST_TRIALS)
+    reset = cluster.kubesmith("reset", "--yes", spec=first)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    applied = cluster.apply(first)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    bad = cluster.apply(spec_with(cluster, tmp_path, "bad", {"cors-allowed-origins": "("}, trials=FIRST_TRIALS))
+    assert bad.returncode == 5, bad.stdout + bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
+    assert "kube-apiserver's new configuration" in errors[0] and "runs its last-known-good configuration" in errors[0]
+    assert "  h2: untouched" in bad.stderr and "  h3: untouched" in bad.stderr, bad.stderr
+    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 90, "every API server healthy",
+         interval=3)

@@ -161,9 +161,9 @@ def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
         lab_cluster.spec.write_text(original)
 
 
-# long enough for a restarted component to be ready on two shared cores (as test_rollout_lab's)
-TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20, "kube-scheduler": 20,
-          "kube-proxy": 20}
+# short, as test_rollout_lab's (whose comment says why a trial may be shorter than a start)
+TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-manager": 5, "kube-scheduler": 5,
+          "kube-proxy": 5}
 RELEASES = "/usr/local/lib/kubesmith/releases"
 # A stand-in for a broken build of kube-apiserver 1.36.2 (a real binary cannot be made to fail on demand):
 # it names its release, so preflight's binary-version check passes as it would for a build that fails
@@ -307,34 +307,3 @@ def test_upgrade_refusals_then_a_rolling_upgrade_keeps_the_api_and_data(cluster_
     downgrade = apply_with(cluster, old_spec, older_binaries())
     assert downgrade.returncode == 6 and "minor downgrade" in downgrade.stderr, downgrade.stderr
     assert {name: cluster.unit_state(name) for name in cluster.hosts} == units  # no host touched
-
-
-def keeping_spec(cluster: Cluster, directory: Path, name: str, extra_args: dict[str, object]) -> Path:
-    """examples/lab.yaml with the configuration keeper on (short trials) and these kube-apiserver flags."""
-    document = yaml.safe_load(cluster.spec.read_text())
-    components = document["spec"]["components"]
-    components["agent"] = {"keepConfigs": True, "configTrials": TRIALS}
-    components["apiserver"] = {**components.get("apiserver", {}), "extraArgs": extra_args}
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_healthy(
-        cluster_at_old: tuple[Cluster, Path], tmp_path: Path) -> None:
-    """The first configuration is still on trial when the bad one lands: it came up ready, so it is
-    the one h1 goes back to (before, there was no last-known-good and h1's API server stayed down)."""
-    cluster, _ = cluster_at_old
-    first = keeping_spec(cluster, tmp_path, "keeping", {})
-    reset = cluster.kubesmith("reset", "--yes", spec=first)
-    assert reset.returncode == 0, reset.stdout + reset.stderr
-    applied = cluster.apply(first)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    bad = cluster.apply(keeping_spec(cluster, tmp_path, "bad", {"cors-allowed-origins": "("}))
-    assert bad.returncode == 5, bad.stdout + bad.stderr
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
-    assert "kube-apiserver's new configuration" in errors[0] and "runs its last-known-good configuration" in errors[0]
-    assert "  h2: untouched" in bad.stderr and "  h3: untouched" in bad.stderr, bad.stderr
-    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 90, "every API server healthy",
-         interval=3)
