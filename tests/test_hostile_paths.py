@@ -368,7 +368,7 @@ def test_legitimate_directories_pass_the_tree_rule(stem: str, tmp_path: Path) ->
     ("/var/lib/kubesmith/../../../etc", "/etc"), ("/library", "/library"), ("/var/running", "/var/running"),
 ])
 def test_paths_are_compared_in_canonical_form(path: str, canonical: str) -> None:
-    from kubesmith.spec.paths import canonical as canonical_of
+    from kubesmith.systemdirs import canonical as canonical_of
 
     assert canonical_of(path) == canonical
 

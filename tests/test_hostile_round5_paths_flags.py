@@ -8,7 +8,7 @@ against the v1.36.2 binaries: `BIN --flag=VALUE --version` for the flag types, a
 validation a run that cannot start (--secure-port=0 is itself refused, so every error is listed).
 
 Paths a system service runs, loads or keeps its state in, inside a tree other users write to or a boot
-empties (spec.paths.UNSAFE_TREES). containerd's `config dump` of an `imports: ['/tmp/*.toml']` holding
+empties (systemdirs.UNSAFE_TREES). containerd's `config dump` of an `imports: ['/tmp/*.toml']` holding
 `[grpc] tcp_address` showed the planted file taking effect (audit round 5, CR26).
 """
 

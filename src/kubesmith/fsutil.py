@@ -379,7 +379,7 @@ def own_directory_problem(path: Path) -> str | None:
     file system (`/proc/x`), or the home directory of the user running, as spelled or where symbolic links
     lead. Such a directory would get kubesmith's files among the system's, checking it for links would
     walk the whole system, and `reset --purge` deletes a state directory. Nothing is read or written."""
-    from kubesmith.spec.paths import used_path_problem  # the spec's rule for a directory a component uses
+    from kubesmith.systemdirs import used_path_problem
 
     spelled, real = os.path.abspath(path), os.path.realpath(path)
     if (problem := used_path_problem(spelled) or _os_tree_problem(spelled)) is not None:
@@ -398,7 +398,7 @@ def _os_tree_problem(path: str) -> str | None:
     system directory that is not made to hold other software's (`/var/lib`, `/srv`, `/opt`, `/tmp`, `/mnt`
     are), outside the homes, users' runtime directories (/run/user/UID) and kubesmith's own trees
     (`/etc/kubernetes`, `/etc/kubesmith`); or None."""
-    from kubesmith.spec.paths import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical
+    from kubesmith.systemdirs import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical
 
     def inside(child: str, top: str) -> bool:
         return child == top or top == "/" or child.startswith(top + "/")
@@ -419,7 +419,7 @@ def out_file_problem(path: Path) -> str | None:
     one still to make) that is no kernel file system (`/dev/stdout` would be replaced in /dev) nor a
     system directory of the OS's own files (`/etc`, `/usr/bin`, `/boot`): directories made to hold
     other software's files (`/var/lib`, `/srv`, `/tmp`), homes and kubesmith's own are fine."""
-    from kubesmith.spec.paths import KERNEL_FILE_SYSTEMS, canonical
+    from kubesmith.systemdirs import KERNEL_FILE_SYSTEMS, canonical
 
     def inside(child: str, top: str) -> bool:
         return child == top or top == "/" or child.startswith(top + "/")

@@ -189,7 +189,7 @@ def check_removable(host: HostPlan, paths: Sequence[str], files: Sequence[str] =
     were refused, or a manifest edited on the host) stops it before anything is deleted anywhere. The
     directories (`paths`) follow the rule a component's directory does; `files` (unit files, sysctl.d
     drop-ins) may lie in system directories but be none, nor hold one. Both in canonical form."""
-    from kubesmith.spec.paths import removable_file_problem, system_directory_problem
+    from kubesmith.systemdirs import removable_file_problem, system_directory_problem
 
     for path, rule in [*((path, system_directory_problem) for path in paths),
                        *((path, removable_file_problem) for path in files)]:

@@ -27,80 +27,10 @@ from kubesmith.spec.effective import config_type_findings, config_value, toml_ty
 from kubesmith.vocabulary.errors import LocPart, format_path, yaml_text
 from kubesmith.spec.managed import containerd_written, managed_config_problem, managed_flag_problem
 from kubesmith.spec.model import Cluster, Components
+from kubesmith.systemdirs import (KUBESMITH_DIRECTORIES, canonical, inside, spelled, system_directory_problem,
+                                  unsafe_tree_problem, used_path_problem)
 
 Finding = tuple[tuple[LocPart, ...], str, str]  # as spec.checks.Finding
-
-# Directories of the operating system and of its users: never a component's own, nor a parent of one.
-# Their canonical forms (see canonical): /var/run, /lib... are listed for their own names' sake only.
-SYSTEM_DIRECTORIES = frozenset({
-    "/", "/bin", "/boot", "/dev", "/efi", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found",
-    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/var",
-    "/etc/cni", "/etc/default", "/etc/init.d", "/etc/pam.d", "/etc/security", "/etc/ssh", "/etc/ssl", "/etc/sudoers.d",
-    "/etc/systemd", "/etc/systemd/system", "/etc/tmpfiles.d", "/etc/sysctl.d", "/etc/modules-load.d",
-    "/etc/apt", "/etc/cron.d", "/etc/cron.daily", "/etc/cron.hourly", "/etc/cron.weekly", "/etc/cron.monthly",
-    "/etc/profile.d", "/etc/udev", "/etc/containerd",
-    "/run/lock", "/run/systemd", "/run/user", "/run/credentials", "/run/dbus", "/run/udev", "/run/mount",
-    "/run/sshd", "/run/log", "/run/netns",
-    "/usr/bin", "/usr/games", "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec",
-    "/usr/local", "/usr/local/bin", "/usr/local/etc", "/usr/local/games", "/usr/local/include", "/usr/local/lib",
-    "/usr/local/libexec", "/usr/local/man", "/usr/local/sbin", "/usr/local/share", "/usr/local/src", "/usr/sbin",
-    "/usr/share", "/usr/src", "/usr/lib/systemd", "/usr/lib/tmpfiles.d", "/usr/lib/sysusers.d", "/usr/lib/modules",
-    "/var/backups", "/var/cache", "/var/crash", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail",
-    "/var/opt", "/var/run", "/var/snap", "/var/spool", "/var/tmp", "/var/lib/apt", "/var/lib/dpkg", "/var/lib/systemd",
-    "/var/lib/dbus", "/var/lib/machines", "/var/lib/pam", "/var/lib/polkit-1", "/var/lib/private",
-    "/var/lib/portables", "/var/lib/snapd", "/var/lib/sudo", "/var/lib/ucf", "/var/cache/apt", "/var/cache/debconf",
-    "/var/cache/ldconfig", "/var/cache/private", "/var/log/apt", "/var/log/journal", "/var/log/private",
-})
-# Of those, the ones made to hold other software's directories: a component's may lie inside them
-# (never be them). "/" and the mount points hold operators' own disks (/data/etcd, /mnt/disk1); /var/lib,
-# /var/log, /var/cache are where packages and daemons keep their state, logs and caches (FHS), each
-# under its own name (the subdirectories the OS keeps there are listed above, as whole trees); /run is
-# /var/lib's counterpart for runtime state (containerd's /run/containerd); /opt, /var/opt, /srv,
-# /usr/local and /var/local are the administrator's; /tmp and /var/tmp hold scratch directories
-# (which reset may delete), though no system service's path (UNSAFE_TREES); /var and /var/backups hold what operators
-# and installers put there (/var/etcd/data as kube-up has it, kubespray's /var/backups/etcd), the
-# OS's own subdirectories of /var listed above as whole trees. Every other system directory is a whole
-# tree: the OS's files (/etc, /usr, /boot, /var/spool, ...), where nothing may be a component's.
-CONTAINERS = frozenset({
-    "/", "/var", "/var/lib", "/var/log", "/var/cache", "/var/opt", "/var/local", "/var/backups", "/run", "/opt",
-    "/srv", "/mnt", "/media", "/usr/local", "/tmp", "/var/tmp",
-})
-# Another name of a directory on every system kubesmith supports (FHS 3.0's /var/run and /var/lock;
-# merged /usr, Debian 12's default): one directory is compared under one name.
-ALIASES = (("/var/run", "/run"), ("/var/lock", "/run/lock"), ("/lib", "/usr/lib"), ("/bin", "/usr/bin"),
-           ("/sbin", "/usr/sbin"), ("/lib64", "/usr/lib64"), ("/lib32", "/usr/lib32"), ("/libx32", "/usr/libx32"),
-           ("/run/shm", "/dev/shm"))
-KERNEL_FILE_SYSTEMS = ("/proc", "/sys", "/dev")  # nothing of a component's lives inside these
-HOMES = ("/home", "/root")  # users' files: a component's directory inside would have its parents chowned to root
-
-# Trees that users other than root can write to, or that every boot empties: no path a system service
-# executes (containerd, haproxy, keepalived, runc, CNI and credential plugins), loads configuration,
-# plugins or certificates from (containerd's imports, the kubelet's config-dir and staticPodPath), dials
-# (a plugin's socket) or keeps its state in (etcd's data, the kubelet's keys) may lie inside one. Whoever
-# creates the file there first decides what root runs (/tmp/runc, /tmp/*.toml import turning on
-# containerd's TCP API), and a reboot deletes the cluster's state (/tmp/etcd). These are the trees of
-# that kind on every system kubesmith supports (Debian 12, Ubuntu 22.04+, systemd's tmpfiles.d): each is
-# world-writable with the sticky bit (1777), a user's own, or both. /run is not here: root alone writes
-# there, and what belongs there (sockets, containerd's state) is meant to go at boot; /root is root's.
-# mount points such as /mnt and /srv are the administrator's (an etcd disk at /mnt/etcd is common).
-UNSAFE_TREES: tuple[tuple[str, str], ...] = (
-    ("/tmp", "which every user may write to (mode 1777) and every boot empties (tmpfs, or tmpfiles.d's D /tmp)"),
-    ("/var/tmp", "which every user may write to (mode 1777), and whose unused files systemd-tmpfiles deletes"),
-    ("/dev/shm", "a tmpfs every user may write to (mode 1777), empty at every boot"),
-    ("/run/lock", "a tmpfs every user may write to (mode 1777 on Debian and Ubuntu), empty at every boot"),
-    ("/run/user", "where each logged-in user's own runtime directory lives (owned by that user, removed at logout)"),
-    ("/home", "where users keep their own files (each user owns and writes their directory)"),
-)
-
-# kubesmith's own directories on every host: a component's directory may be neither these nor around them
-KUBESMITH_DIRECTORIES = (
-    (layout.ETC, "kubesmith's configuration and PKI"), (layout.KUBESMITH_ETC, "kubesmith's settings"),
-    (f"{layout.LIB}/kubesmith", "kubesmith's state"), (layout.LOG, "kubesmith's logs"),
-    (posixpath.dirname(layout.RELEASES), "kubesmith's runtime on the hosts"),
-)
-# ...and the ones inside a whole tree where kubesmith's own directories live (the etcd snapshots'
-# default, /var/backups/kubesmith/etcd): the tree rule does not apply inside these
-KUBESMITH_TREES = (*(path for path, _ in KUBESMITH_DIRECTORIES), "/var/backups/kubesmith")
 
 # Directories given in extraArgs or extraConfig, where no typed option stands for them: checked as the
 # typed options are. (component, where under it, what the component does there, roles)
@@ -167,48 +97,6 @@ def path_findings(cluster: Cluster) -> list[Finding]:
     findings += _image_archives(cluster)
     findings += _ssh_files(cluster)
     return findings
-
-
-def canonical(path: str) -> str:
-    """The one name of an absolute path: normalised (`..`, `.`, repeated and trailing slashes) and with
-    the aliases of ALIASES resolved, so /var/run/x, //run/x/ and /run/x are one directory."""
-    normal = "/" + posixpath.normpath(path).lstrip("/")
-    for alias, target in ALIASES:
-        if normal == alias or normal.startswith(alias + "/"):
-            return target + normal[len(alias):]
-    return normal
-
-
-def _spelled(path: str, canon: str) -> str:
-    """`path`, with its canonical form when that differs (the message names what is compared)."""
-    return path if path == canon else f"{path} (that is {canon})"
-
-
-def _inside(path: str, top: str) -> bool:
-    return top == "/" or path.startswith(top + "/")
-
-
-def system_directory_problem(path: str) -> str | None:
-    """Why a component may not take over `path` (None: it may): a system directory, one holding one, or
-    one inside a system directory that is no container (CONTAINERS) of other software's directories.
-    Shared with `reset`, which refuses to delete such a path whatever spec it came from."""
-    canon = canonical(path)
-    if (problem := _system_or_kernel(path, canon) or _home_problem(path, canon)) is not None:
-        return problem
-    if any(canon == own or _inside(canon, own) for own in KUBESMITH_TREES):
-        return None  # kubesmith's own: the overlap checks keep components apart from it
-    deepest = max((top for top in SYSTEM_DIRECTORIES if _inside(canon, top)), key=len)
-    if deepest not in CONTAINERS:
-        return f"{_spelled(path, canon)} lies inside {deepest}, a system directory"
-    return _held(path, canon)
-
-
-def unsafe_tree_problem(path: str) -> str | None:
-    """Why a system service may not execute, load or keep its state at `path` (None: it may): it lies in
-    one of UNSAFE_TREES, which other users write to or a boot empties."""
-    canon = canonical(path)
-    found = next(((top, why) for top, why in UNSAFE_TREES if canon == top or _inside(canon, top)), None)
-    return None if found is None else f"{_spelled(path, canon)} lies inside {found[0]}, {found[1]}"
 
 
 def _service_path_findings(cluster: Cluster) -> Iterator[Finding]:
@@ -291,38 +179,6 @@ def _path_in(text: str) -> str | None:
 def _modules() -> tuple[Any, ...]:
     from kubesmith.modules import MODULES  # the modules import the spec's types: imported when first needed
     return tuple(MODULES)
-
-
-def used_path_problem(path: str) -> str | None:
-    """Why a component may not use `path` as a file or directory of its own it does not take over (the
-    containerd binary, the CNI directories) nor `reset` delete it as a file kubesmith wrote: a system
-    directory, one holding one, or a path in a kernel file system. (Inside a system directory is fine:
-    kubesmith's unit files live in /etc/systemd/system, the CNI plugins in /usr/lib/cni.)"""
-    canon = canonical(path)
-    return _system_or_kernel(path, canon) or _held(path, canon)
-
-
-def _system_or_kernel(path: str, canon: str) -> str | None:
-    if path in SYSTEM_DIRECTORIES or canon in SYSTEM_DIRECTORIES:
-        return f"{path if path in SYSTEM_DIRECTORIES else _spelled(path, canon)} is a system directory"
-    kernel = next((top for top in KERNEL_FILE_SYSTEMS if _inside(canon, top)), None)
-    return None if kernel is None else f"{_spelled(path, canon)} lies inside {kernel}, a kernel file system"
-
-
-def removable_file_problem(path: str) -> str | None:
-    """Why `reset` may not delete `path` as a file kubesmith wrote (None: it may): as used_path_problem,
-    and never inside /home or /root."""
-    return used_path_problem(path) or _home_problem(path, canonical(path))
-
-
-def _home_problem(path: str, canon: str) -> str | None:
-    home = next((top for top in HOMES if _inside(canon, top)), None)
-    return None if home is None else f"{_spelled(path, canon)} lies inside {home}, where users keep their files"
-
-
-def _held(path: str, canon: str) -> str | None:
-    held = next((system for system in sorted(SYSTEM_DIRECTORIES) if canon != "/" and _inside(system, canon)), None)
-    return None if held is None else f"{_spelled(path, canon)} holds the system directory {held}"
 
 
 def owned_directories(cluster: Cluster) -> list[Owned]:
@@ -470,8 +326,8 @@ def _overlaps(owned: list[Owned], cluster: Cluster) -> list[Finding]:
             if clash and item.loc not in reported:
                 reported.add(item.loc)
                 canon = canonical(item.path)
-                findings.append((item.loc, f"{_spelled(item.path, canon)} overlaps "
-                                 f"{_spelled(clash[1], canonical(clash[1]))}, {clash[0]}, on host "
+                findings.append((item.loc, f"{spelled(item.path, canon)} overlaps "
+                                 f"{spelled(clash[1], canonical(clash[1]))}, {clash[0]}, on host "
                                  f"{host.name}: each component needs its own", "error"))
     return findings
 
@@ -489,16 +345,16 @@ def _kubesmith_clash(item: Owned) -> tuple[str, str] | None:
     (/etc/kubernetes/cni/net.d)."""
     canon = canonical(item.path)
     for path, name in KUBESMITH_DIRECTORIES:
-        inside = canon.startswith(path + "/") and item.owned
-        if canon == path or _inside(path, canon) or \
-                (inside and not (path == layout.LOG and item.loc[-1] == "path")):
+        owned_inside = canon.startswith(path + "/") and item.owned
+        if canon == path or inside(path, canon) or \
+                (owned_inside and not (path == layout.LOG and item.loc[-1] == "path")):
             return name, path
     return None
 
 
 def _nested(one: str, other: str) -> bool:
     one, other = canonical(one), canonical(other)
-    return one == other or _inside(one, other) or _inside(other, one)
+    return one == other or inside(one, other) or inside(other, one)
 
 
 # ---- files on this machine
