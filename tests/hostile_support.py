@@ -85,6 +85,13 @@ def assert_refused(directory: Path, name: str, text: str, path: str, fragment: s
     return result
 
 
+def assert_refused_alone(directory: Path, name: str, text: str, path: str, fragment: str) -> Result:
+    """As assert_refused, and that error is the file's only one: one mistake, one message."""
+    result = assert_refused(directory, name, text, path, fragment)
+    assert result.stderr.splitlines()[-1] == "1 error found", result.stderr
+    return result
+
+
 def assert_valid(directory: Path, name: str, text: str, bound: bool = True) -> Result:
     """`text` is a valid cluster file: exit 0, no error."""
     result = validate_text(directory, name, text, bound)
