@@ -398,15 +398,12 @@ def _os_tree_problem(path: str) -> str | None:
     system directory that is not made to hold other software's (`/var/lib`, `/srv`, `/opt`, `/tmp`, `/mnt`
     are), outside the homes, users' runtime directories (/run/user/UID) and kubesmith's own trees
     (`/etc/kubernetes`, `/etc/kubesmith`); or None."""
-    from kubesmith.systemdirs import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical
-
-    def inside(child: str, top: str) -> bool:
-        return child == top or top == "/" or child.startswith(top + "/")
+    from kubesmith.systemdirs import CONTAINERS, HOMES, KUBESMITH_TREES, SYSTEM_DIRECTORIES, canonical, within
 
     canon = canonical(path)
-    if any(inside(canon, top) for top in (*KUBESMITH_TREES, *HOMES, "/run/user")):  # and runtime dirs
+    if any(within(canon, top) for top in (*KUBESMITH_TREES, *HOMES, "/run/user")):  # and runtime dirs
         return None
-    deepest = max((canonical(top) for top in SYSTEM_DIRECTORIES if inside(canon, canonical(top))), key=len)
+    deepest = max((canonical(top) for top in SYSTEM_DIRECTORIES if within(canon, canonical(top))), key=len)
     if deepest in CONTAINERS:
         return None
     return f"{path} lies inside {deepest}, a system directory of the OS's own files"
@@ -419,13 +416,10 @@ def out_file_problem(path: Path) -> str | None:
     one still to make) that is no kernel file system (`/dev/stdout` would be replaced in /dev) nor a
     system directory of the OS's own files (`/etc`, `/usr/bin`, `/boot`): directories made to hold
     other software's files (`/var/lib`, `/srv`, `/tmp`), homes and kubesmith's own are fine."""
-    from kubesmith.systemdirs import KERNEL_FILE_SYSTEMS, canonical
-
-    def inside(child: str, top: str) -> bool:
-        return child == top or top == "/" or child.startswith(top + "/")
+    from kubesmith.systemdirs import KERNEL_FILE_SYSTEMS, canonical, within
 
     parent = canonical(os.path.realpath(os.path.dirname(os.path.abspath(path))))
-    if (kernel := next((top for top in KERNEL_FILE_SYSTEMS if inside(parent, top)), None)) is not None:
+    if (kernel := next((top for top in KERNEL_FILE_SYSTEMS if within(parent, top)), None)) is not None:
         return f"{path} lies {'in ' + parent + ', ' if parent != kernel else ''}inside {kernel}, a kernel file system"
     if _os_tree_problem(parent) is not None:
         return f"{path} lies in {parent}, a system directory of the OS's own files"

@@ -101,6 +101,11 @@ def inside(path: str, top: str) -> bool:
     return top == "/" or path.startswith(top + "/")
 
 
+def within(path: str, top: str) -> bool:
+    """`path` is `top` or lies inside it."""
+    return path == top or inside(path, top)
+
+
 def system_directory_problem(path: str) -> str | None:
     """Why a component may not take over `path` (None: it may): a system directory, one holding one, or
     one inside a system directory that is no container (CONTAINERS) of other software's directories.
