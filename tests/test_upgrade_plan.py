@@ -3,6 +3,7 @@ real binaries of both releases), the registry's differences, the health gate, th
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,22 +19,45 @@ from plan_support import plan_of_text
 OLD_RELEASE = f"v{OLDER_RELEASE}"
 
 
-def ask_here(directory: Path) -> dict[str, upgrade.Installed]:
+def ask_here(directory: Path, kept: Path) -> dict[str, upgrade.Installed]:
     """The versions command as a host runs it, with the binaries of `directory` in place of the host's
-    (no such services run here, so each answer comes from the binary: `stopped`)."""
-    command = upgrade.VERSIONS_COMMAND.replace(layout.BIN, str(directory))
+    (no such services run here, so each answer comes from the binary: `stopped`), and `kept` for its
+    cache of answers."""
+    command = upgrade.VERSIONS_COMMAND.replace(layout.BIN, str(directory)).replace(layout.VERSIONS_CACHE,
+                                                                                    str(kept))
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, check=True)
     return upgrade.parse_versions(result.stdout)
 
 
-def test_versions_command_reads_real_binaries_of_both_releases() -> None:
-    new, old = ask_here(real_binaries()), ask_here(older_binaries())
+def test_versions_command_reads_real_binaries_of_both_releases(tmp_path: Path) -> None:
+    new, old = ask_here(real_binaries(), tmp_path / "kept"), ask_here(older_binaries(), tmp_path / "kept")
     assert {name: found.release for name, found in new.items() if name != "etcd"} == dict.fromkeys(
         ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"), "1.36.2")
     assert old["kube-apiserver"] == upgrade.Installed("1.35.6", running=False)
     verdict = upgrade.verdict_of({"h1": old}, "1.36.2", ["h1"])
     assert verdict.allowed and verdict.kind == "minor-upgrade"
     assert not upgrade.verdict_of({"h1": new}, "1.35.6", ["h1"]).allowed
+
+
+def test_a_binary_is_asked_its_version_once_until_it_changes(tmp_path: Path) -> None:
+    """Every apply asks; a Go binary's --version costs 0.1-0.2 CPU-s. The answer is kept by the file's
+    identity and times: kept, it is not asked again; a binary replaced at the same path is."""
+    kept, binaries = tmp_path / "kept", tmp_path / "bin"
+    binaries.mkdir()
+    for name in ("kubelet", "kube-proxy"):
+        shutil.copy2(real_binaries() / name, binaries / name)
+    (binaries / "kube-scheduler").write_text("#!/bin/sh\necho 'no release here'\n")
+    (binaries / "kube-scheduler").chmod(0o755)
+    first = ask_here(binaries, kept)
+    assert first["kubelet"].release == first["kube-proxy"].release == "1.36.2"
+    assert first["kube-scheduler"].release is None
+    (kubelet_answer,) = kept.glob("kubelet.*")
+    assert {path.name.split(".")[0] for path in kept.iterdir()} == {"kubelet", "kube-proxy"}  # no release, not kept
+    kubelet_answer.write_text("Kubernetes v1.99.0\n")  # stands for the answer: the binary is not run again
+    assert ask_here(binaries, kept)["kubelet"].release == "1.99.0"
+    shutil.copy2(older_binaries() / "kubelet", binaries / "kubelet.new")
+    (binaries / "kubelet.new").rename(binaries / "kubelet")  # as apply replaces a binary: another file
+    assert ask_here(binaries, kept)["kubelet"].release == OLDER_RELEASE
 
 
 def test_parse_versions_of_etcd_and_a_binary_that_names_no_release() -> None:

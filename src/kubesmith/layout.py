@@ -30,6 +30,7 @@ AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kub
 CONFIG_CHECKPOINTS = f"{LIB}/kubesmith/config"  # per component: checkpoints and the assigned/active/LKG records
 COMPONENTS_FILE = f"{KUBESMITH_ETC}/components.json"  # what makes up each component's configuration (agent)
 CREDENTIALS = "/run/credentials"  # systemd's per-unit copies of root-only files (LoadCredential=)
+VERSIONS_CACHE = "/run/kubesmith/versions"  # binaries' `--version` answers by inode and times (a tmpfs)
 
 
 def release_dir(version: str) -> str:

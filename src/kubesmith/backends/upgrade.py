@@ -38,7 +38,17 @@ VERSIONS_COMMAND = (  # each component at once; a line is one short write, so an
     f"elif exe=$(sed -n 's/^ExecStart=\\([^ ]*\\).*/\\1/p' {layout.UNIT_DIR}/$c.service 2>/dev/null) "
     "&& [ -x \"$exe\" ]; then state=stopped; "  # the binary its unit names (the release's directory)
     f"elif [ -x {layout.BIN}/$c ]; then exe={layout.BIN}/$c; state=stopped; else exit 0; fi; "
-    "echo \"$c $state $(\"$exe\" --version 2>&1 | tr '\\n' ' ' | cut -c1-200)\" ) & done; wait")
+    # A Go binary's --version costs 0.1-0.2 CPU-s (kube-apiserver's init), asked at every apply: the
+    # answer is kept by the binary's device, inode, size, mtime and ctime, on a tmpfs that a reboot
+    # clears. Only an answer that names a release is kept; one that cannot be kept is asked each time.
+    "key=$(stat -L -c '%d.%i.%s.%Y.%Z' \"$exe\" 2>/dev/null) || key=; "
+    f"kept={layout.VERSIONS_CACHE}/$c.$key; "
+    "if [ -n \"$key\" ] && [ -f \"$kept\" ]; then said=$(cat \"$kept\"); "
+    "else said=$(\"$exe\" --version 2>&1 | tr '\\n' ' ' | cut -c1-200); "
+    "case \"$said\" in *'Kubernetes v'*|*'etcd Version: '*) [ -n \"$key\" ] "
+    f"&& mkdir -p {layout.VERSIONS_CACHE} 2>/dev/null && printf '%s\\n' \"$said\" > \"$kept.$$\" 2>/dev/null "
+    "&& mv -f \"$kept.$$\" \"$kept\" 2>/dev/null; rm -f \"$kept.$$\" 2>/dev/null;; esac; fi; "
+    "echo \"$c $state $said\" ) & done; wait")
 
 
 SNAPSHOT_DIRECTORY = "/var/backups/kubesmith/etcd"  # spec.components.etcd.snapshots.directory's default
