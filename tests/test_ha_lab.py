@@ -21,6 +21,8 @@ import yaml
 from lab_cluster import Cluster
 from polling import poll
 
+from kubesmith.modules.control_plane_vip import ControlPlaneVipOptions
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 LEADERS = ("kube-controller-manager", "kube-scheduler")
@@ -210,7 +212,8 @@ def test_a_kubectl_loop_through_the_virtual_ip_fails_no_longer_than_its_failover
     missed announcements. A kubectl loop through the address is refused for no longer than that."""
     spec = yaml.safe_load(cluster.spec.read_text())["spec"]
     vip, options = spec["controlPlaneVIP"], spec["components"]["controlPlaneVip"]
-    failover = 2 * 1 + 3 * 1 + 1  # fall x check interval (defaults) + three announcements + VRRP's skew
+    given = ControlPlaneVipOptions.model_validate(options)
+    failover = given.fall * given.check_interval + 3 * given.advert_interval + 1  # + VRRP's skew
     holder = poll(lambda: (lambda found: found[0] if len(found) == 1 else None)(vip_holders(cluster, vip)), 60,
                   f"one holder of {vip}")
     interface = options["interface"]
