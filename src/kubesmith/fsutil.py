@@ -16,10 +16,12 @@ import errno
 import fcntl
 import hashlib
 import io
+import json
 import os
 import secrets
 import shlex
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -203,13 +205,64 @@ def _chunks(item: Pending) -> Iterator[bytes]:
             yield chunk
 
 
-def file_sha256(path: Path, limit: int) -> str:
-    """The sha256 of a regular file, read in chunks."""
-    digest = hashlib.sha256()
+def file_sha256(path: Path, limit: int, memo: Path | None = None) -> str:
+    """The sha256 of a regular file, read in chunks.
+
+    With `memo`, a digest remembered there for the same file (its `identity`, taken before the read)
+    is the answer without a read: apply hashed the 400 MB of a release's binaries at every run
+    (about 1 CPU-s). A file changed at all has another ctime, so is read again."""
     with open_regular(path, limit, "a file to hash") as file:
+        info = os.fstat(file.fileno())
+        key = identity(info)
+        if memo is not None and (known := recall(memo, key)) is not None:
+            return known
+        digest = hashlib.sha256()
         while chunk := file.read(CHUNK):
             digest.update(chunk)
+    if memo is not None and settled(info):
+        remember(memo, key, digest.hexdigest())
     return digest.hexdigest()
+
+
+MEMO_ENTRIES = 256  # answers a memo keeps: a few releases' binaries, image archives and runtimes
+RACY_NS = 2_000_000_000  # a file changed this recently may change again within its timestamps' tick
+
+
+def identity(info: os.stat_result) -> str:
+    """What tells one file's content from another's without reading it: device, inode, size, mtime
+    and ctime (which no user can set back)."""
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+
+def settled(info: os.stat_result) -> bool:
+    """Changed long enough ago that a further change would show in its times (as git treats a racily
+    clean entry): only then is an answer about it remembered."""
+    return time.time_ns() - info.st_ctime_ns > RACY_NS
+
+
+def recall(memo: Path, key: str) -> str | None:
+    """The answer `memo` (a small JSON file) keeps for `key`; None when it has none or cannot be read."""
+    found = _memo(memo).get(key)
+    return found if isinstance(found, str) else None
+
+
+def remember(memo: Path, key: str, answer: str) -> None:
+    """Keep `answer` for `key` in `memo` with the newest others; a memo that cannot be written only
+    costs the work again next time."""
+    kept = [item for item in _memo(memo).items() if item[0] != key][-(MEMO_ENTRIES - 1):]
+    try:
+        make_dirs(memo.parent)
+        atomic_write(memo, json.dumps(dict([*kept, (key, answer)])).encode(), 0o600)
+    except OSError:
+        pass
+
+
+def _memo(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(read_regular(path, SMALL_FILE_BYTES, "a memo of digests"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _fsync_path(path: Path) -> None:

@@ -36,15 +36,16 @@ class StreamedFile:
     group: str
     source: Path
     limit: int
+    memo: Path | None = None  # where digests are remembered between runs (fsutil.file_sha256)
     digest: str | None = field(default=None, init=False, repr=False, compare=False)  # memo, as HostFile's
 
     @property
     def sha256(self) -> str:
-        """Hashed in chunks, once."""
+        """Hashed in chunks, once (or not at all, when `memo` remembers this very file)."""
         if self.digest is None:
             from kubesmith import fsutil
 
-            object.__setattr__(self, "digest", fsutil.file_sha256(self.source, self.limit))
+            object.__setattr__(self, "digest", fsutil.file_sha256(self.source, self.limit, self.memo))
         return self.digest  # type: ignore[return-value]
 
     @property

@@ -35,6 +35,7 @@ from kubesmith.plan.components import Component, component_config
 from kubesmith.vocabulary.model import File, HostPlan, Plan, Source, plain
 
 MANIFEST = "manifest.json"
+MAX_BINARY_BYTES = 2 << 30  # a component binary shipped to hosts (kube-apiserver is about 100 MB)
 MAX_MANIFEST_BYTES = 64 << 20  # the list of a host's rendered files: a few hundred entries
 HOST_PLAN = "plan.json"
 LOCK = ".kubesmith-render.lock"  # in the output directory: one render at a time writes there
@@ -189,21 +190,28 @@ def _materialise(plan: Plan, selected: list[HostPlan], store: PkiStore, shipped:
 
 @dataclass(slots=True)
 class _Extras:
-    """Units, binaries and runtime of each host; a binary is read once however many hosts get it."""
+    """Units, binaries and runtime of each host. A binary is streamed from where it is here, never held
+    in memory (a release is 400 MB), and hashed once however many hosts get it, or not at all when
+    the digest memo remembers that very file."""
 
     shipped: Shipped
-    binaries: dict[str, HostFile] = field(default_factory=dict)
+    binaries: dict[str, StreamedFile] = field(default_factory=dict)
 
-    def for_host(self, plan: Plan, host: HostPlan) -> tuple[HostFile, ...]:
-        files = [HostFile(f"/{path}", unit_file_mode(path), "root", "root", text.encode())
-                 for path, text in sorted(unit_files(host, self.shipped.units).items())]
+    def for_host(self, plan: Plan, host: HostPlan) -> tuple[AnyHostFile, ...]:
+        files: list[AnyHostFile] = [HostFile(f"/{path}", unit_file_mode(path), "root", "root", text.encode())
+                                    for path, text in sorted(unit_files(host, self.shipped.units).items())]
         files += components_file(plan, host, self.shipped.units)
         for name in sorted(shipped_binaries(plan, [host.name]) & set(self.shipped.binaries)):
-            if name not in self.binaries:  # one instance for every host: its sha256 is computed once
-                self.binaries[name] = HostFile(binary_path(name, self.shipped.units), 0o755, "root", "root",
-                                               self.shipped.binaries[name].read_bytes())
+            if name not in self.binaries:
+                self.binaries[name] = StreamedFile(binary_path(name, self.shipped.units), 0o755, "root", "root",
+                                                   self.shipped.binaries[name], MAX_BINARY_BYTES, digest_memo())
             files.append(self.binaries[name])
         return (*files, *self.shipped.runtime)
+
+
+def digest_memo() -> Path:
+    """Where this machine remembers the digests of large files it ships: $XDG_CACHE_HOME/kubesmith."""
+    return image_cache_dir().parent / "digests.json"
 
 
 def components_file(plan: Plan, host: HostPlan, units: UnitOptions) -> list[HostFile]:
@@ -236,7 +244,8 @@ def _archive(ctx: _Context, file: File) -> StreamedFile:
         source = Path(file.source.name)
         try:
             check_archive(source)
-            streamed = StreamedFile(file.path, file.mode, file.owner, file.group, source, MAX_ARCHIVE_BYTES)
+            streamed = StreamedFile(file.path, file.mode, file.owner, file.group, source, MAX_ARCHIVE_BYTES,
+                                    digest_memo())
             streamed.sha256  # hashed once, now: a file that cannot be read is said here
         except ImageError as exc:
             raise RenderError(f"{file.path}: {source}: {exc} (spec.components.containerRuntime.images)") from None
