@@ -196,7 +196,7 @@ FLAG_VALUES: dict[str, tuple[str, str, str]] = {
                           f"{APISERVER}.extraArgs.audit-log-version", "as 'audit.k8s.io/v1'"),
     "goaway-chance": (apiserver("goaway-chance", "'0.5'"), f"{APISERVER}.extraArgs.goaway-chance", "from 0 to 0.02"),
     "min-request-timeout": (apiserver("min-request-timeout", "-5"), f"{APISERVER}.extraArgs.min-request-timeout",
-                            "0 or more, not -5"),
+                            "1 or more, not -5"),
     "watch-cache-sizes": (apiserver("watch-cache-sizes", "'pods#-1'"), f"{APISERVER}.extraArgs.watch-cache-sizes",
                           "resource[.group]#size"),
     "runtime-config-key": (apiserver("runtime-config", "apps=true"), f"{APISERVER}.extraArgs.runtime-config",
@@ -322,7 +322,7 @@ FLAG_VALUES_LEGITIMATE: dict[str, str] = {
                           "    scheduler: {extraArgs: {leader-elect-lease-duration: 20s}}\n",
     "api-values": HOSTS + component_args("apiserver", "{storage-media-type: application/json, audit-log-mode: batch, "
                                          "audit-log-version: audit.k8s.io/v1, goaway-chance: '0.001', "
-                                         "min-request-timeout: 0, watch-cache-sizes: 'pods#0,apps.deployments#10', "
+                                         "min-request-timeout: 1800, watch-cache-sizes: 'pods#0,apps.deployments#10', "
                                          "runtime-config: 'api/beta=true,v1=true,apps/v1/deployments=true', "
                                          "logging-format: json, endpoint-reconciler-type: lease, "
                                          "emulated-version: 'kube=1.33', min-compatibility-version: 'v1.33'}"),

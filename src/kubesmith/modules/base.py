@@ -60,8 +60,9 @@ class Managed:
 
     flags: Mapping[str, str | NoOption] = field(default_factory=dict)  # of `binary`, without dashes
     # switches that break the cluster or weaken it in one position only: their default (the value here) is
-    # harmless and passes, as Go reads it (`false`, `0`, `f`...)
-    harmless: Mapping[str, bool] = field(default_factory=dict)
+    # harmless and passes, as Go reads it (`false`, `0`, `f`...); a text (a string flag's "off", such as
+    # empty) passes spelled exactly so
+    harmless: Mapping[str, bool | str] = field(default_factory=dict)
     # flags the module sets as a default that extraArgs may replace: nothing else kubesmith writes follows
     # them, and the flag checks judge the value
     replaceable: frozenset[str] = frozenset()

@@ -140,6 +140,11 @@ _NO_RECONFIG_CHECK = NoOption("etcd would accept a member change that loses quor
                               "writes; kubesmith changes members one at a time with the check on")
 _V2_API = NoOption("etcd would serve its v2 API, which has none of the v3 API's authentication and role checks "
                    "and reads another key space: nothing of Kubernetes uses it")
+# etcd 3.5.1 --help: "Serve v2 requests through the v3 backend under a given prefix. Deprecated and to be
+# decommissioned in v3.6" (it serves them only with --enable-v2; etcd 3.6 has neither flag)
+_V2V3_API = NoOption("etcd would serve its v2 API (through the v3 store, under this prefix), as --enable-v2 does: "
+                     "the v2 API has none of the v3 API's authentication and role checks, nothing of Kubernetes "
+                     "uses it, and etcd 3.6 removed the flag")
 
 
 class EtcdModule(Module):
@@ -173,11 +178,12 @@ class EtcdModule(Module):
             "experimental-peer-skip-client-san-verification": _PEER_SAN,
             "peer-skip-client-san-verification": _PEER_SAN,
             "strict-reconfig-check": _NO_RECONFIG_CHECK, "enable-v2": _V2_API,
+            "experimental-enable-v2v3": _V2V3_API,
         },
         harmless={"force-new-cluster": False, "unsafe-no-fsync": False,
                   "experimental-peer-skip-client-san-verification": False,
                   "peer-skip-client-san-verification": False, "strict-reconfig-check": True,
-                  "enable-v2": False},
+                  "enable-v2": False, "experimental-enable-v2v3": ""},
     )
 
     def check(self, spec: Any, options: EtcdOptions, registry: Any) -> list[OptionProblem]:

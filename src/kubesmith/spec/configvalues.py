@@ -12,6 +12,7 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,7 +20,7 @@ from kubesmith.durations import go_duration_ns
 from kubesmith.spec.effective import (CONFIG_TYPES, SHORTEST_PERIOD, SHORTEST_PERIOD_NS, Finding, go_bool,
                                       go_strings, resolv_conf_problem, toml_keys, toml_type_findings, toml_value_at,
                                       value_at)
-from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem
+from kubesmith.spec.flagtypes import QUANTITY, go_ip, quantity_problem, quantity_value
 from kubesmith.vocabulary.errors import yaml_text
 from kubesmith.spec.managed import MANAGED_CONFIG, config_field, containerd_written
 from kubesmith.spec.paths import TYPED_CONFIG_DIRECTORIES
@@ -43,8 +44,9 @@ ENUMS: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
     "proxy": {("logging", "format"): ("text", "json"),
               ("detectLocalMode",): ("", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix")},
 }
-# (lowest, highest) an integer field takes; None: no bound
-RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
+# (lowest, highest) an integer field takes; None: no bound. The component refuses to start with another value,
+# unless a third item says what it does instead
+RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None] | tuple[int | None, int | None, str]]] = {
     "kubelet": {
         ("nodeStatusMaxImages",): (-1, None), ("containerLogMaxFiles",): (2, None), ("oomScoreAdj",): (-1000, 1000),
         ("maxParallelImagePulls",): (1, None), ("imageGCHighThresholdPercent",): (0, 100),
@@ -61,9 +63,27 @@ RANGES: dict[str, dict[tuple[str, ...], tuple[int | None, int | None]]] = {
               ("iptables", "masqueradeBit"): (0, 31)},
     "scheduler": {("percentageOfNodesToScore",): (0, 100), ("parallelism",): (1, None),
                   ("podInitialBackoffSeconds",): (1, None), ("clientConnection", "burst"): (0, None)},
+    # containerd 1.6.20 starts with a value outside these. services/server/server_linux.go: sys.SetOOMScore refuses a score
+    # outside the kernel's oom_score_adj range, and containerd only logs "failed to change OOM score";
+    # services/server/server.go passes a message size to gRPC only "if config.GRPC.MaxRecvMsgSize > 0", so
+    # 0 or below is gRPC's own limit (4 MiB received), not containerd's default of 16 MiB
+    "containerRuntime": {
+        ("oom_score",): (-1000, 1000, "containerd logs 'failed to change OOM score' and runs at the score it had"),
+        ("grpc", "max_recv_message_size"): (1, None, "at 0 or below containerd keeps gRPC's own limit of 4 MiB, not "
+                                                     "its default of 16 MiB; leave it out for that"),
+        ("grpc", "max_send_message_size"): (1, None, "at 0 or below containerd keeps gRPC's own limit, not its "
+                                                     "default of 16 MiB; leave it out for that"),
+    },
 }
-_BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler"}
+_BINARY = {"kubelet": "the kubelet", "proxy": "kube-proxy", "scheduler": "kube-scheduler",
+           "containerRuntime": "containerd"}
 _RESERVED = ("systemReserved", "kubeReserved")
+# what a reservation may name (cmd/kubelet/app parseResourceList: cpu, memory, ephemeral-storage, pid)
+_RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
+# the largest amount a resource.Quantity's MilliValue (an int64 of thousandths) holds
+_MOST_RESERVED = Decimal((1 << 63) - 1) / 1000
+# cgroups the kubelet reads from the hierarchy's root (its flags --cgroup-root, --kube-reserved-cgroup...)
+_CGROUPS = ("cgroupRoot", "kubeReservedCgroup", "systemReservedCgroup")
 _EVICTION = ("evictionHard", "evictionSoft", "evictionMinimumReclaim")
 
 
@@ -140,7 +160,8 @@ def config_value_findings(components: Any, minor: str,
     for path, (_, value) in from_flags.items():
         kubelet = _with(kubelet, path, value)
     configs = {"kubelet": kubelet, "proxy": components.proxy.extra_config,
-               "scheduler": components.scheduler.extra_config}
+               "scheduler": components.scheduler.extra_config,
+               "containerRuntime": components.container_runtime.extra_config}
     flags = {path: flag for path, (flag, _) in from_flags.items()}
     for loc, message, severity in _config_values(components, configs, minor):
         path = next((path for path in flags if loc[:3] == _loc("kubelet")[:3] and
@@ -170,12 +191,17 @@ def _config_values(components: Any, configs: dict[str, dict[str, Any]], minor: s
                 yield (_loc(section, *path), f"{_BINARY[section]} takes {'.'.join(path)} as one of {shown}, "
                        f"not {value!r}: it refuses to start", "error")
     for section, bounds in RANGES.items():
-        for path, (low, high) in bounds.items():
-            present, value = value_at(configs[section], path)
-            number = _int(value) if present else None
-            if number is not None and ((low is not None and number < low) or (high is not None and number > high)):
+        for path, (low, high, *instead) in bounds.items():
+            found = config_field(section, configs[section], path)  # containerd's keys as go-toml matches them
+            number = _int(found[1]) if found else None
+            if found and number is not None and ((low is not None and number < low) or
+                                                 (high is not None and number > high)):
                 span = f"{low} to {high}" if low is not None and high is not None else f"{low} or more"
-                yield (_loc(section, *path), f"{_BINARY[section]} refuses {'.'.join(path)}: {number} (it takes {span})", "error")
+                field = ".".join(path)
+                message = f"{_BINARY[section]} refuses {field}: {number} (it takes {span})" if not instead else \
+                    f"{_BINARY[section]} takes {field} {'from ' if high is not None else ''}{span}, not {number}: " \
+                    f"{instead[0]}"
+                yield _loc(section, *found[0]), message, "error"
     yield from _periods(configs)
     yield from _kubelet(configs["kubelet"], components.kubelet.extra_args)
     yield from _kubelet_lists(configs["kubelet"])
@@ -497,12 +523,32 @@ def _kubelet(config: dict[str, Any], flags: dict[str, Any]) -> Iterator[Finding]
     for field in _RESERVED:
         reserved = config.get(field)
         for name, value in (reserved.items() if isinstance(reserved, dict) else ()):
-            if problem := quantity_problem(value):
+            if isinstance(name, str) and name not in _RESERVABLE:
+                # cmd/kubelet/app parseResourceList: 'cannot reserve "gpu" resource'
+                yield (_loc("kubelet", field, name), f"the kubelet reserves {', '.join(_RESERVABLE)} only, not "
+                       f"{name!r}: it refuses to start", "error")
+            elif problem := quantity_problem(value):
                 yield _loc("kubelet", field, name), f"the kubelet refuses {field}.{name}: {problem}", "error"
             elif isinstance(value, str) and value.strip().startswith("-"):
                 # cmd/kubelet/app: "resource quantity for \"memory\" cannot be negative"
                 yield (_loc("kubelet", field, name), f"the kubelet refuses {field}.{name} {_shown(value)}: a "
                        "reservation is not negative; it refuses to start", "error")
+            elif isinstance(value, str) and (amount := quantity_value(value)) is not None and amount > _MOST_RESERVED:
+                yield (_loc("kubelet", field, name), f"{field}.{name} {_shown(value)} is more than any node has "
+                       f"(beyond 64 bits in thousandths, the most a quantity's MilliValue holds): the kubelet refuses "
+                       "a reservation above the node's capacity ('invalid Node Allocatable configuration')", "error")
+            elif value is None or (isinstance(value, str) and quantity_value(value) is None):
+                # 'failed to parse quantity "1e2147483648"' (the exponent is an int32), or null, which JSON gives
+                # the map as "" ("quantities must match the regular expression")
+                yield (_loc("kubelet", field, name), f"the kubelet refuses {field}.{name}: "
+                       f"{'null' if value is None else _shown(value)} is no resource quantity (such as 500m, 1Gi "
+                       "or 2)", "error")
+    for field in _CGROUPS:
+        path = config.get(field)
+        if isinstance(path, str) and path and not path.startswith("/"):
+            # pkg/kubelet/cm ParseCgroupfsToCgroupName trims one leading "/": "kubepods" is "/kubepods"
+            yield (_loc("kubelet", field), f"{field} {_shown(path)} is no absolute cgroup path: the kubelet reads it "
+                   f"from the cgroup hierarchy's root; write {'/' + path!r} (one cgroup, one spelling)", "error")
     for field in _EVICTION:
         thresholds = config.get(field)
         for signal, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
@@ -650,6 +696,7 @@ def _scheduler(config: dict[str, Any], plugins: frozenset[str] | None) -> Iterat
         seen.setdefault(name, index)
         if plugins is not None:
             yield from _scheduler_plugins(profile, index, plugins)
+        yield from _score_weights(profile, index)
     extenders = config.get("extenders")
     for index, extender in enumerate(extenders if isinstance(extenders, list) else ()):
         url = extender.get("urlPrefix") if isinstance(extender, dict) else None
@@ -697,6 +744,30 @@ def _scheduler_plugins(profile: dict[str, Any], index: int, plugins: frozenset[s
             what = "disables nothing" if kind == "disabled" else "configures nothing"
             yield (_loc("scheduler", "profiles", index, *loc), f"kube-scheduler has no plugin {plugin!r}: it "
                    f"ignores the name, so this {what}{hint}", "warning")
+
+
+def _score_weights(profile: dict[str, Any], index: int) -> Iterator[Finding]:
+    """Score weights kube-scheduler can use (a weight counts at the score and multiPoint extension points
+    alone; 0, the default, reads as 1): an int32 ('json: cannot unmarshal number 2147483648 into Go struct field
+    Plugin.profiles.plugins.score.enabled.weight of type int32'), and not negative. The v1.36.2 framework
+    adds weight x 100 per plugin into an int64 and refuses to start with "total score of Score plugins
+    could overflow" once the sum went below zero and another plugin follows; where none follows, the plugin
+    scores backwards (the nodes it prefers lose). There is no upper bound below int32: it starts with 101."""
+    points = profile.get("plugins")
+    for point in ("score", "multiPoint"):
+        sets = points.get(point) if isinstance(points, dict) else None
+        items = sets.get("enabled") if isinstance(sets, dict) else None
+        for item, plugin in enumerate(items if isinstance(items, list) else ()):
+            weight = _int(plugin.get("weight")) if isinstance(plugin, dict) else None
+            if weight is None or 0 <= weight < 1 << 31:
+                continue  # absent, or not an integer (the type check names it)
+            name = plugin.get("name")
+            why = "its configuration decoder reads a weight as a 32-bit integer, and it refuses to start" \
+                if weight > 0 else "it refuses to start ('total score of Score plugins could overflow') unless " \
+                "the plugin comes last, where it would score backwards"
+            yield (_loc("scheduler", "profiles", index, "plugins", point, "enabled", item, "weight"),
+                   f"kube-scheduler takes a score weight from 0 (read as 1) to {(1 << 31) - 1}, not {weight} "
+                   f"for {name if isinstance(name, str) else 'this plugin'}: {why}", "error")
 
 
 # kube-scheduler's leader election defaults (component-base LeaderElectionConfiguration) and client-go's

@@ -121,11 +121,13 @@ def flag_value_problem(binary: str, flag: str, kind: str | None, value: Any, min
         return (f"{binary} reads --{flag} as a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False), "
                 f"not {text!r}")
     if kind == "duration" and (problem := go_duration_problem(text, positive=flag in POSITIVE_DURATION_FLAGS)):
-        return f"{binary} reads --{flag} as a Go duration: {problem}"
+        # a zero one (well-formed, not negative) says what zero does where that is not a period's spin
+        why = f": {SHORT_DURATION_WHY[flag]}" if flag in SHORT_DURATION_WHY and not go_duration_problem(text) else ""
+        return f"{binary} reads --{flag} as a Go duration: {problem}{why}"
     if kind == "duration" and flag in POSITIVE_DURATION_FLAGS and go_duration_ns(text) < SHORTEST_PERIOD_NS:
-        return (f"{text!r} is shorter than {SHORTEST_PERIOD}, the shortest kubesmith takes for --{flag}: a period "
-                "this short repeats its work without pause, as a zero one would (a kubelet at 1ns patches its Node "
-                "status on end)")
+        why = SHORT_DURATION_WHY.get(flag, "a period this short repeats its work without pause, as a zero one would "
+                                           "(a kubelet at 1ns patches its Node status on end)")
+        return f"{text!r} is shorter than {SHORTEST_PERIOD}, the shortest kubesmith takes for --{flag}: {why}"
     if kind in GO_INT_RANGES and go_int(value, kind) is None:
         low, high = GO_INT_RANGES[kind]
         return f"{binary} reads --{flag} as an integer ({kind}, {low} to {high}), not {text!r}"
@@ -155,7 +157,7 @@ def flag_setting_problem(binary: str, flag: str, text: str, minor: str | None = 
     if (bounds := FLAG_BOUNDS.get(flag)) and binary in bounds[0] and _finite(text) and \
             not bounds[1] <= float(text) <= bounds[2]:
         span = f"from {bounds[1]:g} to {bounds[2]:g}" if math.isfinite(bounds[2]) else f"{bounds[1]:g} or more"
-        return f"{binary} takes --{flag} {span}, not {text}: it refuses to start"
+        return f"{binary} takes --{flag} {span}, not {text}: {bounds[3]}"
     if binary == "kube-apiserver" and flag == "endpoint-reconciler-type" and text == "none":
         return ("with endpoint-reconciler-type none nothing keeps the kubernetes Service's endpoints: pods (CoreDNS "
                 "first) could not reach the API server; use lease (the default)")
@@ -210,10 +212,27 @@ FLAG_CHOICES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "leader-elect-resource-lock": (frozenset({"kube-controller-manager", "kube-scheduler"}), ("leases",)),
     "logging-format": (_KUBERNETES, ("text", "json")),
 }
-# (binaries, lowest, highest) of a number flag: "--goaway-chance can not be less than 0 or greater than 0.02",
-# "--min-request-timeout can not be negative value"
-FLAG_BOUNDS: dict[str, tuple[frozenset[str], float, float]] = {
-    "goaway-chance": (_APISERVER, 0, 0.02), "min-request-timeout": (_APISERVER, 0, math.inf),
+# (binaries, lowest, highest, what a value outside does) of a number flag: "--goaway-chance can not be less than 0
+# or greater than 0.02", "--min-request-timeout can not be negative value"; the others start (v1.35.6 and v1.36.2)
+# and then misbehave, as each reason says
+_REFUSES = "it refuses to start"
+FLAG_BOUNDS: dict[str, tuple[frozenset[str], float, float, str]] = {
+    "goaway-chance": (_APISERVER, 0, 0.02, _REFUSES),
+    # k8s.io/apiserver endpoints/request GetTimeoutForWatch: "a timeout of zero value implies that ... the server
+    # option --min-request-timeout has a value of zero and hence, the watch request will timeout immediately"
+    "min-request-timeout": (_APISERVER, 1, math.inf, "it refuses a negative one, and at 0 every watch that gives no "
+                                                     "timeoutSeconds of its own (kubectl get -w) ends as it starts"),
+    # storage/etcd3 leaseManager.GetLease grants each TTL'd object (every Event) an etcd lease of its TTL plus the
+    # reuse duration, and reuses it only within that time: 0 grants a lease per write, the load the flag's help
+    # warns of ("a too small value may cause performance problems at storage layer"), and a negative one cuts
+    # every such object's TTL short as well
+    "lease-reuse-duration-seconds": (_APISERVER, 1, math.inf, "at 0 it asks etcd for a new lease on every Event "
+                                     "written, and a negative value also lets Events expire before their TTL"),
+    # a hidden flag, deprecated and a no-op in v1.35.6 and v1.36.2 ("watch caches are sized automatically");
+    # --watch-cache-sizes refuses a negative size ("watch cache size cannot be negative")
+    "default-watch-cache-size": (_APISERVER, 0, math.inf, "no cache holds a negative number of objects, and "
+                                 "kube-apiserver sizes its watch caches itself (v1.35 and v1.36 ignore this deprecated "
+                                 "flag; leave it out)"),
 }
 # component-base's versions: major.minor (a leading v allowed, no patch), of the component "kube" alone; the
 # binary emulates at most three minors back, and is compatible back to those ('emulation version 1.30 is not
@@ -350,7 +369,15 @@ POSITIVE_DURATION_FLAGS = frozenset({
     # kube-controller-manager's loop periods: 0 makes a ticker panic or wait.Until spin (1ns as well)
     "horizontal-pod-autoscaler-sync-period", "node-monitor-period", "resource-quota-sync-period",
     "pvclaimbinder-sync-period", "route-reconciliation-period",
+    # kube-apiserver's deadline for each request that is not a watch or another long-running one
+    "request-timeout",
 })
+# why a flag of POSITIVE_DURATION_FLAGS is no setting at zero or under SHORTEST_PERIOD, when it is not a period
+SHORT_DURATION_WHY = {
+    # k8s.io/apiserver filters.WithRequestDeadline: the request's context ends at its start plus this timeout
+    "request-timeout": "kube-apiserver ends every request (get, list, create, update) when this runs out: at 0 "
+                       "each one times out as it arrives, and under a second large lists would (the default is 1m0s)",
+}
 
 
 def config_duration_findings(components: Any, aliases: dict[str, str]) -> Iterator[Finding]:

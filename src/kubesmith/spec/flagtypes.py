@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
+from decimal import Decimal, localcontext
 from typing import Any
 
 from kubesmith.vocabulary.errors import yaml_text
@@ -28,6 +29,29 @@ def quantity_problem(value: Any) -> str | None:
     if not isinstance(value, str) or QUANTITY.fullmatch(value):
         return None
     return f"{yaml_text(value)} is no resource quantity (such as 500m, 1Gi or 2)"
+
+
+# resource.Quantity's suffixes and the factor each stands for (an exponent suffix, e3, is read apart)
+_SUFFIX_FACTORS = {"": Decimal(1), **{suffix: Decimal(2) ** (10 * power) for power, suffix in
+                                      enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
+                   **{suffix: Decimal(10) ** power for suffix, power in
+                      (("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15),
+                       ("E", 18))}}
+
+
+def quantity_value(text: str) -> Decimal | None:
+    """The amount a resource.Quantity text stands for (`1Gi` is 1073741824, `500m` 0.5), None when it is
+    none. Exact: `1e400` is read as such, not as a float's infinity."""
+    match = QUANTITY.fullmatch(text)
+    if match is None:
+        return None
+    number, suffix = text[:match.start(3)] if match.group(3) else text, match.group(3) or ""
+    with localcontext() as context:
+        context.prec, context.Emax, context.Emin = 60, 10**11, -10**11
+        if suffix not in _SUFFIX_FACTORS:  # an exponent (`E` alone is exa, `Ei` exbi)
+            exponent = int(suffix[1:])  # Go reads it as an int32 ("unable to parse quantity's suffix")
+            return Decimal(number).scaleb(exponent) if -(1 << 31) <= exponent < 1 << 31 else None
+        return Decimal(number) * _SUFFIX_FACTORS[suffix]
 
 
 def go_ip(text: str) -> bool:

@@ -30,7 +30,7 @@ def _section(key: str) -> str:
 # each module declares its own (Module.managed); these tables gather them by binary and by section
 MANAGED: dict[str, dict[str, str | NoOption]] = {
     module.binary: dict(module.managed.flags) for module in MODULES if module.binary and module.managed.flags}
-_HARMLESS: dict[tuple[str, str], bool] = {(module.binary, flag): value for module in MODULES if module.binary
+_HARMLESS: dict[tuple[str, str], bool | str] = {(module.binary, flag): value for module in MODULES if module.binary
                                           for flag, value in module.managed.harmless.items()}
 REPLACEABLE: dict[str, frozenset[str]] = {
     module.binary: module.managed.replaceable for module in MODULES if module.binary and module.managed.replaceable}
@@ -45,7 +45,8 @@ _IGNORED_WITH_CONFIG: dict[str, Callable[[str], bool]] = {
 
 def managed_flag_problem(binary: str, component: str, flag: str, value: Any = None) -> str | None:
     """Why extraArgs may not set `flag` of `binary` (to `value`), or None when it may."""
-    if (binary, flag) in _HARMLESS and go_bool(value) is _HARMLESS[(binary, flag)]:
+    harmless = _HARMLESS.get((binary, flag))
+    if harmless is not None and (value == harmless if isinstance(harmless, str) else go_bool(value) is harmless):
         return None
     instead = MANAGED.get(binary, {}).get(flag)
     return None if instead is None else _managed(f"--{flag}", component, instead, "extraArgs")
