@@ -144,7 +144,7 @@ def test_each_rung_is_whole_packages() -> None:
 def test_the_check_sees_an_upward_import(tmp_path: Path, source: str, imported: str, upward: bool) -> None:
     """The check itself: an upward import planted in a copy of the tree is reported, a downward one is not."""
     copy = tmp_path / "src"
-    shutil.copytree(SOURCE / "kubesmith", copy / "kubesmith")
+    shutil.copytree(SOURCE / "kubesmith", copy / "kubesmith", ignore=shutil.ignore_patterns("__pycache__"))
     planted = copy / source.removeprefix("src/")
     planted.write_text(planted.read_text() + "\n" + imported + "\n")
     reported = [line for line in violations(copy) if line.startswith(source.removeprefix("src/"))]
