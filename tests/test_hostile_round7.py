@@ -17,28 +17,16 @@ from pathlib import Path
 import pytest
 
 from test_hostile_round4_consumers import HEAD_136, RUNTIME, runtime
+from test_hostile_round6_values import ETCD, KUBELET, PROXY, SCHEDULER, etcd, kubelet, proxy
 from test_hostile_values import HOSTS, component
 from hostile_support import assert_refused_alone, assert_valid
 from hostile_support import warm  # noqa: F401 (the module's autouse fixture)
 
-APISERVER, KUBELET = "spec.components.apiserver", "spec.components.kubelet"
-SCHEDULER, PROXY, ETCD = "spec.components.scheduler", "spec.components.proxy", "spec.components.etcd"
+APISERVER = "spec.components.apiserver"
 
 
 def apiserver_flag(flag: str, value: str) -> str:
     return HOSTS + component("apiserver", f"{{extraArgs: {{{flag}: {value}}}}}")
-
-
-def kubelet(body: str) -> str:
-    return HOSTS + component("kubelet", body)
-
-
-def proxy(body: str) -> str:
-    return HOSTS + component("proxy", body)
-
-
-def etcd(body: str) -> str:
-    return HOSTS + component("etcd", body)
 
 
 def weight(point: str, plugin: str, value: str) -> str:

@@ -357,8 +357,7 @@ def _runtimes(config: dict[str, Any]) -> Iterator[Finding]:
             if value is None:
                 continue
             wrong = {"bool": not isinstance(value, bool), "str": not isinstance(value, str),
-                     "uint32": isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32
-                     }[expected]
+                     "uint32": not _json_uint32(value)}[expected]
             if wrong:
                 yield (_runtime_loc(*runtimes[0], name, *options[0], key), f"runc reads its option {field} as "
                        f"{_KINDS[expected]}, not {_shown(value)}: containerd's CRI could not decode the options, and "
@@ -482,8 +481,7 @@ _CPU_LIST = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
 
 
 def _kubelet_lists(config: dict[str, Any]) -> Iterator[Finding]:
-    """allowedUnsafeSysctls patterns and reservedSystemCPUs (a CPU list, as cpuset.Parse reads it), and
-    logging.verbosity (a uint32: "cannot unmarshal number -1 into Go struct field ... verbosity")."""
+    """allowedUnsafeSysctls patterns and reservedSystemCPUs (a CPU list, as cpuset.Parse reads it)."""
     sysctls = config.get("allowedUnsafeSysctls")
     for index, item in enumerate(sysctls if isinstance(sysctls, list) else ()):
         if isinstance(item, str) and (len(item) > 253 or not _SYSCTL_PATTERN.fullmatch(item)):
@@ -505,11 +503,16 @@ def _cpu_list_ok(text: str) -> bool:
     return True
 
 
+def _json_uint32(value: Any) -> bool:
+    """A JSON number a Go uint32 field decodes: an integer in range, not a boolean and not a string."""
+    return isinstance(value, int) and go_int(value, "uint32") is not None
+
+
 def _logging_verbosity(configs: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+    """logging.verbosity is a uint32: "cannot unmarshal number -1 into Go struct field ... verbosity"."""
     for section in ("kubelet", "proxy"):
         present, value = value_at(configs[section], ("logging", "verbosity"))
-        if present and value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                              or not 0 <= value < 2**32):
+        if present and value is not None and not _json_uint32(value):
             yield (_loc(section, "logging", "verbosity"), f"{_BINARY[section]} reads logging.verbosity as a whole "
                    f"number from 0 to 4294967295, not {_shown(value)}: it refuses to start", "error")
 
