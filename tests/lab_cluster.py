@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import forked_cli
 import pytest
 import yaml
 from k8s_support import real_binaries
@@ -41,12 +42,13 @@ class Cluster:
 
     def kubesmith(self, *args: str, spec: Path | None = None, timeout: float = 600,
                   extra: tuple[str, ...] = (), state: bool = True) -> subprocess.CompletedProcess[str]:
-        """`kubesmith COMMAND FILE ARGS` with the lab's SSH settings (and --state-dir, for commands that have it)."""
+        """`kubesmith COMMAND FILE ARGS` with the lab's SSH settings (and --state-dir, for commands that have it),
+        in a child process forked warm (tests/forked_cli.py)."""
         command, rest = args[0].split(), args[1:]  # "etcd snapshot": a group's command before the file
-        argv = ["kubesmith", *command, str(spec or self.spec), *rest,
-                *(["--state-dir", str(self.state_dir)] if state else []), "--ssh-config", str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
-                "--identity", str(self.lab.config.client_key), *extra]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        argv = [*command, str(spec or self.spec), *rest,
+                *(["--state-dir", str(self.state_dir)] if state else []), "--ssh-config", str(self.lab.ssh_config),
+                "--known-hosts", str(self.lab.config.known_hosts), "--identity", str(self.lab.config.client_key), *extra]
+        return forked_cli.run(argv, timeout)
 
     def apply(self, spec: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
         return self.kubesmith("apply", "--binaries", str(self.binaries), "--deadline", "180", spec=spec, extra=extra)

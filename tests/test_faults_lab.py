@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import forked_cli
 import pytest
 from lab_cluster import Cluster
 from lab_fixture import LabHosts
@@ -53,16 +53,16 @@ class Faults:
     def lab(self) -> LabHosts:
         return self.cluster.lab
 
-    def paused_apply(self, at: str, spec: Path | None = None) -> tuple[subprocess.Popen[str], Path]:
-        """`kubesmith apply` started with the pause hook; returns once apply waits at `at`."""
+    def paused_apply(self, at: str, spec: Path | None = None) -> tuple[forked_cli.ForkedProcess, Path]:
+        """`kubesmith apply` started (forked warm) with the pause hook; returns once apply waits at `at`."""
         marker = self.work / "pause"
         marker.unlink(missing_ok=True)
         env = {**os.environ, PAUSE_AT: at, PAUSE_FILE: str(marker)}
-        argv = ["kubesmith", "apply", str(spec or self.cluster.spec), "--binaries", str(self.cluster.binaries),
+        argv = ["apply", str(spec or self.cluster.spec), "--binaries", str(self.cluster.binaries),
                 "--deadline", "180", "--state-dir", str(self.cluster.state_dir), "--ssh-config",
                 str(self.lab.ssh_config), "--known-hosts", str(self.lab.config.known_hosts),
                 "--identity", str(self.lab.config.client_key)]
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        process = forked_cli.start(argv, env)
         deadline = time.monotonic() + 300
         while not marker.exists():
             if process.poll() is not None or time.monotonic() > deadline:
@@ -72,7 +72,7 @@ class Faults:
             time.sleep(0.05)
         return process, marker
 
-    def go_on(self, process: subprocess.Popen[str], marker: Path) -> tuple[int, str]:
+    def go_on(self, process: forked_cli.ForkedProcess, marker: Path) -> tuple[int, str]:
         marker.unlink(missing_ok=True)
         try:
             _, err = process.communicate(timeout=400)

@@ -57,11 +57,13 @@ def spec_with(cluster: Cluster, directory: Path, name: str, extra_args: dict[str
     return path
 
 
-def settled(cluster: Cluster, host: str) -> bool:
-    """Every kept component of the host runs a configuration that passed its trial."""
-    found = cluster.lab.ssh(host, "kubesmith config wait --output json --timeout 0 etcd kube-apiserver kubelet",
-                            check=False)
-    return found.returncode == 0
+def settle(cluster: Cluster, host: str, within: float, what: str) -> None:
+    """Until every kept component of the host runs a configuration that passed its trial. The host's own
+    `kubesmith config wait` watches the keeper's records there: one process for the whole wait, where a
+    poll started one (and an SSH login) every few seconds."""
+    found = cluster.lab.ssh(host, f"kubesmith config wait --output json --timeout {within:g}s etcd kube-apiserver "
+                                  "kubelet", check=False, timeout=within + 60)
+    assert found.returncode == 0, f"{what} within {within:g}s: {found.stdout}{found.stderr}"
 
 
 def config_conditions(cluster: Cluster) -> dict[str, dict[str, Any]]:
@@ -78,8 +80,7 @@ def keeping(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     on = cluster.apply(spec_with(cluster, work, "keeping", {}, etcd={}))
     assert on.returncode == 0, on.stdout + on.stderr
     for host in CONTROL_PLANE:  # the first checkpoint of each component passes its trial
-        poll(lambda host=host: settled(cluster, host), 240, f"{host}'s components to pass their first trial",
-             interval=3)
+        settle(cluster, host, 240, f"{host}'s components to pass their first trial")
     yield cluster, work
 
 
@@ -218,7 +219,7 @@ def test_a_host_rebooted_during_its_trial_resumes_it_and_the_next_apply_goes_on(
     code, err = faults.go_on(process, marker)
     assert code == 5 and "error: h1: " in err and "Traceback" not in err, err
     # the agent resumes the trial once h1 is up (a full length: it did not watch the start), and it passes
-    poll(lambda: settled(cluster, "h1"), 240, "h1's resumed trial to pass", interval=3)
+    settle(cluster, "h1", 240, "h1's resumed trial to pass")
     checked = cluster.lab.ssh("h1", "kubesmith config status --output json", check=False)
     assert checked.returncode == 0, checked.stdout
     apiserver = {e["component"]: e for e in json.loads(checked.stdout)["components"]}["kube-apiserver"]
