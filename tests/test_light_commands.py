@@ -101,3 +101,25 @@ def test_validate_loads_the_spec_model_but_not_ssh_nor_the_planner(tmp_path: Pat
                                     {"name": "n1", "address": "10.9.0.1", "roles": ["control-plane", "etcd", "node"]}]}}))
     modules = loaded(tmp_path, ["validate", str(spec)])
     assert present(modules, (SSH, CRYPTO, HTTP, RETRY, "kubesmith.plan.evaluate", "kubesmith.backends")) == []
+
+
+def test_the_lab_ssh_relay_starts_without_site_packages_or_the_labs_settings() -> None:
+    """The lab's ProxyCommand, as its ssh_config writes it, starts for every SSH connection to a lab host
+    (the tests make about a thousand): Python without site's .pth files (`-S`), and of kubesmith only the
+    relay, setns and the errors module. Here it fails at once, on a namespace that does not exist, in one
+    line; the imports it made are those Python reports (PYTHONPROFILEIMPORTTIME)."""
+    from asyncssh.misc import split_args
+
+    from kubesmith.lab.config import LabConfig
+    from kubesmith.lab.sshkeys import proxy_command
+
+    command = proxy_command(LabConfig(netns="kubesmith-no-such-netns")).replace("%h %p", "10.213.0.11 22")
+    run = subprocess.run(split_args(command), capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert run.returncode == 1, run.stderr
+    messages = [line for line in run.stderr.splitlines() if not line.startswith("import time:")]
+    assert messages == ["kubesmith lab proxy: 10.213.0.11:22 via netns kubesmith-no-such-netns: [Errno 2] No such "
+                        "file or directory: '/run/netns/kubesmith-no-such-netns'"], run.stderr
+    modules = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert {"kubesmith.lab.proxy", "kubesmith.lab.setns"} <= modules, modules
+    assert not {"site", "kubesmith.lab.config", "dataclasses", "certifi"} & modules, modules

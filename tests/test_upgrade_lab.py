@@ -165,6 +165,7 @@ def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
 # short, as test_rollout_lab's (whose comment says why a trial may be shorter than a start)
 TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-manager": 5, "kube-scheduler": 5,
           "kube-proxy": 5}
+KEPT = (*TRIALS, "containerd")  # every component the keeper keeps (containerd's trial at its default length)
 RELEASES = "/usr/local/lib/kubesmith/releases"
 # A stand-in for a broken build of kube-apiserver 1.36.2 (a real binary cannot be made to fail on demand):
 # it names its release, so preflight's binary-version check passes as it would for a build that fails
@@ -201,7 +202,7 @@ def wait_for_every_trial(cluster: Cluster, within: float) -> None:
     """Until every kept configuration on every host passed its trial: each host's `kubesmith config wait`
     watches its keeper's records, side by side (one process a host, where a poll of `status` cost about
     2 CPU-s every few seconds)."""
-    command = f"kubesmith config wait --output json --timeout {within:g}s {' '.join(TRIALS)}"
+    command = f"kubesmith config wait --output json --timeout {within:g}s {' '.join(KEPT)}"
     with ThreadPoolExecutor(len(cluster.hosts)) as pool:
         found = {host: pool.submit(cluster.lab.ssh, host, command, check=False, timeout=within + 60)
                  for host in cluster.hosts}

@@ -8,7 +8,16 @@ Entry points: `lifecycle.up/down/leftovers`, `access.status/exec_argv/ssh_argv/s
 `netns.connect` (a TCP connection from inside the lab network), `LabConfig.from_env()`.
 """
 
-from kubesmith.lab.config import LabConfig, LabHost
-from kubesmith.lab.errors import LabError, LabNotPossible
+import importlib
 
 __all__ = ["LabConfig", "LabError", "LabHost", "LabNotPossible"]
+_HOMES = {"LabConfig": "kubesmith.lab.config", "LabHost": "kubesmith.lab.config", "LabError": "kubesmith.lab.errors",
+          "LabNotPossible": "kubesmith.lab.errors"}
+
+
+def __getattr__(name: str) -> object:
+    """The names above, imported on first use: the SSH ProxyCommand (`kubesmith.lab.proxy`), started
+    for every connection to a lab host, imports this package and needs none of them."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

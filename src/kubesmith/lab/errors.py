@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterable
 
 Progress = Callable[[str], None]
@@ -46,6 +45,8 @@ def require_root() -> None:
 
 def require_tools(tools: Iterable[str]) -> None:
     """Fail with the apt package to install for the first missing tool."""
+    import shutil  # here: the SSH relay imports this module for LabError, and starts once a connection
+
     for tool in tools:
         if shutil.which(tool) is None:
             package = TOOL_PACKAGES.get(tool, tool)

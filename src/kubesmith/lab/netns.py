@@ -7,9 +7,7 @@ has setns()'d into it, except for the link to the machine's own namespace (`link
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import os
 import socket
 import subprocess
 import threading
@@ -17,8 +15,8 @@ from pathlib import Path
 
 from kubesmith.lab.config import LabConfig
 from kubesmith.lab.errors import LabError
+from kubesmith.lab.setns import enter
 
-CLONE_NEWNET = 0x40000000
 LINK_HOST_OCTET = 254  # the machine's address on the lab's /24 (hosts use .11-.210, the bridge .1)
 GUARD_METRIC = 4294967295  # loses to the link's own route; wins over the default route
 
@@ -92,18 +90,6 @@ def _ip(*args: str) -> None:
     result = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise LabError(f"ip {' '.join(args)} failed: {result.stderr.strip()}")
-
-
-def enter(path: Path) -> None:
-    """Move the *calling thread* into the network namespace at path (os.setns is 3.12+)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            error = ctypes.get_errno()
-            raise LabError(f"setns({path}) failed: {os.strerror(error)}")
-    finally:
-        os.close(fd)
 
 
 def connect(netns_path: Path, address: str, port: int, timeout: float = 10.0) -> socket.socket:

@@ -12,10 +12,8 @@ import os
 import selectors
 import socket
 import sys
-from pathlib import Path
 
-from kubesmith.lab.config import LabConfig
-from kubesmith.lab.netns import enter
+from kubesmith.lab.setns import enter
 
 CHUNK = 65536
 
@@ -49,12 +47,16 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m kubesmith.lab.proxy", description=__doc__)
-    parser.add_argument("--netns", default=LabConfig.from_env().netns, help="lab network namespace name")
+    parser.add_argument("--netns", help="lab network namespace name (default: as the lab's settings say)")
     parser.add_argument("host")
     parser.add_argument("port", type=int)
     args = parser.parse_args(argv)
+    if args.netns is None:  # the lab's ssh_config always names it: its settings are imported only here
+        from kubesmith.lab.config import LabConfig
+
+        args.netns = LabConfig.from_env().netns
     try:
-        enter(Path("/run/netns") / args.netns)
+        enter(os.path.join("/run/netns", args.netns))
         sock = socket.create_connection((args.host, args.port), timeout=10)
     except Exception as exc:  # one line for ssh to show, no traceback
         print(f"kubesmith lab proxy: {args.host}:{args.port} via netns {args.netns}: {exc}", file=sys.stderr)

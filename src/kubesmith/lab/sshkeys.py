@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kubesmith
 from kubesmith.lab.config import LabConfig, LabHost
 from kubesmith.lab.errors import LabError
 
@@ -32,9 +33,16 @@ def known_hosts_line(host: LabHost, public_key: str) -> str:
     return f"{host.name},{host.address} {key_type} {key_data}"
 
 
+# The relay's start: `-S` skips site's .pth files (on some machines they import whole packages), so the
+# directory that holds kubesmith, its first argument, goes on sys.path by hand. One starts for every SSH
+# connection to a lab host.
+PROXY_START = "import sys; sys.path.insert(0, sys.argv.pop(1)); from kubesmith.lab.proxy import main; sys.exit(main())"
+
+
 def proxy_command(config: LabConfig) -> str:
     """The ProxyCommand: this Python, relaying from inside the lab netns (ssh runs it via a shell)."""
-    return shlex.join([sys.executable, "-m", "kubesmith.lab.proxy", "--netns", config.netns]) + " %h %p"
+    root = str(Path(kubesmith.__file__).resolve().parent.parent)
+    return shlex.join([sys.executable, "-S", "-c", PROXY_START, root, "--netns", config.netns]) + " %h %p"
 
 
 def ssh_config_block(config: LabConfig, host: LabHost) -> str:
