@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,12 +94,12 @@ class ForkedProcess:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return code
 
-    def send_signal(self, signal: int) -> None:
+    def send_signal(self, number: int) -> None:
         if self.poll() is None:
-            os.kill(self.pid or 0, signal)
+            os.kill(self.pid or 0, number)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """Its output once it ended (TimeoutExpired, the child left running, past `timeout`)."""
