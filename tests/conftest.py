@@ -65,18 +65,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # The lab tests are the suite's critical path, and much of their time is waiting (trials, reboots,
 # restarts) that other work can fill. So they run on three labs, a worker and a lab of four hosts
-# each (a lab's hosts are one pytest process's own), and the local tests on a fourth worker, all four
-# from the start (`-n 4`: four groups, one a worker). The split keeps them about even
-# (docs/testing.md has the figures); a module not named here runs on the first lab. `lab3` holds the
-# roll-outs and then the upgrades, which begin by resetting the hosts anyway. Until the CPU cuts of
-# docs/testing.md's run h, three workers kept two cores busy (1.75 on average) and `lab3` followed
-# the local tests on their worker; with a quarter less CPU per run the cores idled while that worker
-# ran both (1.55), so the fourth worker has work to fill them with.
-LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_relay": "lab2",
-                 "test_rollout_lab": "lab3", "test_upgrade_lab": "lab3"}
-# Tests without a lab that run on a lab's worker all the same, before its lab boots, where the local
-# tests' worker is the longest (docs/testing.md, 38 min 21 s: local 1,506 s + lab3 481 beside lab 1,819
-# and lab2 1,777). The crash test is the heaviest of them.
+# each (a lab's hosts are one pytest process's own): `lab` and `lab2` from the start, beside the
+# local tests, and `lab3` on the local tests' worker once they are done (xdist hands a worker a
+# further group only when it has at most two tests left, and orders groups by size: `lab2` must
+# keep more tests than `lab3`). The split keeps the three about even (docs/testing.md has the
+# figures); a module not named here runs on the first lab. A fourth worker was slower each time it
+# was tried (docs/testing.md, runs d and i): with the local tests on a worker of their own and the
+# roll-outs beside the upgrades, run i took 36 min 3 s against run h's 29 min 28 s, and 13 more
+# CPU-minutes, as every cluster ran slower beside the others and its waits polled longer.
+LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout_lab": "lab2", "test_relay": "lab2",
+                 "test_upgrade_lab": "lab3"}
+# Tests without a lab that run on a lab's worker all the same, before its lab boots: `lab3` follows the
+# local tests on their worker, which made that worker the critical path (docs/testing.md, 38 min 21 s:
+# local 1,506 s + lab3 481 beside lab 1,819 and lab2 1,777). The crash test is the heaviest of them.
 WORKER_OF_LOCAL_MODULE = {"test_render_crash": "lab2"}
 
 
