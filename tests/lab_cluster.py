@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,18 @@ class Cluster:
             poll(healthy, deadline, what, interval=3)
         except AssertionError as error:
             raise AssertionError(f"{error}; the last status said:\n{last[0].stdout}{last[0].stderr}") from None
+
+    def wait_for_trials(self, hosts: tuple[str, ...], components: tuple[str, ...], within: float, what: str) -> None:
+        """Until each host's kept `components` run configurations that passed their trials. Each host's own
+        `kubesmith config wait` watches the keeper's records there, the hosts side by side: one process a
+        host for the whole wait, where a poll paid an SSH login or a `status` every few seconds."""
+        command = f"kubesmith config wait --output json --timeout {within:g}s {' '.join(components)}"
+        with ThreadPoolExecutor(len(hosts)) as pool:
+            found = {host: pool.submit(self.lab.ssh, host, command, check=False, timeout=within + 60)
+                     for host in hosts}
+        failed = {host: f"{done.result().stdout}{done.result().stderr}" for host, done in found.items()
+                  if done.result().returncode != 0}
+        assert not failed, f"{what} within {within:g}s: {failed}"
 
     def unit_state(self, host: str) -> dict[str, str]:
         """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""

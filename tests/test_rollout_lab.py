@@ -38,6 +38,7 @@ TRIALS = {"etcd": 10, "kube-apiserver": 10, "kubelet": 10, "kube-controller-mana
 FIRST_TRIALS = {"etcd": 30, "kube-apiserver": 40, "kubelet": 30, "kube-controller-manager": 20,
                 "kube-scheduler": 20, "kube-proxy": 20}
 CONTROL_PLANE = ("h1", "h2", "h3")
+SETTLING = ("etcd", "kube-apiserver", "kubelet")  # the kept components a roll-out here waits for
 GOOD_ETCD = {"extraArgs": {"max-txn-ops": 256}}  # the good change restarts etcd too (the default is 128)
 UNIT = "/etc/systemd/system/kube-apiserver.service"
 
@@ -57,15 +58,6 @@ def spec_with(cluster: Cluster, directory: Path, name: str, extra_args: dict[str
     return path
 
 
-def settle(cluster: Cluster, host: str, within: float, what: str) -> None:
-    """Until every kept component of the host runs a configuration that passed its trial. The host's own
-    `kubesmith config wait` watches the keeper's records there: one process for the whole wait, where a
-    poll started one (and an SSH login) every few seconds."""
-    found = cluster.lab.ssh(host, f"kubesmith config wait --output json --timeout {within:g}s etcd kube-apiserver "
-                                  "kubelet", check=False, timeout=within + 60)
-    assert found.returncode == 0, f"{what} within {within:g}s: {found.stdout}{found.stderr}"
-
-
 def config_conditions(cluster: Cluster) -> dict[str, dict[str, Any]]:
     status = cluster.kubesmith("status", "--output", "json", timeout=300)
     report = json.loads(status.stdout)
@@ -79,8 +71,8 @@ def keeping(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     work = tmp_path_factory.mktemp("rollout")
     on = cluster.apply(spec_with(cluster, work, "keeping", {}, etcd={}))
     assert on.returncode == 0, on.stdout + on.stderr
-    for host in CONTROL_PLANE:  # the first checkpoint of each component passes its trial
-        settle(cluster, host, 240, f"{host}'s components to pass their first trial")
+    # the first checkpoint of each component passes its trial
+    cluster.wait_for_trials(CONTROL_PLANE, SETTLING, 240, "the components' first trials to pass")
     yield cluster, work
 
 
@@ -219,7 +211,7 @@ def test_a_host_rebooted_during_its_trial_resumes_it_and_the_next_apply_goes_on(
     code, err = faults.go_on(process, marker)
     assert code == 5 and "error: h1: " in err and "Traceback" not in err, err
     # the agent resumes the trial once h1 is up (a full length: it did not watch the start), and it passes
-    settle(cluster, "h1", 240, "h1's resumed trial to pass")
+    cluster.wait_for_trials(("h1",), SETTLING, 240, "h1's resumed trial to pass")
     checked = cluster.lab.ssh("h1", "kubesmith config status --output json", check=False)
     assert checked.returncode == 0, checked.stdout
     apiserver = {e["component"]: e for e in json.loads(checked.stdout)["components"]}["kube-apiserver"]

@@ -13,7 +13,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -198,19 +197,6 @@ def broken_binaries(cluster: Cluster, directory: Path) -> Path:
     return broken
 
 
-def wait_for_every_trial(cluster: Cluster, within: float) -> None:
-    """Until every kept configuration on every host passed its trial: each host's `kubesmith config wait`
-    watches its keeper's records, side by side (one process a host, where a poll of `status` cost about
-    2 CPU-s every few seconds)."""
-    command = f"kubesmith config wait --output json --timeout {within:g}s {' '.join(KEPT)}"
-    with ThreadPoolExecutor(len(cluster.hosts)) as pool:
-        found = {host: pool.submit(cluster.lab.ssh, host, command, check=False, timeout=within + 60)
-                 for host in cluster.hosts}
-    failed = {host: f"{done.result().stdout}{done.result().stderr}" for host, done in found.items()
-              if done.result().returncode != 0}
-    assert not failed, f"not every first configuration graduated within {within:g}s: {failed}"
-
-
 def test_a_failing_upgrade_puts_its_first_host_back_on_the_old_release_by_itself(
         cluster_at_old: tuple[Cluster, Path], tmp_path: Path) -> None:
     """h1's new kube-apiserver does not come up: h1's agent puts its whole release back (the old binaries
@@ -218,7 +204,7 @@ def test_a_failing_upgrade_puts_its_first_host_back_on_the_old_release_by_itself
     cluster, old_spec = cluster_at_old
     kept = apply_with(cluster, with_trials(old_spec, tmp_path, "old-kept"), older_binaries())
     assert kept.returncode == 0, kept.stdout + kept.stderr
-    wait_for_every_trial(cluster, 300)
+    cluster.wait_for_trials(cluster.hosts, KEPT, 300, "every first configuration to graduate")
     cluster.wait_healthy(180, "the cluster healthy once its first configurations graduated")  # as an upgrade asks
     others = {name: cluster.unit_state(name) for name in cluster.hosts if name != "h1"}
 
