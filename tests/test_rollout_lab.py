@@ -3,8 +3,8 @@ systemd): one host at a time, each through its trial, and a bad change halted on
 which its agent puts back on its last-known-good configuration.
 
 The module turns the agent's configuration keeper on (`keepConfigs`, short trials) and leaves it on:
-the next module's `applied()` puts examples/lab.yaml back. Its last test resets the hosts and applies
-from nothing, then lands a bad flag while that first configuration is still on trial.
+the next module's `applied()` puts examples/lab.yaml back. Its first test lands a bad flag while the
+keeper's first configurations are still on trial.
 """
 
 from __future__ import annotations
@@ -74,6 +74,43 @@ def keeping(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     # the first checkpoint of each component passes its trial
     cluster.wait_for_trials(CONTROL_PLANE, SETTLING, 240, "the components' first trials to pass")
     yield cluster, work
+
+
+RECORDS = "/var/lib/kubesmith/config/kube-apiserver"  # the keeper's records of the API server's configurations
+
+
+def first_trial(cluster: Cluster, host: str) -> dict[str, Any] | None:
+    """The host's kube-apiserver active record once its first configuration is on trial, with nothing to go
+    back to (no last-known-good record)."""
+    found = cluster.lab.ssh(host, f"cat {RECORDS}/active.json && ! test -e {RECORDS}/last-known-good.json",
+                            check=False)
+    active = json.loads(found.stdout) if found.returncode == 0 else {}
+    return active if active.get("phase") == "trial" else None
+
+
+def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_healthy(
+        lab_cluster: Cluster, tmp_path: Path) -> None:
+    """The first configuration is still on trial when the bad one lands: it came up ready, so it is
+    the one h1 goes back to (before, there was no last-known-good and h1's API server stayed down).
+    First in the module: the apply that turns the keeper on puts each component's configuration on its
+    first trial with no last-known-good, the keeper's state after a cluster's first apply, without a
+    reset and an apply from nothing (the day-2 module rebuilds from nothing)."""
+    cluster = lab_cluster.applied()
+    applied = cluster.apply(spec_with(cluster, tmp_path, "first", {}, trials=FIRST_TRIALS, etcd={}))
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    first = poll(lambda: first_trial(cluster, "h1"), 60, "h1's first configuration on trial")
+    bad = cluster.apply(spec_with(cluster, tmp_path, "bad", {"cors-allowed-origins": "("}, trials=FIRST_TRIALS,
+                                  etcd={}))
+    assert bad.returncode == 5, bad.stdout + bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
+    assert "kube-apiserver's new configuration" in errors[0] and "runs its last-known-good configuration" in errors[0]
+    assert "  h2: untouched" in bad.stderr and "  h3: untouched" in bad.stderr, bad.stderr
+    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 90, "every API server healthy",
+         interval=3)
+    good = json.loads(cluster.lab.ssh("h1", f"cat {RECORDS}/last-known-good.json").stdout)
+    # the first configuration became last-known-good when the bad one superseded it, within its trial
+    assert good["hash"] == first["hash"] and good["at"] < first["since"] + first["trial_seconds"], (good, first)
 
 
 def kill_agents(cluster: Cluster, kills: int, seed: int) -> list[str]:
@@ -222,24 +259,3 @@ def test_a_host_rebooted_during_its_trial_resumes_it_and_the_next_apply_goes_on(
     assert "rolling out to h1" not in result.stdout + result.stderr
     for host in ("h2", "h3"):
         assert "--max-mutating-requests-inflight=300" in cluster.lab.ssh(host, f"cat {UNIT}").stdout
-
-
-def test_a_bad_flag_applied_right_after_the_first_apply_leaves_every_api_server_healthy(
-        lab_cluster: Cluster, tmp_path: Path) -> None:
-    """The first configuration is still on trial when the bad one lands: it came up ready, so it is
-    the one h1 goes back to (before, there was no last-known-good and h1's API server stayed down).
-    Last in the module: it resets the hosts for a first apply of its own."""
-    cluster = lab_cluster
-    first = spec_with(cluster, tmp_path, "first", {}, trials=FIRST_TRIALS)
-    reset = cluster.kubesmith("reset", "--yes", spec=first)
-    assert reset.returncode == 0, reset.stdout + reset.stderr
-    applied = cluster.apply(first)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    bad = cluster.apply(spec_with(cluster, tmp_path, "bad", {"cors-allowed-origins": "("}, trials=FIRST_TRIALS))
-    assert bad.returncode == 5, bad.stdout + bad.stderr
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: h1: "), bad.stderr
-    assert "kube-apiserver's new configuration" in errors[0] and "runs its last-known-good configuration" in errors[0]
-    assert "  h2: untouched" in bad.stderr and "  h3: untouched" in bad.stderr, bad.stderr
-    poll(lambda: cluster.kubesmith("status", timeout=300).returncode == 0, 90, "every API server healthy",
-         interval=3)
