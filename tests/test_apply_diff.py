@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kubesmith import layout
-from kubesmith.backends.apply import diff_host
+from kubesmith.backends.apply import HostState, diff_host, foreign_authorities
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.spec.load import load_spec_file
@@ -31,3 +31,19 @@ def test_a_changed_unit_file_restarts_only_the_service_it_belongs_to(path: str, 
     changes = diff_host(host, [changed], {path: "0" * 64}, {path: "0" * 64}, frozenset(u.name for u in host.users))
     assert changes.changed == (path,)
     assert ("etcd" in changes.restart) is restarted, changes.restart
+
+
+@pytest.mark.parametrize("held, refused", [
+    (None, False),  # a new host, or one reset: nothing of anyone's
+    ("same", False),  # this cluster's host
+    ("other", True),  # another cluster's (or another state directory's) CA
+])
+def test_a_host_holding_another_ca_is_named_before_anything_is_written(held: str | None, refused: bool) -> None:
+    host = evaluate(load_spec_file(EXAMPLE).cluster, load_registry()).hosts[0]
+    path = f"{layout.PKI}/etcd/ca.crt"
+    shipped = HostFile(path, 0o644, "root", "root", b"this cluster's etcd CA")
+    current = {path: {None: None, "same": shipped.sha256, "other": "f" * 64}[held]}
+    state = HostState(host, (shipped,), current, {}, frozenset(), diff_host(host, [shipped], current, {}, frozenset()))
+    found = foreign_authorities([state])
+    assert found == ([f"{host.name}: holds another cluster's certificate authority ({path} is not this state "
+                      "directory's etcd-ca)"] if refused else []), found

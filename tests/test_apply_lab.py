@@ -135,6 +135,26 @@ def test_second_apply_changes_and_restarts_nothing(cluster: Cluster) -> None:
     assert {host: cluster.unit_state(host) for host in cluster.hosts} == before
 
 
+def test_apply_from_another_state_directory_refuses_the_hosts_of_another_cluster(cluster: Cluster,
+                                                                                  tmp_path: Path) -> None:
+    """A spec copied elsewhere gets a state directory of its own, and so new CAs: applied to running hosts,
+    it must not write them there (h1's etcd would refuse its peers' certificates half-way through)."""
+    held = {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json").stdout
+            for host in cluster.hosts}
+    before = {host: cluster.unit_state(host) for host in cluster.hosts}
+    result = cluster.kubesmith("apply", "--binaries", str(cluster.binaries), state=False,
+                               extra=("--state-dir", str(tmp_path / "elsewhere")))
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors[:-1] == [f"error: {host}: holds another cluster's certificate authority (/etc/kubernetes/pki/ca.crt "
+                           "is not this state directory's kubernetes-ca)" for host in cluster.hosts], result.stderr
+    assert errors[-1].startswith(f"error: {len(cluster.hosts)} hosts of another cluster; no host was changed"), errors
+    assert "Traceback" not in result.stderr
+    assert {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json").stdout
+            for host in cluster.hosts} == held
+    assert {host: cluster.unit_state(host) for host in cluster.hosts} == before
+
+
 def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluster: Cluster) -> None:
     document = yaml.safe_load(cluster.spec.read_text())
     document["spec"].setdefault("components", {})["scheduler"] = {"verbosity": 3}

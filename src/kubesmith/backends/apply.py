@@ -51,6 +51,7 @@ from kubesmith.health.remote import ssh_view
 from kubesmith.health.status import cluster_status
 from kubesmith.hostfile import AnyHostFile, HostFile
 from kubesmith.modules import addons
+from kubesmith.pki.certlist import AUTHORITIES
 from kubesmith.vocabulary.environment import HostEnvironment, parse_observation
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.vocabulary.history import History
@@ -71,6 +72,14 @@ I = TypeVar("I")
 
 class ApplyError(StepError):
     """An apply step failed on a host; the message names the host, the unit and its journal."""
+
+
+class ForeignHosts(Exception):
+    """Hosts that hold another cluster's certificate authority: one line each (`foreign_authorities`)."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +193,23 @@ async def inspect_host(transport: SshTransport, host: HostPlan, files: list[AnyH
     if keeping.stale:
         changes = dataclasses.replace(changes, redo=(*changes.redo, "stale-releases"))
     return HostState(host, tuple(files), current, previous, existing, changes, leftovers, keeping)
+
+
+AUTHORITY_CERTIFICATES = {layout.pki_path(authority.cert_file): authority.name for authority in AUTHORITIES}
+
+
+def foreign_authorities(states: Sequence[HostState]) -> list[str]:
+    """Hosts whose CA certificate is not the one this apply ships: another cluster's (or another state
+    directory's, the spec's default being beside it). Writing this one's certificates there would cut
+    the host off from its own cluster's members (etcd peers refuse them) half-way through an apply."""
+    found = []
+    for state in states:
+        shipped = {f.path: f.sha256 for f in state.files if f.path in AUTHORITY_CERTIFICATES}
+        held = [path for path, digest in shipped.items() if state.current.get(path) not in (None, digest)]
+        if held:
+            found.append(f"{state.plan.name}: holds another cluster's certificate authority ({held[0]} is not "
+                         f"this state directory's {AUTHORITY_CERTIFICATES[held[0]]})")
+    return found
 
 
 def host_release(files: Sequence[AnyHostFile]) -> str:
@@ -485,6 +511,8 @@ async def apply_plan(transport: SshTransport, plan: Plan, files: dict[str, list[
     started = clock()
     phases = Phases(tuple(host.name for host in plan.hosts if host.name in files), pause)
     states = await inspect_all(transport, plan, files, bundle, parallel, phases, progress=progress)
+    if foreign := foreign_authorities(states):
+        raise ForeignHosts(foreign)
     report.changes = [state.changes for state in states]
     report.timings["inspect"] = clock() - started
     if fanout := relay.fanout_for(relay_fanout, len(states)):

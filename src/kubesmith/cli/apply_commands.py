@@ -175,6 +175,12 @@ def _on_hosts(work: Callable[[], Awaitable[T]]) -> T:
         upgrade_refused(exc.lines)
     except ForeignStateError as exc:
         fail(str(exc), ExitCode.USAGE)
+    except applying.ForeignHosts as exc:
+        for line in exc.lines:
+            click.echo(f"error: {line}", err=True)
+        fail(f"{len(exc.lines)} host{'s' if len(exc.lines) != 1 else ''} of another cluster; no host was changed. "
+             "Is --state-dir the directory that built them? To make them this cluster's, `kubesmith reset` them "
+             "with the spec and state directory that built them first", ExitCode.USAGE)
     except RenderError as exc:  # an input the files need is missing (the coredns binary): as a missing binary
         fail(str(exc), ExitCode.USAGE)
     except (PkiError, BundleError) as exc:
