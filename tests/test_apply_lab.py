@@ -153,6 +153,10 @@ def test_apply_from_another_state_directory_refuses_the_hosts_of_another_cluster
     assert {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json").stdout
             for host in cluster.hosts} == held
     assert {host: cluster.unit_state(host) for host in cluster.hosts} == before
+    plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), "--output", "json", state=False,
+                             extra=("--state-dir", str(tmp_path / "elsewhere")))
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert json.loads(plan.stdout)["foreignHosts"] == [line.removeprefix("error: ") for line in errors[:-1]]
 
 
 def test_live_plan_shows_a_change_and_apply_restarts_only_what_it_touches(cluster: Cluster) -> None:

@@ -94,10 +94,13 @@ def show_live_diff(spec_file: str, state_dir: str | None, only_hosts: str | None
     session = _session(spec_file, state_dir, only_hosts, ssh_config, known_hosts, identity, binaries_dir)
     states, gone, verdict = _on_hosts(lambda: session.inspect(progress))
     left_out = sorted({path.rsplit("/", 1)[-1] for state in states for path in state.changes.unseen})
+    foreign = applying.foreign_authorities(states)  # apply would refuse them and change no host
     if output == "json":
         emit_json({"changes": [state.changes.as_dict() for state in states], "removals": gone.names,
-                   "release": verdict.as_dict(), "notCompared": {"binaries": left_out}})
+                   "release": verdict.as_dict(), "notCompared": {"binaries": left_out}, "foreignHosts": foreign})
         return
+    for line in foreign:
+        click.echo(f"refused: {line}; apply would change no host")
     if verdict.changes_release or verdict.refusals:
         click.echo(f"release: {verdict.kind} from {verdict.oldest} to {verdict.target} "
                    f"(details: kubesmith upgrade plan {spec_file})")
