@@ -133,6 +133,9 @@ CASES: dict[str, tuple[str, str, str]] = {
                         f"{ETCD}.extraArgs.experimental-enable-v2v3", "etcd 3.6 removed the flag"),
     "etcd-v2v3-number": (etcd("{extraArgs: {experimental-enable-v2v3: 0}}"),
                          f"{ETCD}.extraArgs.experimental-enable-v2v3", "v2 API"),
+    # null sets nothing: the type error alone, not also "etcd would serve its v2 API"
+    "etcd-v2-null": (etcd("{extraArgs: {enable-v2: null}}"), f"{ETCD}.extraArgs.enable-v2",
+                     "a flag value must be a string, integer or boolean, got null"),
 }
 
 # name -> a neighbouring value the binary takes and honours

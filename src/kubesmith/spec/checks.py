@@ -789,6 +789,8 @@ def flag_findings(data: Any, registry: VersionRegistry) -> list[Finding]:
         if module.binary is None or not isinstance(extra, dict) or len(extra) > MAX_EXTRA_ARGS:
             continue  # too many: the type check names that once, and no flag is searched for
         for flag, value in extra.items():
+            if value is None:
+                continue  # the type check names it: a null sets nothing, so it breaks no managed setting
             message = managed_flag_problem(module.binary, _alias(module.key), str(flag), value) or \
                 registry.check_flag(module.binary, str(flag), minor) or \
                 ignored_flag_problem(module.binary, _alias(module.key), str(flag)) or \
