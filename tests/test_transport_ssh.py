@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,15 @@ def test_upload_is_atomic_with_mode_and_owner(local_sshd: LocalSshd, tmp_path: P
 
 def test_cached_hashes_see_every_change_and_read_an_unchanged_file_once(local_sshd: LocalSshd, tmp_path: Path) -> None:
     """The cache skips reading a file whose size, times and inode are those of its last hashing; a write
-    that keeps size and mtime still changes its ctime, and a replaced file has another inode."""
-    kept, edited, replaced = tmp_path / "kept", tmp_path / "edited", tmp_path / "replaced"
-    for path in (kept, edited, replaced):
+    that keeps size and mtime still changes its ctime, and a replaced file has another inode. A file
+    hashed within a second of its last change is read again (racy, as in git's index: it may have changed
+    again within its timestamps' granularity, keeping its size and times)."""
+    kept, edited, replaced, racy = tmp_path / "kept", tmp_path / "edited", tmp_path / "replaced", tmp_path / "racy"
+    for path in (kept, edited, replaced, racy):
         path.write_bytes(b"first")
+    time.sleep(1.1)  # the first hashing comes more than a second after the files' last change
     cache = tmp_path / "state" / "hashes.json"
-    paths = [str(kept), str(edited), str(replaced), str(tmp_path), str(tmp_path / "missing")]
+    paths = [str(kept), str(edited), str(replaced), str(racy), str(tmp_path), str(tmp_path / "missing")]
 
     async def hashes() -> dict[str, str | None]:
         async with SshTransport(_options(local_sshd)) as transport:
@@ -67,12 +71,14 @@ def test_cached_hashes_see_every_change_and_read_an_unchanged_file_once(local_ss
 
     first = asyncio.run(hashes())
     assert first == {str(kept): hashlib.sha256(b"first").hexdigest(), str(edited): hashlib.sha256(b"first").hexdigest(),
-                     str(replaced): hashlib.sha256(b"first").hexdigest(), str(tmp_path): None,
-                     str(tmp_path / "missing"): None}
+                     str(replaced): hashlib.sha256(b"first").hexdigest(), str(racy): hashlib.sha256(b"first").hexdigest(),
+                     str(tmp_path): None, str(tmp_path / "missing"): None}
     recorded = json.loads(cache.read_text())
-    assert set(recorded) == {str(kept), str(edited), str(replaced)}
-    # the cache is what answers for an unchanged file: a forged digest there comes back
-    recorded[str(kept)][5] = "cached"
+    assert set(recorded) == {str(kept), str(edited), str(replaced), str(racy)}
+    # the cache is what answers for an unchanged file: a forged digest there comes back; not for a racy one,
+    # recorded as hashed a microsecond after its last change
+    recorded[str(kept)][5] = recorded[str(racy)][5] = "cached"
+    recorded[str(racy)][6] = racy.stat().st_ctime_ns + 1000
     cache.write_text(json.dumps(recorded))
     times = edited.stat()
     edited.write_bytes(b"other")  # same size; mtime put back: only the ctime tells
@@ -82,6 +88,7 @@ def test_cached_hashes_see_every_change_and_read_an_unchanged_file_once(local_ss
     (cache.parent / f".hashes.json.kstmp-{2 ** 22 + 7}").write_text("{")  # a temp whose writer is gone
     second = asyncio.run(hashes())
     assert second[str(kept)] == "cached"
+    assert second[str(racy)] == hashlib.sha256(b"first").hexdigest()
     assert second[str(edited)] == second[str(replaced)] == hashlib.sha256(b"other").hexdigest()
     assert sorted(p.name for p in cache.parent.iterdir()) == ["hashes.json"]
 

@@ -523,8 +523,11 @@ async def _stream(file: StreamedFile, handle: asyncssh.SFTPClientFile) -> None:
 
 
 HASH_SCRIPT = r"""
-import glob, hashlib, json, os, stat, sys
+import glob, hashlib, json, os, stat, sys, time
 cache_path, paths = sys.argv[1], sys.argv[2:]
+# racy entries (as git's index): a file changed within a timestamp's granularity of its hashing can change
+# again keeping its size and times; an entry counts only when the file's last change came a second before
+started, granularity = time.time_ns(), 10 ** 9
 try:
     with open(cache_path) as handle:
         cache = json.load(handle)
@@ -540,16 +543,18 @@ for path in paths:
         continue
     key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
     entry = cache.get(path) if isinstance(cache, dict) else None
-    if isinstance(entry, list) and entry[:5] == key and len(entry) == 6:
-        digest = entry[5]
+    if isinstance(entry, list) and len(entry) == 7 and entry[:5] == key and isinstance(entry[6], int) \
+            and info.st_ctime_ns < entry[6] - granularity:
+        digest, hashed = entry[5], entry[6]  # kept as it was: an unchanged cache is not written again
     else:
+        hashed = started
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
         digest = digest.hexdigest()
     found[path] = digest
-    fresh[path] = key + [digest]
+    fresh[path] = key + [digest, hashed]
 def gone(temp):  # a temp whose writer (the pid in its name) was killed before its rename
     try:
         os.kill(int(temp.rsplit("-", 1)[1]), 0)
