@@ -202,20 +202,28 @@ def test_a_missing_tool_is_a_failure_not_a_silent_pass(tmp_path: Path) -> None:
 
 
 def test_swap_fails_where_the_kubelet_refuses_it(netns: str, tmp_path: Path) -> None:
-    """A real swap file, on for the one observation (the kubelet of another test would refuse to start)."""
+    """A real swap file's line of /proc/swaps, the swap on only while the kernel writes it: swap is
+    machine-wide, and the lab hosts of the suite's other workers share this kernel (their preflight
+    refused their applies while a slow observation kept it on, as a kubelet of another test would refuse
+    to start). The observation reads that line through a /proc/swaps bound over in its own mount namespace."""
     swapfile = tmp_path / "swap"
     subprocess.run(["dd", "if=/dev/zero", f"of={swapfile}", "bs=1M", "count=8", "status=none"], check=True)
     swapfile.chmod(0o600)
     subprocess.run(["mkswap", str(swapfile)], check=True, capture_output=True)
     default = write_spec(tmp_path)
     allowed = write_spec(tmp_path, components={"kubelet": {"extraConfig": {"failSwapOn": False}}}, name="swap.yaml")
-    on = subprocess.run(["swapon", str(swapfile)], capture_output=True, text=True)
-    if on.returncode != 0:
-        pytest.skip(f"swapon is not permitted here: {on.stderr.strip()}")
+    captured = subprocess.run(["sh", "-c", 'swapon "$1" || exit 99; cat /proc/swaps; swapoff "$1"', "sh",
+                               str(swapfile)], capture_output=True, text=True)
+    if captured.returncode == 99:
+        pytest.skip(f"swapon is not permitted here: {captured.stderr.strip()}")
     try:
-        output = inside(netns, "sh", "-c", OBSERVE_COMMAND, check=True).stdout
+        assert captured.returncode == 0 and str(swapfile) in captured.stdout, captured.stdout + captured.stderr
     finally:
-        subprocess.run(["swapoff", str(swapfile)], check=True)
+        subprocess.run(["swapoff", str(swapfile)], capture_output=True)  # when the shell's own swapoff failed
+    swaps = tmp_path / "swaps"
+    swaps.write_text(captured.stdout)
+    observe = f'mount --bind "$1" /proc/swaps || exit 1; {OBSERVE_COMMAND}'
+    output = inside(netns, "unshare", "--mount", "sh", "-c", observe, "sh", str(swaps), check=True).stdout
     environment = {HOST: parse_observation(output, time.time())}
     plans = [evaluate(load_spec_file(spec).cluster, load_registry(), environment) for spec in (default, allowed)]
     (failure,) = failures(plans[0], "swap")
