@@ -77,12 +77,11 @@ LAB_OF_MODULE = {"test_day2_lab": "lab2", "test_join_lab": "lab2", "test_rollout
                  "test_upgrade_lab": "lab3"}
 # Tests without a lab that run on a lab's worker all the same, before its lab boots: `lab3` follows the
 # local tests on their worker, which made that worker the critical path (docs/testing.md, 38 min 21 s:
-# local 1,506 s + lab3 481 beside lab 1,819 and lab2 1,777). The crash test is the heaviest of them; the
-# renewal, PKI and live-plan modules (about 200 s) even `lab` with the local worker once the roll-out and
-# supervisor modules were cut. (The two `kubesmith run` modules stay together: their kubelets share the
-# machine's kubepods cgroup.)
-WORKER_OF_LOCAL_MODULE = {"test_render_crash": "lab2", "test_agent_renewal": "lab", "test_pki_store": "lab",
-                          "test_plan_reach": "lab"}
+# local 1,506 s + lab3 481 beside lab 1,819 and lab2 1,777). The crash test is the heaviest of them. Moving
+# more (renewal, PKI and live plan to `lab`, run l) started `lab` later, so all three labs ran side by side
+# for longer, and every lab test slowed (docs/testing.md). The two `kubesmith run` modules stay together on
+# one worker: their kubelets share the machine's kubepods cgroup.
+WORKER_OF_LOCAL_MODULE = {"test_render_crash": "lab2"}
 
 
 def xdist_group(item: pytest.Item) -> str:
