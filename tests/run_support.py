@@ -128,9 +128,12 @@ class Run:
                                 timeout=60)
         return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}
 
+    def services(self) -> dict[str, dict[str, Any]]:
+        """The supervisor's record of each child: pid, restarts, reloads."""
+        return json.loads((self.state / "run" / NODE / "run.json").read_text())["services"]
+
     def pids(self) -> dict[str, int | None]:
-        data = json.loads((self.state / "run" / NODE / "run.json").read_text())
-        return {name: entry["pid"] for name, entry in data["services"].items()}
+        return {name: entry["pid"] for name, entry in self.services().items()}
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

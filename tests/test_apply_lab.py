@@ -139,9 +139,11 @@ def test_apply_from_another_state_directory_refuses_the_hosts_of_another_cluster
                                                                                   tmp_path: Path) -> None:
     """A spec copied elsewhere gets a state directory of its own, and so new CAs: applied to running hosts,
     it must not write them there (h1's etcd would refuse its peers' certificates half-way through)."""
-    held = {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json").stdout
-            for host in cluster.hosts}
-    before = {host: cluster.unit_state(host) for host in cluster.hosts}
+    def held() -> dict[str, str]:
+        return {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json")
+                .stdout for host in cluster.hosts}
+
+    before, units = held(), {host: cluster.unit_state(host) for host in cluster.hosts}
     result = cluster.kubesmith("apply", "--binaries", str(cluster.binaries), state=False,
                                extra=("--state-dir", str(tmp_path / "elsewhere")))
     assert result.returncode == 2, result.stdout + result.stderr
@@ -150,9 +152,8 @@ def test_apply_from_another_state_directory_refuses_the_hosts_of_another_cluster
                            "is not this state directory's kubernetes-ca)" for host in cluster.hosts], result.stderr
     assert errors[-1].startswith(f"error: {len(cluster.hosts)} hosts of another cluster; no host was changed"), errors
     assert "Traceback" not in result.stderr
-    assert {host: cluster.lab.ssh(host, "sha256sum /etc/kubernetes/pki/ca.crt /var/lib/kubesmith/applied.json").stdout
-            for host in cluster.hosts} == held
-    assert {host: cluster.unit_state(host) for host in cluster.hosts} == before
+    assert held() == before
+    assert {host: cluster.unit_state(host) for host in cluster.hosts} == units
     plan = cluster.kubesmith("plan", "--binaries", str(cluster.binaries), "--output", "json", state=False,
                              extra=("--state-dir", str(tmp_path / "elsewhere")))
     assert plan.returncode == 0, plan.stdout + plan.stderr

@@ -26,6 +26,8 @@ from polling import poll
 from test_faults_lab import Faults
 from test_ha_lab import Attempt, kubectl_loop, longest_outage
 
+from kubesmith import layout
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 # Short: the roll-outs here are about order, verdicts and rollback, not a trial's length. A trial shorter
@@ -78,7 +80,7 @@ def keeping(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     yield cluster, work
 
 
-RECORDS = "/var/lib/kubesmith/config/kube-apiserver"  # the keeper's records of the API server's configurations
+RECORDS = f"{layout.CONFIG_CHECKPOINTS}/kube-apiserver"  # the keeper's records of the API server's configurations
 
 
 def first_trial(cluster: Cluster, host: str) -> dict[str, Any] | None:

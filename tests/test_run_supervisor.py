@@ -7,7 +7,6 @@ Each test runs in the session's network namespace (see run_support).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -44,11 +43,6 @@ def spec(run_netns: Netns, tmp_path: Path) -> Path:
 def healthy(run: Run) -> dict[str, Any] | None:
     code, report = run.status()
     return report if code == 0 else None
-
-
-def services(run: Run) -> dict[str, dict[str, Any]]:
-    """The supervisor's record of each child: pid, restarts, reloads."""
-    return json.loads((run.state / "run" / NODE / "run.json").read_text())["services"]
 
 
 def test_a_component_that_never_becomes_ready_ends_the_run_naming_it(run_netns: Netns, spec: Path, tmp_path: Path,
@@ -102,7 +96,7 @@ def test_run_reaches_all_ready_and_recovers_from_a_kill(running: Run) -> None:
     assert components(report)["etcd"]["version"] == "3.5.1"
     assert components(report)["kube-apiserver"]["certificate_days_left"] > 300
 
-    restarts = services(run)["kube-apiserver"]["restarts"]
+    restarts = run.services()["kube-apiserver"]["restarts"]
     victim = run.pids()["kube-apiserver"]
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
@@ -126,7 +120,7 @@ def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(r
     run = running
     ca = run.root / "etc/kubernetes/pki/ca.crt"
     poll(lambda: healthy(run), 120, "all-ready")
-    before, counted, old_cert = run.pids(), services(run), api_certificate(run_netns, ca)
+    before, counted, old_cert = run.pids(), run.services(), api_certificate(run_netns, ca)
     config = run.root / "etc/kubesmith/agent.json"
     renewal = run_netns.run(*CLI, "agent", "--once", "--config", str(config), "--renew-fraction", "0.000001")
     assert renewal.returncode == 0, renewal.stderr
@@ -136,7 +130,7 @@ def test_a_renewed_certificate_restarts_its_component_which_serves_the_new_one(r
     new_cert = api_certificate(run_netns, ca)
     agent_report = run.status()[1]["hosts"][0]["agent"]
     text = run_netns.run(*CLI, "status", str(run.spec), "--state-dir", str(run.state)).stdout
-    after, out = services(run), run.output()
+    after, out = run.services(), run.output()
     assert new_cert.serial_number != old_cert.serial_number
     assert new_cert.public_key() == old_cert.public_key()  # renewal keeps the key
     assert new_cert.not_valid_after_utc > old_cert.not_valid_after_utc
