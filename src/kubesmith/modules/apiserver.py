@@ -215,6 +215,11 @@ class ApiserverModule(Module):
             "audit-log-maxsize": options.audit_log.max_size,
             "audit-policy-file": audit_policy,
             "event-ttl": options.event_ttl,
+            # Without it the HTTP server's shutdown waits up to 60 s for open watches (every kubelet's
+            # and controller's), so each restart (roll-out, upgrade, renewal) stopped only when systemd
+            # killed it 30 s in. With it, new requests get 429 and a Retry-After until the requests in
+            # flight are done, then the server stops within 2 s.
+            "shutdown-send-retry-after": True,
             "profiling": options.profiling,
             "feature-gates": feature_gates_flag(effective_gates(ctx, "kube-apiserver", options.feature_gates)),
             "v": options.verbosity,
