@@ -138,6 +138,7 @@ class ApiserverModule(Module):
             "audit-log-maxage": "auditLog.maxAge", "audit-log-maxbackup": "auditLog.maxBackup",
             "audit-log-maxsize": "auditLog.maxSize", "audit-policy-file": "kubesmith's audit policy",
             "event-ttl": "eventTtl", "profiling": "profiling",
+            "shutdown-send-retry-after": "kubesmith (on: a stop ends in seconds, not in systemd's SIGKILL)",
         },
         # tls-min-version: VersionTLS12, or VersionTLS13 to raise it; below TLS 1.2 is refused, as for every
         # component
