@@ -97,11 +97,21 @@ def workloads(cluster: Cluster, admin: Path, tmp_path_factory: pytest.TempPathFa
     directory = tmp_path_factory.mktemp("workloads")
     imported = cluster.kubesmith("images import", str(busybox_archive(directory)), state=False, timeout=300)
     assert imported.returncode == 0, imported.stderr
-    manifest = directory / "workloads.yaml"
-    manifest.write_text(yaml.safe_dump_all(workload_manifests()))
-    # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
-    created = cluster.kubectl(admin, "create", "--validate=false", "-f", str(manifest))
-    assert created.returncode == 0, created.stderr
+    documents = workload_manifests()
+    namespaces = [document for document in documents if document["kind"] == "Namespace"]
+    names = [namespace["metadata"]["name"] for namespace in namespaces]
+    # The namespaces first: the controller manager gives each its "default" service account a moment
+    # later, and pods are refused until then (longer while its leader moves, after the apply module's
+    # restarts; run o refused them).
+    for part, docs in (("namespaces", namespaces), ("workloads", [d for d in documents if d not in namespaces])):
+        manifest = directory / f"{part}.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
+        created = cluster.kubectl(admin, "create", "--validate=false", "-f", str(manifest))
+        assert created.returncode == 0, created.stderr
+        if part == "namespaces":
+            poll(lambda: all(cluster.kubectl(admin, "-n", name, "get", "serviceaccount", "default").returncode == 0
+                             for name in names), 120, "each namespace's default service account")
     try:
         poll(lambda: len(running(cluster, admin, "dns-a", "app=web")) == 2 and all(
             running(cluster, admin, namespace, "") for namespace in ("dns-a", "dns-b")), 180, "the test pods Running")
