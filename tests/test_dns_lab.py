@@ -101,8 +101,7 @@ def workloads(cluster: Cluster, admin: Path, tmp_path_factory: pytest.TempPathFa
     namespaces = [document for document in documents if document["kind"] == "Namespace"]
     names = [namespace["metadata"]["name"] for namespace in namespaces]
     # The namespaces first: the controller manager gives each its "default" service account a moment
-    # later, and pods are refused until then (longer while its leader moves, after the apply module's
-    # restarts; run o refused them).
+    # later, and pods are refused until then (run o created both at once, and its pods were refused).
     for part, docs in (("namespaces", namespaces), ("workloads", [d for d in documents if d not in namespaces])):
         manifest = directory / f"{part}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs))
