@@ -100,20 +100,23 @@ def workloads(cluster: Cluster, admin: Path, tmp_path_factory: pytest.TempPathFa
     documents = workload_manifests()
     namespaces = [document for document in documents if document["kind"] == "Namespace"]
     names = [namespace["metadata"]["name"] for namespace in namespaces]
-    # The namespaces first: the controller manager gives each its "default" service account a moment
-    # later, and pods are refused until then (run o created both at once, and its pods were refused).
-    for part, docs in (("namespaces", namespaces), ("workloads", [d for d in documents if d not in namespaces])):
+
+    def create(part: str, docs: list[dict[str, Any]]) -> None:
         manifest = directory / f"{part}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs))
         # --validate=false: this build answers protobuf /openapi/v2 with 503 (../shared/k8s/README.md)
         created = cluster.kubectl(admin, "create", "--validate=false", "-f", str(manifest))
         assert created.returncode == 0, created.stderr
-        if part == "namespaces":
-            poll(lambda: all(cluster.kubectl(admin, "-n", name, "get", "serviceaccount", "default").returncode == 0
-                             for name in names), 120, "each namespace's default service account")
+
+    # The namespaces first: the controller manager gives each its "default" service account a moment
+    # later, and pods are refused until then (run o created both at once, and its pods were refused).
+    create("namespaces", namespaces)
+    poll(lambda: all(cluster.kubectl(admin, "-n", name, "get", "serviceaccount", "default").returncode == 0
+                     for name in names), 120, "each namespace's default service account")
+    create("workloads", [document for document in documents if document not in namespaces])
     try:
         poll(lambda: len(running(cluster, admin, "dns-a", "app=web")) == 2 and all(
-            running(cluster, admin, namespace, "") for namespace in ("dns-a", "dns-b")), 180, "the test pods Running")
+            running(cluster, admin, namespace, "") for namespace in names), 180, "the test pods Running")
         yield
     finally:
         cluster.kubectl(admin, "delete", "namespace", "dns-a", "dns-b", "--wait=false")
