@@ -157,6 +157,60 @@ def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_pat
         processes.stop()
 
 
+class Unsupervised:
+    """Nothing restarts these components: their probes are listening sockets the test opens and closes."""
+
+    def restarts(self, name: str) -> int:
+        return 0
+
+    def restart(self, name: str) -> None:
+        pass
+
+
+def _outage_verdicts(tmp_path: Path, after: tuple[str, ...]) -> dict[str, str]:
+    """Both components come up, then both stop answering for 10 s (as a leading scheduler exits when
+    its API server goes away), then both answer again: each one's phase, on a clock the test moves.
+    Sockets stand in for the two probes: what is under test is the keeper's pass, not a binary."""
+    listeners = {name: socket.create_server(("127.0.0.1", 0)) for name in ("kube-apiserver", "kube-scheduler")}
+    ports = {name: listener.getsockname()[1] for name, listener in listeners.items()}
+    tmp_path.mkdir()
+    components = []
+    for name in listeners:
+        (tmp_path / f"{name}.yaml").write_text(f"{name}: on trial\n")
+        config = ComponentConfig(name, ("--config", str(tmp_path / f"{name}.yaml")), (str(tmp_path / f"{name}.yaml"),))
+        components.append(Component(config, name, f"tcp://127.0.0.1:{ports[name]}",
+                                    after=after if name == "kube-scheduler" else ()))
+    now = [1_000_000.0]
+    keeper = Keeper(tuple(components), CheckpointStore(tmp_path / "store"), Path("/"),
+                    dict.fromkeys(listeners, 5.0), Unsupervised(), LocalProbeRunner(), str(tmp_path),
+                    clock=lambda: now[0])
+
+    def passes(seconds: int) -> None:
+        for _ in range(seconds):
+            asyncio.run(keeper.pass_once())
+            now[0] += 1
+
+    try:
+        passes(3)
+        for listener in listeners.values():
+            listener.close()
+        passes(10)
+        listeners = {name: socket.create_server(("127.0.0.1", port)) for name, port in ports.items()}
+        passes(10)
+    finally:
+        for listener in listeners.values():
+            listener.close()
+    return {name: keeper.store.records(name).active.phase for name in ports}  # type: ignore[union-attr]
+
+
+def test_a_component_is_not_judged_while_one_it_starts_after_is_not_ready(tmp_path: Path) -> None:
+    """The scheduler starts after the API server: its 10 s outage beside the API server's is not held
+    against its configuration, which graduates once it is back; without that order it fails with it."""
+    assert _outage_verdicts(tmp_path / "after", ("kube-apiserver",)) == {"kube-apiserver": "failed",
+                                                                        "kube-scheduler": "good"}
+    assert _outage_verdicts(tmp_path / "alone", ()) == {"kube-apiserver": "failed", "kube-scheduler": "failed"}
+
+
 def test_a_configuration_that_fails_validation_is_never_started(tmp_path: Path) -> None:
     keeper, processes, document, header = _setup(tmp_path, validated=True)
     try:
@@ -200,6 +254,10 @@ def test_every_kept_component_of_a_rendered_host_is_described_for_the_agent(tmp_
                                                    "kube-scheduler", "containerd", "kubelet", "kube-proxy"]
     for component in components:
         assert all((tree / path.lstrip("/")).is_file() for path in component.config.paths), component
+    assert {c.config.name: c.after for c in components} == {
+        "etcd": (), "kube-apiserver": ("etcd",), "kube-controller-manager": ("kube-apiserver",),
+        "kube-scheduler": ("kube-apiserver",), "containerd": (), "kubelet": ("containerd", "kube-apiserver"),
+        "kube-proxy": ("kubelet",)}
     kubelet = next(c for c in components if c.config.name == "kubelet")
     assert (kubelet.binary, kubelet.executable) == ("kubelet", "/usr/local/bin/kubelet")
     assert kubelet.probe == "http://127.0.0.1:10248/healthz"

@@ -31,6 +31,11 @@ def down(*times: float, restarts: int = 0, detail: str = "connection refused") -
     return [Sample(t, False, restarts, detail) for t in times]
 
 
+def away(*times: float, restarts: int = 0) -> list[Sample]:
+    """Not ready while the etcd member it starts after was not ready either."""
+    return [Sample(t, False, restarts, "connection refused", "etcd") for t in times]
+
+
 CASES = [
     # (name, records, samples, now, watched_since, action, reason contains)
     ("ready throughout graduates", ON_TRIAL, down(1) + ready(5, 30, 60), 61, 0, "graduate", "ready through its 60s"),
@@ -62,6 +67,24 @@ CASES = [
      "finish-rollback", "r"),
     ("settled phases do nothing", Records(Record(H, 0), Active(L, "rolled-back", 40, failed=H), Record(L, 0)),
      [], 45, 0, "none", ""),
+    ("a drop while its etcd is away is not held against it", ON_TRIAL,
+     ready(5, 20) + away(21, 30, 40, restarts=1) + ready(42, 61, restarts=1), 61, 0, "graduate", ""),
+    ("exits while its etcd is away are not counted", ON_TRIAL,
+     ready(5) + away(10, restarts=1) + away(20, restarts=2) + away(30, restarts=3) + ready(31, 61, restarts=3), 61, 0,
+     "graduate", ""),
+    ("exits after it is back count", ON_TRIAL,
+     ready(5) + away(10, restarts=2) + down(11, restarts=3) + down(20, restarts=5) + down(30, restarts=6), 30, 0,
+     "rollback", "exited 3 times in 30s"),
+    ("not judged at the trial's end while away", ON_TRIAL, ready(5, 30) + away(59, 61), 62, 0, "keep",
+     "not judged while etcd is not ready"),
+    ("back, then starting again", ON_TRIAL, ready(5, 30) + away(59) + down(61, 65), 66, 0, "keep",
+     "ready again now that etcd is"),
+    ("back, then ready: watched before it passes", ON_TRIAL, ready(5, 30) + away(59) + ready(61), 62, 0, "keep",
+     "came up late"),
+    ("back, but never ready again", ON_TRIAL, ready(5, 30) + away(40) + down(41, 100, 161), 161, 0, "rollback",
+     "kube-apiserver was not ready again 120s after etcd was"),
+    ("back, ready, then a drop fails", ON_TRIAL, ready(5) + away(10) + ready(12) + down(13, 18), 18, 0, "rollback",
+     "was ready, then not ready for 5s"),
     ("after a reboot the trial resumes", ON_TRIAL, ready(101, 130), 130, 100, "keep", "30s of 60s"),
     ("a resumed trial ends a full length after", ON_TRIAL, ready(101, 161), 161, 100, "graduate", ""),
     ("the clock set back does not stretch it", Records(Record(H, 0), Active(H, "trial", 10_000, 60), Record(L, 0)),

@@ -11,7 +11,8 @@ the host's other components back to that release too (`agent.hostrelease`).
 Health comes from the component's readiness probe (the same probe argument `kubesmith wait` and
 the units use) and its restart count; the restart count and the restart action come from a
 `ServiceHost`: `Systemd` on hosts (NRestarts, `systemctl restart`), or whatever supervises the
-component elsewhere.
+component elsewhere. A look taken while a component it starts after (its API server, for a
+controller manager) was not ready in the same pass says so, and is not held against it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -118,10 +119,14 @@ class Keeper:
     async def pass_once(self) -> dict[str, Outcome]:
         """One look and one step for every component; returns what each step found."""
         outcomes = {}
+        ready: dict[str, bool] = {}  # this pass's looks, for the components that start after them
         for component in self.components:
             name = component.config.name
             watch = self.watches.setdefault(name, Watch(self.clock()))
-            watch.samples.append(await self.sample(component))
+            sample = await self.sample(component)
+            ready[name] = sample.ready
+            waiting_on = ", ".join(dependency for dependency in component.after if ready.get(dependency) is False)
+            watch.samples.append(replace(sample, waiting_on=waiting_on))
             del watch.samples[:-MAX_SAMPLES]
             outcome = step(self.store, component.config, self.root, self.policy(name), watch.samples, self.clock(),
                            watch.since, self.host.restart)

@@ -81,6 +81,9 @@ class Sample:
     ready: bool
     restarts: int = 0
     detail: str = ""
+    waiting_on: str = ""  # the components it starts after on this host that were not ready then, if any:
+    # such a look is not held against its configuration (a leading controller manager exits when its API
+    # server goes away, whatever its own configuration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +126,13 @@ def decide(component: str, records: Records, samples: Sequence[Sample], policy: 
     if now < end:
         state = "ready" if seen and seen[-1].ready else "not ready yet"
         return Decision("keep", f"on trial for {now - start:.0f}s of {policy.seconds:.0f}s, {state}")
-    first_ready = next((s.at for s in seen if s.ready), None)
+    back = next((i for i in range(len(seen), 0, -1) if seen[i - 1].waiting_on), 0)  # after the last outage
+    if seen and seen[-1].waiting_on:
+        return Decision("keep", f"trial over, not judged while {seen[-1].waiting_on} is not ready")
+    first_ready = next((s.at for s in seen[back:] if s.ready), None)
+    if first_ready is None and back:
+        return Decision("keep", f"trial over, waiting for {component} to be ready again now that "
+                                f"{seen[back - 1].waiting_on} is")
     if first_ready is None:
         if now < start + policy.startup_bound:
             return Decision("keep", f"trial over, {component} not ready yet after {now - start:.0f}s "
@@ -139,18 +148,29 @@ def decide(component: str, records: Records, samples: Sequence[Sample], policy: 
 
 
 def _failure(component: str, seen: Sequence[Sample], policy: TrialPolicy, start: float) -> str:
-    """Why the samples so far fail the trial (crash loop, readiness lost), or ''."""
+    """Why the samples so far fail the trial (crash loop, readiness lost), or ''. Looks taken while a
+    component it starts after was not ready do not count, nor exits across them; after such an outage
+    the component starts again: it must be ready again within `ready_within`."""
     exits = 0
     was_ready = False
     down_since: Sample | None = None
+    back_since: Sample | None = None  # the first look after an outage, until it is ready again
+    outage = ""  # what it waited on then
     previous: Sample | None = None
     for sample in seen:
-        if previous is not None:  # a counter that went down was reset (a manual restart, a reboot)
+        if sample.waiting_on:
+            was_ready, down_since, back_since, previous = False, None, None, sample
+            continue
+        if previous is not None and previous.waiting_on:
+            back_since, outage = sample, previous.waiting_on
+        elif previous is not None:  # a counter that went down was reset (a manual restart, a reboot)
             exits += sample.restarts - previous.restarts if sample.restarts >= previous.restarts else sample.restarts
         if exits >= policy.max_restarts:
             return f"{component} exited {exits} times in {sample.at - start:.0f}s"
+        if back_since is not None and not sample.ready and sample.at - back_since.at >= policy.ready_within:
+            return f"{component} was not ready again {policy.ready_within:.0f}s after {outage} was"
         if sample.ready:
-            was_ready, down_since = True, None
+            was_ready, down_since, back_since = True, None, None
         elif was_ready:
             down_since = down_since or sample
             if sample.at - down_since.at >= policy.drop_seconds:

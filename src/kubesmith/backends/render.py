@@ -217,12 +217,15 @@ def digest_memo() -> Path:
 def components_file(plan: Plan, host: HostPlan, units: UnitOptions) -> list[HostFile]:
     """What the agent's configuration keeper keeps on this host (plan.components, read by
     agent.configloop): each component with a trial length, its configuration's files (from the
-    plan), binary and readiness probe."""
+    plan), binary, readiness probe and the kept components it starts after."""
     kept = [s for s in host.services if s.name in TRIAL_SECONDS and not s.oneshot]
     if not kept or not any(s.component == "agent" for s in host.services):
         return []
+    names = {s.name for s in kept}
     components = [Component(component_config(host, s), s.binary.rsplit("/", 1)[-1],
-                            probe_argument(s.readiness, host) if s.readiness else None, executable(s, units))
+                            probe_argument(s.readiness, host) if s.readiness else None, executable(s, units),
+                            tuple(unit.removesuffix(".service") for unit in s.after
+                                  if unit.removesuffix(".service") in names))
                   for s in kept]
     document = {"minor": ".".join(plan.kubernetes_version.split(".")[:2]),
                 "components": [component.document() for component in components]}

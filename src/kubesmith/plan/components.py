@@ -57,11 +57,14 @@ class Component:
     binary: str  # the registry's name for it: kube-scheduler
     probe: str | None  # readiness probe argument (health.probespec); None: no probe, never ready
     executable: str | None = None  # the binary on the host, for its own load (validate)
+    after: tuple[str, ...] = ()  # the kept components on this host it starts after: while one is not
+    # ready, its trial does not hold its readiness or exits against it
 
     def document(self) -> dict[str, Any]:
-        return {**self.config.document(), "binary": self.binary, "probe": self.probe, "executable": self.executable}
+        return {**self.config.document(), "binary": self.binary, "probe": self.probe, "executable": self.executable,
+                "after": list(self.after)}
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Component:
         return cls(ComponentConfig.from_document(document), str(document["binary"]), document.get("probe"),
-                   document.get("executable"))
+                   document.get("executable"), tuple(str(name) for name in document.get("after", ())))
