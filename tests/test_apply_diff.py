@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kubesmith import layout
-from kubesmith.backends.apply import HostState, diff_host, foreign_authorities
+from kubesmith.backends.apply import HostState, diff_host, foreign_authorities, restart_commands
 from kubesmith.hostfile import HostFile
 from kubesmith.plan.evaluate import evaluate
 from kubesmith.spec.load import load_spec_file
@@ -47,3 +47,15 @@ def test_a_host_holding_another_ca_is_named_before_anything_is_written(held: str
     found = foreign_authorities([state])
     assert found == ([f"{host.name}: holds another cluster's certificate authority ({path} is not this state "
                       "directory's etcd-ca)"] if refused else []), found
+
+
+def test_an_api_server_restarted_with_its_etcd_member_stops_before_the_member() -> None:
+    """Its shutdown writes to etcd: one systemctl call for both stopped the member at once, and the API
+    server's shutdown hung until systemd killed it (tests/test_rollout_lab.py checks the real thing)."""
+    assert restart_commands(("etcd", "kube-apiserver", "kubesmith-agent")) == [
+        "systemctl stop kube-apiserver.service",
+        "systemctl try-reload-or-restart --no-block etcd.service kubesmith-agent.service"
+        " && systemctl start --no-block kube-apiserver.service"]
+    assert restart_commands(("kube-apiserver", "kubelet")) == [
+        "systemctl try-reload-or-restart --no-block kube-apiserver.service kubelet.service"]
+    assert restart_commands(()) == []
