@@ -1,4 +1,5 @@
-"""Upgrades on the lab, with the real binaries of both releases: h1..h3 reset and applied at 1.35.6,
+"""Upgrades on the lab, with the real binaries of both releases: h1..h3 applied at 1.35.6 (first on
+their lab, tests/conftest.py; reset first where another module applied them),
 refusals that touch no host, then the upgrade to 1.36.2 under two client loops: one through the
 control-plane VIP, one through a Service whose pods (with a PodDisruptionBudget) the drains move.
 
@@ -145,8 +146,9 @@ def component_releases(cluster: Cluster) -> dict[str, dict[str, str | None]]:
 
 @pytest.fixture(scope="module")
 def cluster_at_old(lab_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
-    """The session's cluster, reset and applied at 1.35.6. Left as the tests leave it: a module after this
-    one on the same lab puts examples/lab.yaml back with its own first `applied()`."""
+    """The session's cluster applied at 1.35.6 (reset first if a module before applied it). Left as the
+    tests leave it: a module after this one on the same lab puts examples/lab.yaml back with its own
+    first `applied()`."""
     directory = tmp_path_factory.mktemp("upgrade")
     # the hosts pass each release on to each other (docs/fleet.md): the module's applies relay it
     original = lab_cluster.spec.read_text()
