@@ -82,7 +82,7 @@ CASES = [
     ("back, then ready: watched before it passes", ON_TRIAL, ready(5, 30) + away(59) + ready(61), 62, 0, "keep",
      "came up late"),
     ("back, but never ready again", ON_TRIAL, ready(5, 30) + away(40) + down(41, 100, 161), 161, 0, "rollback",
-     "kube-apiserver was not ready again 120s after etcd was"),
+     "kube-apiserver was not ready again 120s after etcd was back"),
     ("back, ready, then a drop fails", ON_TRIAL, ready(5) + away(10) + ready(12) + down(13, 18), 18, 0, "rollback",
      "was ready, then not ready for 5s"),
     ("after a reboot the trial resumes", ON_TRIAL, ready(101, 130), 130, 100, "keep", "30s of 60s"),

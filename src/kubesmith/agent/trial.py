@@ -168,7 +168,7 @@ def _failure(component: str, seen: Sequence[Sample], policy: TrialPolicy, start:
         if exits >= policy.max_restarts:
             return f"{component} exited {exits} times in {sample.at - start:.0f}s"
         if back_since is not None and not sample.ready and sample.at - back_since.at >= policy.ready_within:
-            return f"{component} was not ready again {policy.ready_within:.0f}s after {outage} was"
+            return f"{component} was not ready again {policy.ready_within:.0f}s after {outage} was back"
         if sample.ready:
             was_ready, down_since, back_since = True, None, None
         elif was_ready:
