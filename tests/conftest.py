@@ -81,9 +81,13 @@ LAB_OF_MODULE = {"test_upgrade_lab": "lab2", "test_day2_lab": "lab2", "test_rela
 WORKER_OF_LOCAL_MODULE = {"test_render_crash": "lab2"}
 
 
+def module_of(item: pytest.Item) -> str:
+    return item.module.__name__ if item.module is not None else ""
+
+
 def xdist_group(item: pytest.Item) -> str:
     """`local`, or the lab an item runs on: the worker it runs on under xdist."""
-    module = item.module.__name__ if item.module is not None else ""
+    module = module_of(item)
     if not item.get_closest_marker("lab"):
         return WORKER_OF_LOCAL_MODULE.get(module, "local")
     return LAB_OF_MODULE.get(module, "lab")
@@ -101,7 +105,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def module_position(item: pytest.Item, order: list[str]) -> int:
-    module = item.module.__name__ if item.module is not None else ""
+    module = module_of(item)
     return order.index(module) if module in order else -1
 
 

@@ -176,8 +176,9 @@ def _outage_verdicts(tmp_path: Path, after: tuple[str, ...]) -> dict[str, str]:
     tmp_path.mkdir()
     components = []
     for name in listeners:
-        (tmp_path / f"{name}.yaml").write_text(f"{name}: on trial\n")
-        config = ComponentConfig(name, ("--config", str(tmp_path / f"{name}.yaml")), (str(tmp_path / f"{name}.yaml"),))
+        document = tmp_path / f"{name}.yaml"
+        document.write_text(f"{name}: on trial\n")
+        config = ComponentConfig(name, ("--config", str(document)), (str(document),))
         components.append(Component(config, name, f"tcp://127.0.0.1:{ports[name]}",
                                     after=after if name == "kube-scheduler" else ()))
     now = [1_000_000.0]
