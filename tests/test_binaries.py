@@ -16,6 +16,8 @@ from net_support import free_port
 VERSION = "1.33.2"
 
 
+# Why a stand-in: the real release mirror (dl.k8s.io) cannot be made to serve a wrong digest or lack a
+# binary on demand, and tests never download; a loopback mirror can.
 @pytest.fixture()
 def mirror(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A release mirror on loopback: BASE/v1.33.2/bin/linux/amd64/<binary>[.sha512]."""

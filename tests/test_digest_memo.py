@@ -103,6 +103,8 @@ def test_the_runtime_bundle_is_recalled_while_its_files_are_unchanged(tmp_path: 
     files' identities, and built again once one of them changed."""
     sources = {"kubesmith/one.py": _settled(tmp_path / "one.py", b"one = 1\n"),
                "dep/two.py": _settled(tmp_path / "two.py", b"two = 2\n")}
+    # Why a stand-in: the real runtime files are the installed kubesmith and its dependencies; a test may
+    # not rewrite one of them to show a changed file.
     monkeypatch.setattr(runtime_bundle, "_runtime_files", lambda: dict(sources))
     cache = tmp_path / "cache"
     first = runtime_bundle.build_bundle(cache)

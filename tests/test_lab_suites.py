@@ -49,6 +49,8 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     sources = [tmp_path / "debian.sources", tmp_path / "vendor.list"]
     sources[0].write_text(MACHINE_SOURCES)
     sources[1].write_text(VENDOR_LIST)
+    # Why a stand-in: this machine's suite and /etc/apt sources are what they are; a test cannot make it a
+    # bookworm machine with a vendor source on demand, nor rewrite /etc/apt.
     monkeypatch.setattr(rootfs, "host_suite", lambda: "bookworm")
     monkeypatch.setattr(rootfs, "apt_sources", lambda: sources)
     return sources
@@ -156,6 +158,8 @@ def test_a_wheel_pip_cannot_fetch_says_how_to_bring_it(tmp_path: Path, monkeypat
         runtime_bundle.fetch_wheel("cffi", "2.0.0", "3.13", tmp_path)
 
 
+# Why a stand-in: the distributions installed in this interpreter are fixed; a test cannot install another
+# build or release here on demand (cryptography's cp311-abi3 wheel, a multidict that needs 3.11).
 def _dist(name: str, version: str, files: tuple[str, ...] = (), requires: tuple[str, ...] = (),
           python: str = ">=3.9", wheel: str = "") -> SimpleNamespace:
     """An installed distribution as importlib.metadata shows one, reduced to what the bundle reads."""

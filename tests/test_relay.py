@@ -40,6 +40,8 @@ RELEASE = frozenset({"/r/kubelet", "/r/kube-proxy", "/r/runtime.tar"})
 CONTROL = frozenset({"/r/kube-apiserver", "/r/etcd"})
 
 
+# Why a stand-in: a lost connection to a chosen host, or a relay that dies after exactly N sends, cannot be
+# made to happen on demand across twelve real hosts; real tar streams and a real mid-send reboot are below.
 class Wire:
     """Transfers that take `seconds` each, fail where `broken` says, and note how busy each source got."""
 

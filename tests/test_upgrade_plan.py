@@ -46,6 +46,8 @@ def test_a_binary_is_asked_its_version_once_until_it_changes(tmp_path: Path) -> 
     binaries.mkdir()
     for name in ("kubelet", "kube-proxy"):
         shutil.copy2(real_binaries() / name, binaries / name)
+    # Why a stand-in: every real kube-scheduler names its release on --version; only a stand-in answers
+    # without one, the answer the memo must not keep.
     (binaries / "kube-scheduler").write_text("#!/bin/sh\necho 'no release here'\n")
     (binaries / "kube-scheduler").chmod(0o755)
     first = ask_here(binaries, kept)

@@ -50,6 +50,7 @@ def pki(tmp_path: Path) -> Pki:
 class Server:
     port: int
     requests: int = 0
+    # Why a stand-in: no real component answers 503 a chosen number of times and then 200 on demand.
     fail_first: int = 0  # answer 503 to this many requests, then 200
     body: str = "ok"
 
