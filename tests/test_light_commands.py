@@ -94,6 +94,15 @@ def test_the_node_side_commands_load_neither_ssh_nor_the_planner(tmp_path: Path)
     assert present(state, EVERY) == []
 
 
+def test_addons_apply_loads_the_api_client_but_not_the_modules(tmp_path: Path) -> None:
+    """Every apply runs it on a control-plane host: the planner's modules and pydantic cost 0.35 CPU-s
+    there, for a file-name suffix it shares with them."""
+    (tmp_path / "addons").mkdir()
+    modules = loaded(tmp_path, ["addons", "apply", "--kubeconfig", str(tmp_path / "missing.conf"),
+                                "--dir", str(tmp_path / "addons")])
+    assert present(modules, EVERY) == [HTTP, YAML]  # the API client's, which it uses
+
+
 def test_validate_loads_the_spec_model_but_not_ssh_nor_the_planner(tmp_path: Path) -> None:
     spec = tmp_path / "cluster.yaml"
     spec.write_text(json.dumps({"apiVersion": "kubesmith.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "light"},

@@ -25,6 +25,9 @@ CA_SERVICE_CONFIG = f"{KUBESMITH_ETC}/ca-service.json"
 CA_SERVICE_STATE = f"{LIB}/kubesmith/ca"  # the token store and replay memory
 APPLIED_MANIFEST = f"{LIB}/kubesmith/applied.json"  # what the last apply put on a host, and for which cluster
 AGENT_CONFIG = f"{KUBESMITH_ETC}/agent.json"
+# beside an add-on file, the nodes to label first (read by `kubesmith addons apply` on a host, which
+# must not import the modules to know it)
+ADDON_LABELS_SUFFIX = ".labels.json"
 AGENT_STATE = f"{LIB}/kubesmith/agent"
 AGENT_STATE_FILE = f"{AGENT_STATE}/state.json"  # the agent's report, which `kubesmith status` shows
 CONFIG_CHECKPOINTS = f"{LIB}/kubesmith/config"  # per component: checkpoints and the assigned/active/LKG records

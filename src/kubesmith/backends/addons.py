@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 import yaml
 
+from kubesmith import layout
 from kubesmith.apiclient import ApiError, Credentials, api_request
 from kubesmith.backends.spread import asks_for_spread, spread_deployments
-from kubesmith.modules.addons import LABELS_SUFFIX
 
 FIELD_MANAGER = "kubesmith"
 ROLLOUTS_MANAGER = "kubesmith-rollouts"  # owns the inventory's record of roll-outs seen done
@@ -184,7 +184,7 @@ class NodeLabels:
 
 def read_node_labels(directory: Path) -> list[NodeLabels]:
     found = []
-    for path in sorted(directory.glob(f"*{LABELS_SUFFIX}")):
+    for path in sorted(directory.glob(f"*{layout.ADDON_LABELS_SUFFIX}")):
         document = json.loads(path.read_text())
         found.append(NodeLabels(str(document["label"]), tuple(str(n) for n in document["nodes"])))
     return found

@@ -33,7 +33,6 @@ SERVICE = "kubesmith-addons"
 ADMINS = "kubesmith-admins"
 MODE_LABEL = "addonmanager.kubernetes.io/mode"
 MODES = ("Reconcile", "EnsureExists")
-LABELS_SUFFIX = ".labels.json"
 UNIT_NODE_WAIT = 45.0  # within a oneshot's start timeout (90 s); apply's own run waits longer
 APPLY_NODE_WAIT = 120.0
 
@@ -69,8 +68,8 @@ def node_labels_file(name: str, label: str, nodes: list[str]) -> File:
     scheduler must know of them, such as which nodes hold an image kubesmith imported. The file names
     its own host at most; apply adds the other nodes it reached (`--label-node`), so adding a node
     changes no other host's files."""
-    return File(f"{ADDONS_DIR}/{name}{LABELS_SUFFIX}", 0o644, data={"label": label, "nodes": sorted(nodes)},
-                format="json")
+    return File(f"{ADDONS_DIR}/{name}{layout.ADDON_LABELS_SUFFIX}", 0o644,
+                data={"label": label, "nodes": sorted(nodes)}, format="json")
 
 
 def cluster_admins_binding() -> dict[str, Any]:
