@@ -183,6 +183,30 @@ def test_a_listener_caught_without_its_process_is_listed_again(tmp_path: Path) -
     assert (seen.port, seen.process, seen.pid) == (6443, "kube-apiserver", 1)
 
 
+def test_a_listener_whose_process_is_gone_before_its_unit_is_read_is_listed_again(tmp_path: Path) -> None:
+    """A component restarting just after `ss` ran shows its port held by a pid that is gone before its
+    unit is read: its own port would look held by a stranger (a converging apply right after a fault
+    once failed so on kube-proxy's port). Root lists again and names the process that holds it now.
+
+    The `ss` here is a stand-in, for the reason above: its first answer names a pid that has exited."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "ss").write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {calls}\n"
+        f"if [ $(wc -l < {calls}) -eq 1 ]; then pid={gone.pid}; else pid=1; fi\n"
+        "echo \"LISTEN 0 4096 *:10256 *:* users:((\\\"kube-proxy\\\",pid=$pid,fd=3))\"\n")
+    (bin_dir / "ss").chmod(0o755)
+    output = subprocess.run(["sh", "-c", OBSERVE_COMMAND], capture_output=True, text=True, check=True,
+                            env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).stdout
+    assert calls.read_text().count("x") == 2
+    (seen,) = parse_facts(output, 0.0).listeners
+    assert (seen.port, seen.pid) == (10256, 1)
+
+
 def test_a_missing_tool_is_a_failure_not_a_silent_pass(tmp_path: Path) -> None:
     """Without `ss`, `ip` or `df` the host's ports, addresses or free space are unknown: say so."""
     plan = evaluate(load_spec_file(write_spec(tmp_path)).cluster, load_registry())

@@ -141,9 +141,14 @@ _BASE = (
     "listening=$(ss -Htlnp 2>/dev/null); "
     # ss reads the processes' sockets before it lists the sockets: a unit that restarts in between (a
     # component crash-looping after a reboot) shows a listener without its process, which root would
-    # otherwise see. List again a few times before calling it unknown.
-    "for n in 1 2 3 4 5; do printf '%s\\n' \"$listening\" | awk 'NF && !/users:/ {f = 1} END {exit !f}' "
-    "&& [ \"$(id -u 2>/dev/null)\" = 0 ] || break; sleep 0.2; listening=$(ss -Htlnp 2>/dev/null); done; "
+    # otherwise see; one that restarts just after shows a process that is gone before its unit is read,
+    # and its own port would look held by a stranger. List again a few times before calling either unknown.
+    "for n in 1 2 3 4 5; do settled=1; "
+    "printf '%s\\n' \"$listening\" | awk 'NF && !/users:/ {f = 1} END {exit !f}' "
+    "&& [ \"$(id -u 2>/dev/null)\" = 0 ] && settled=0; "
+    "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
+    "[ -d /proc/$p ] || settled=0; done; "
+    "[ $settled = 1 ] && break; sleep 0.2; listening=$(ss -Htlnp 2>/dev/null); done; "
     "printf '%s\\n' \"$listening\" | awk 'NF {print \"listen=\" $4 \" \" $6}'; "
     "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
     "echo \"unit=$p $(grep -E '^[0-9]+:(name=systemd)?:' /proc/$p/cgroup 2>/dev/null "  # systemd's hierarchy
