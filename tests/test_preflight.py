@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import shlex
 import subprocess
 import sys
 import time
@@ -161,24 +162,30 @@ def test_a_port_held_by_the_components_own_unit_passes(tmp_path: Path) -> None:
     assert "nginx.service" in found[0].problem
 
 
-def test_a_listener_caught_without_its_process_is_listed_again(tmp_path: Path) -> None:
-    """A unit restarting while `ss` runs shows its socket without its process (ss reads the processes
-    first): root lists again rather than fail the port against "a process it may not see".
-
-    The `ss` here is a stand-in: the real one shows that race only by chance (it failed a re-apply
-    after a reboot once in CI), never on demand. It answers without the process on its first call."""
+def observed_through_ss(tmp_path: Path, first: str, later: str) -> tuple[str, int]:
+    """OBSERVE_COMMAND's output with a stand-in `ss` that answers `first` on its first call and `later`
+    after, and how many times it was called. Why a stand-in: the races it shows (a unit restarting
+    while or just after the real `ss` runs) happen only by chance, never on demand."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls"
     (bin_dir / "ss").write_text(
         "#!/bin/sh\n"
         f"echo x >> {calls}\n"
-        f"if [ $(wc -l < {calls}) -eq 1 ]; then echo 'LISTEN 0 4096 *:6443 *:*'; "
-        "else echo 'LISTEN 0 4096 *:6443 *:* users:((\"kube-apiserver\",pid=1,fd=3))'; fi\n")
+        f"if [ $(wc -l < {calls}) -eq 1 ]; then echo {shlex.quote(first)}; else echo {shlex.quote(later)}; fi\n")
     (bin_dir / "ss").chmod(0o755)
     output = subprocess.run(["sh", "-c", OBSERVE_COMMAND], capture_output=True, text=True, check=True,
                             env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).stdout
-    assert calls.read_text().count("x") == 2
+    return output, calls.read_text().count("x")
+
+
+def test_a_listener_caught_without_its_process_is_listed_again(tmp_path: Path) -> None:
+    """A unit restarting while `ss` runs shows its socket without its process (ss reads the processes
+    first): root lists again rather than fail the port against "a process it may not see" (it failed a
+    re-apply after a reboot once in CI)."""
+    output, calls = observed_through_ss(tmp_path, "LISTEN 0 4096 *:6443 *:*",
+                                        'LISTEN 0 4096 *:6443 *:* users:(("kube-apiserver",pid=1,fd=3))')
+    assert calls == 2
     (seen,) = parse_facts(output, 0.0).listeners
     assert (seen.port, seen.process, seen.pid) == (6443, "kube-apiserver", 1)
 
@@ -186,25 +193,14 @@ def test_a_listener_caught_without_its_process_is_listed_again(tmp_path: Path) -
 def test_a_listener_whose_process_is_gone_before_its_unit_is_read_is_listed_again(tmp_path: Path) -> None:
     """A component restarting just after `ss` ran shows its port held by a pid that is gone before its
     unit is read: its own port would look held by a stranger (a converging apply right after a fault
-    once failed so on kube-proxy's port). Root lists again and names the process that holds it now.
-
-    The `ss` here is a stand-in, for the reason above: its first answer names a pid that has exited."""
+    once failed so on kube-proxy's port). Root lists again and names the process that holds it now."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "calls"
-    (bin_dir / "ss").write_text(
-        "#!/bin/sh\n"
-        f"echo x >> {calls}\n"
-        f"if [ $(wc -l < {calls}) -eq 1 ]; then pid={gone.pid}; else pid=1; fi\n"
-        "echo \"LISTEN 0 4096 *:10256 *:* users:((\\\"kube-proxy\\\",pid=$pid,fd=3))\"\n")
-    (bin_dir / "ss").chmod(0o755)
-    output = subprocess.run(["sh", "-c", OBSERVE_COMMAND], capture_output=True, text=True, check=True,
-                            env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).stdout
-    assert calls.read_text().count("x") == 2
+    held = 'LISTEN 0 4096 *:10256 *:* users:(("kube-proxy",pid={},fd=3))'
+    output, calls = observed_through_ss(tmp_path, held.format(gone.pid), held.format(1))
+    assert calls == 2
     (seen,) = parse_facts(output, 0.0).listeners
-    assert (seen.port, seen.pid) == (10256, 1)
+    assert (seen.port, seen.process, seen.pid) == (10256, "kube-proxy", 1)
 
 
 def test_a_missing_tool_is_a_failure_not_a_silent_pass(tmp_path: Path) -> None:
