@@ -139,6 +139,7 @@ _BASE = (
     "print \"df=\" $4 \" \" m}'; "
     # one listing for both: a component restarting between two would show a pid without its unit
     "listening=$(ss -Htlnp 2>/dev/null); "
+    "listed_pids() { printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2; }; "
     # ss reads the processes' sockets before it lists the sockets: a unit that restarts in between (a
     # component crash-looping after a reboot) shows a listener without its process, which root would
     # otherwise see; one that restarts just after shows a process that is gone before its unit is read,
@@ -146,11 +147,10 @@ _BASE = (
     "for n in 1 2 3 4 5; do settled=1; "
     "printf '%s\\n' \"$listening\" | awk 'NF && !/users:/ {f = 1} END {exit !f}' "
     "&& [ \"$(id -u 2>/dev/null)\" = 0 ] && settled=0; "
-    "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
-    "[ -d /proc/$p ] || settled=0; done; "
+    "for p in $(listed_pids); do [ -d /proc/$p ] || settled=0; done; "
     "[ $settled = 1 ] && break; sleep 0.2; listening=$(ss -Htlnp 2>/dev/null); done; "
     "printf '%s\\n' \"$listening\" | awk 'NF {print \"listen=\" $4 \" \" $6}'; "
-    "for p in $(printf '%s\\n' \"$listening\" | grep -o 'pid=[0-9]*' | sort -u | cut -d= -f2); do "
+    "for p in $(listed_pids); do "
     "echo \"unit=$p $(grep -E '^[0-9]+:(name=systemd)?:' /proc/$p/cgroup 2>/dev/null "  # systemd's hierarchy
     "| grep -o '[^/]*[.]service' | tail -n 1)\"; done; "
 )
