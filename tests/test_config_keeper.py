@@ -11,6 +11,9 @@ import json
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,50 +161,82 @@ def test_a_crash_looping_configuration_is_rolled_back_to_last_known_good(tmp_pat
 
 
 class Unsupervised:
-    """Nothing restarts these components: their probes are listening sockets the test opens and closes."""
+    """Nothing restarts these components: their probes are listening sockets the test opens and closes.
+    It counts the keeper's looks at each (one NRestarts read a look)."""
+
+    def __init__(self) -> None:
+        self.looks: dict[str, int] = {}
 
     def restarts(self, name: str) -> int:
+        self.looks[name] = self.looks.get(name, 0) + 1
         return 0
 
     def restart(self, name: str) -> None:
         pass
 
 
-def _outage_verdicts(tmp_path: Path, after: tuple[str, ...]) -> dict[str, str]:
-    """Both components come up, then both stop answering for 10 s (as a leading scheduler exits when
-    its API server goes away), then both answer again: each one's phase, on a clock the test moves.
-    Sockets stand in for the two probes: what is under test is the keeper's pass, not a binary."""
+@dataclass
+class Pair:
+    """The API server and the scheduler, listening sockets for probes, on a clock the test moves one
+    second a pass: what is under test is the keeper's pass, not a binary."""
+
+    keeper: Keeper
+    host: Unsupervised
+    documents: dict[str, Path]
+    listeners: dict[str, socket.socket]
+    ports: dict[str, int]
+    now: list[float]
+
+    def passes(self, seconds: int) -> None:
+        for _ in range(seconds):
+            asyncio.run(self.keeper.pass_once())
+            self.now[0] += 1
+
+    def stop_answering(self) -> None:
+        for listener in self.listeners.values():
+            listener.close()
+
+    def answer_again(self) -> None:
+        self.listeners = {name: socket.create_server(("127.0.0.1", port)) for name, port in self.ports.items()}
+
+    def phases(self) -> dict[str, str]:
+        return {name: self.keeper.store.records(name).active.phase  # type: ignore[union-attr]
+                for name in self.ports}
+
+
+@contextmanager
+def api_server_and_scheduler(tmp_path: Path, after: tuple[str, ...]) -> Iterator[Pair]:
+    """Both components on 5 s trials; the scheduler starts after `after`."""
     listeners = {name: socket.create_server(("127.0.0.1", 0)) for name in ("kube-apiserver", "kube-scheduler")}
-    ports = {name: listener.getsockname()[1] for name, listener in listeners.items()}
     tmp_path.mkdir()
-    components = []
-    for name in listeners:
-        document = tmp_path / f"{name}.yaml"
-        document.write_text(f"{name}: on trial\n")
-        config = ComponentConfig(name, ("--config", str(document)), (str(document),))
-        components.append(Component(config, name, f"tcp://127.0.0.1:{ports[name]}",
+    components, documents = [], {}
+    for name, listener in listeners.items():
+        documents[name] = tmp_path / f"{name}.yaml"
+        documents[name].write_text(f"{name}: on trial\n")
+        config = ComponentConfig(name, ("--config", str(documents[name])), (str(documents[name]),))
+        components.append(Component(config, name, f"tcp://127.0.0.1:{listener.getsockname()[1]}",
                                     after=after if name == "kube-scheduler" else ()))
     now = [1_000_000.0]
+    host = Unsupervised()
     keeper = Keeper(tuple(components), CheckpointStore(tmp_path / "store"), Path("/"),
-                    dict.fromkeys(listeners, 5.0), Unsupervised(), LocalProbeRunner(), str(tmp_path),
-                    clock=lambda: now[0])
-
-    def passes(seconds: int) -> None:
-        for _ in range(seconds):
-            asyncio.run(keeper.pass_once())
-            now[0] += 1
-
+                    dict.fromkeys(listeners, 5.0), host, LocalProbeRunner(), str(tmp_path), clock=lambda: now[0])
+    pair = Pair(keeper, host, documents, listeners, {name: s.getsockname()[1] for name, s in listeners.items()}, now)
     try:
-        passes(3)
-        for listener in listeners.values():
-            listener.close()
-        passes(10)
-        listeners = {name: socket.create_server(("127.0.0.1", port)) for name, port in ports.items()}
-        passes(10)
+        yield pair
     finally:
-        for listener in listeners.values():
-            listener.close()
-    return {name: keeper.store.records(name).active.phase for name in ports}  # type: ignore[union-attr]
+        pair.stop_answering()
+
+
+def _outage_verdicts(tmp_path: Path, after: tuple[str, ...]) -> dict[str, str]:
+    """Both components come up, then both stop answering for 10 s (as a leading scheduler exits when
+    its API server goes away), then both answer again: each one's phase."""
+    with api_server_and_scheduler(tmp_path, after) as pair:
+        pair.passes(3)
+        pair.stop_answering()
+        pair.passes(10)
+        pair.answer_again()
+        pair.passes(10)
+        return pair.phases()
 
 
 def test_a_component_is_not_judged_while_one_it_starts_after_is_not_ready(tmp_path: Path) -> None:
@@ -210,6 +245,29 @@ def test_a_component_is_not_judged_while_one_it_starts_after_is_not_ready(tmp_pa
     assert _outage_verdicts(tmp_path / "after", ("kube-apiserver",)) == {"kube-apiserver": "failed",
                                                                         "kube-scheduler": "good"}
     assert _outage_verdicts(tmp_path / "alone", ()) == {"kube-apiserver": "failed", "kube-scheduler": "failed"}
+
+
+def test_only_a_trial_and_what_it_starts_after_are_looked_at(tmp_path: Path) -> None:
+    """Once both trials are over the keeper looks at neither component (a look is a `systemctl` and a
+    probe, every pass, forever); a new scheduler configuration puts the scheduler on trial, and the
+    keeper looks at it and at the API server it starts after, and only until the trial is over."""
+    with api_server_and_scheduler(tmp_path / "pair", ("kube-apiserver",)) as pair:
+        pair.passes(12)
+        assert pair.phases() == {"kube-apiserver": "good", "kube-scheduler": "good"}
+        pair.host.looks.clear()
+        pair.passes(5)
+        assert pair.host.looks == {}
+        pair.documents["kube-scheduler"].write_text("kube-scheduler: changed\n")
+        pair.passes(3)
+        assert pair.host.looks == {"kube-scheduler": 2, "kube-apiserver": 2}  # not in the pass that found it
+        pair.stop_answering()  # longer than a drop a trial forgives: the API server's excuses the scheduler's
+        pair.passes(8)
+        pair.answer_again()
+        pair.passes(12)
+        assert pair.phases() == {"kube-apiserver": "good", "kube-scheduler": "good"}
+        pair.host.looks.clear()
+        pair.passes(5)
+        assert pair.host.looks == {}
 
 
 def test_a_configuration_that_fails_validation_is_never_started(tmp_path: Path) -> None:

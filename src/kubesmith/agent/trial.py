@@ -262,9 +262,14 @@ def came_up_healthy(records: Records, samples: Sequence[Sample], watched_since: 
     to (`begin`). Any ready sample counts, not only the last: the samples of the pass that finds the new
     configuration on disk may already be the new one's, restarted by the apply that wrote it."""
     active = records.active
-    if active is None or active.phase != "trial":
+    if active is None or not on_trial(records):
         return False
     return any(s.ready for s in samples if s.at >= max(active.since, watched_since))
+
+
+def on_trial(records: Records) -> bool:
+    """Whether a configuration is on trial: the only time the component's looks count (`decide`)."""
+    return records.active is not None and records.active.phase == "trial"
 
 
 def effects(records: Records, decision: Decision, now: float) -> tuple[Effect, ...]:
