@@ -7,6 +7,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -118,3 +121,22 @@ def test_the_runtime_bundle_is_recalled_while_its_files_are_unchanged(tmp_path: 
     with tarfile.open(fileobj=io.BytesIO(third.data)) as tar:
         member = tar.extractfile("kubesmith/one.py")
         assert member is not None and member.read() == b"one = 3\n"
+
+
+def test_the_runtime_carries_its_bytecode_and_the_same_code_gives_the_same_bundle(tmp_path: Path) -> None:
+    """The bundle carries its bytecode, so a host compiles nothing: neither a new bundle's first
+    imports nor the CA service's at each start (its unit sees /usr read-only; `-B` here: nor write any).
+    Two builds of the same files, in two caches, are the same bytes (bytecode and gzip header
+    included): a host that has it from one operator's machine is not sent it again from another's."""
+    first = runtime_bundle.build_bundle(tmp_path / "one")
+    time.sleep(1.1)  # gzip's header holds a time in seconds
+    assert runtime_bundle.build_bundle(tmp_path / "two").data == first.data
+    unpacked = tmp_path / "runtime"
+    with tarfile.open(fileobj=io.BytesIO(first.data)) as tar:
+        tar.extractall(unpacked, filter="data")
+    imports = f"import sys; sys.path.insert(0, {str(unpacked)!r}); import kubesmith.agent.renewal, kubesmith.ca.server"
+    seen = subprocess.run([sys.executable, "-I", "-B", "-v", "-c", imports], capture_output=True, text=True,
+                          timeout=120, check=True).stderr
+    loaded = re.findall(rf"^# code object from '?({re.escape(str(unpacked))}/[^']*)'?$", seen, re.MULTILINE)
+    assert len(loaded) > 100, seen[-2000:]
+    assert [path for path in loaded if not path.endswith(".pyc")] == []
