@@ -208,13 +208,15 @@ def test_sshd_stopped_on_a_host_mid_apply(faults: Faults) -> None:
 
 
 def test_a_full_disk_under_the_runtime_is_named_and_heals(faults: Faults) -> None:
-    """A 20 MB tmpfs over the runtime directory: the 14 MB tarball fits, unpacking it does not. The
-    release directories below it are bound back in, as they were: only the runtime is to ship."""
+    """A tmpfs over the runtime directory 8 MiB larger than the tarball (h1's, the same): the tarball
+    fits, unpacking it (four times its size) does not. The release directories below it are bound
+    back in, as they were: only the runtime is to ship."""
+    tarball = int(faults.lab.exec("h1", f"stat -c %s {RUNTIME}/runtime.tar.gz").stdout)
     faults.remove_runtime("h3")
     aside = "/run/kubesmith-releases-aside"
     faults.lab.exec("h3", f"mkdir -p {aside} && mount --bind {layout.RELEASES} {aside} && "
-                          f"mount -t tmpfs -o size=20m kubesmith-full {RUNTIME} && mkdir -p {layout.RELEASES} && "
-                          f"mount --bind {aside} {layout.RELEASES}")
+                          f"mount -t tmpfs -o size={tarball // 1024 + 8192}k kubesmith-full {RUNTIME} && "
+                          f"mkdir -p {layout.RELEASES} && mount --bind {aside} {layout.RELEASES}")
     try:
         result = faults.cluster.apply()
         assert result.returncode == 5, result.stdout + result.stderr

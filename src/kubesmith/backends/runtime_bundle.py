@@ -75,7 +75,7 @@ class BundleError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeBundle:
-    data: bytes = field(repr=False)  # 14 MB: never in a repr (see HostFile.data)
+    data: bytes = field(repr=False)  # 21 MB: never in a repr (see HostFile.data)
     sha256: str
     pythons: tuple[str, ...]  # ("3.11", "3.13"): the python3 minors it runs on (their extension modules are in it)
 
