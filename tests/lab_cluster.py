@@ -63,7 +63,7 @@ class Cluster:
     def admin_kubeconfig(self, directory: Path) -> Path:
         """h1's root-only admin.conf, copied here (0600)."""
         path = directory / "admin.conf"
-        path.write_text(self.lab.ssh("h1", "cat /etc/kubernetes/admin.conf").stdout)
+        path.write_text(self.lab.exec("h1", "cat /etc/kubernetes/admin.conf").stdout)
         path.chmod(0o600)
         return path
 
@@ -81,9 +81,9 @@ class Cluster:
         assert etcd is not None
         self.lab.copy_to("h1", etcd.parent / "etcdctl", "/usr/local/bin/etcdctl")
         pki = "/etc/kubernetes/pki/etcd"
-        return self.lab.ssh("h1", f"etcdctl --endpoints=https://{self.lab.address('h1')}:2379 --cacert={pki}/ca.crt "
-                                  f"--cert={pki}/healthcheck-client.crt --key={pki}/healthcheck-client.key "
-                                  "endpoint health --cluster", check=False).stdout
+        return self.lab.exec("h1", f"etcdctl --endpoints=https://{self.lab.address('h1')}:2379 --cacert={pki}/ca.crt "
+                                   f"--cert={pki}/healthcheck-client.crt --key={pki}/healthcheck-client.key "
+                                   "endpoint health --cluster", check=False).stdout
 
     def assert_healthy(self) -> None:
         """`kubesmith status` over SSH: every component running and ready, one etcd leader."""
@@ -116,7 +116,7 @@ class Cluster:
         host for the whole wait, where a poll paid an SSH login or a `status` every few seconds."""
         command = f"kubesmith config wait --output json --timeout {within:g}s {' '.join(components)}"
         with ThreadPoolExecutor(len(hosts)) as pool:
-            found = {host: pool.submit(self.lab.ssh, host, command, check=False, timeout=within + 60)
+            found = {host: pool.submit(self.lab.exec, host, command, check=False, timeout=within + 60)
                      for host in hosts}
         failed = {host: f"{done.result().stdout}{done.result().stderr}" for host, done in found.items()
                   if done.result().returncode != 0}
@@ -125,7 +125,7 @@ class Cluster:
     def unit_state(self, host: str) -> dict[str, str]:
         """ActiveEnterTimestampMonotonic and NRestarts of every service: changes on any restart."""
         units = " ".join(f"{name}.service" for name in SERVICES)
-        out = self.lab.ssh(host, f"systemctl show -p Id,ActiveEnterTimestampMonotonic,NRestarts {units}").stdout
+        out = self.lab.exec(host, f"systemctl show -p Id,ActiveEnterTimestampMonotonic,NRestarts {units}").stdout
         blocks = [dict(line.split("=", 1) for line in block.splitlines()) for block in out.strip().split("\n\n")]
         return {block["Id"]: f"{block['ActiveEnterTimestampMonotonic']}/{block['NRestarts']}" for block in blocks}
 

@@ -126,7 +126,7 @@ class Faults:
                                "--output", "json", timeout=300)
             got = pool.submit(self.cluster.kubectl, self.kubeconfig, "get", "configmap", CONFIGMAP, "-o",
                               "jsonpath={.data.kept}")
-            left = {host: pool.submit(self.lab.ssh, host, LEFTOVERS, check=False) for host in self.cluster.hosts}
+            left = {host: pool.submit(self.lab.exec, host, LEFTOVERS, check=False) for host in self.cluster.hosts}
         healthy.result()
         assert got.result().returncode == 0 and got.result().stdout == "yes", got.result().stderr
         assert not {host: found.result().stdout.split() for host, found in left.items()
