@@ -55,8 +55,9 @@ def fresh_at_old_release(cluster: Cluster, old_spec: Path) -> None:
 
 
 class OutageLoop:
-    """Runs `answers` about once a second in a thread; records the longest outage, from a failure to
-    the next success."""
+    """Runs `answers` about once a second in a thread; records the longest outage, from the start of a
+    try that failed to the next success (or to the loop's end). A try that times out is a failure:
+    a request that hangs is an outage, not a crash of the loop."""
 
     def __init__(self, answers: Callable[[], bool]) -> None:
         self.answers = answers
@@ -64,20 +65,23 @@ class OutageLoop:
         self.longest = 0.0
         self.failures = 0
         self.tries = 0
+        self.down_since: float | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        down_since: float | None = None
         while not self.stop.is_set():
-            ok = self.answers()
-            now = time.monotonic()
+            started = time.monotonic()
+            try:
+                ok = self.answers()
+            except subprocess.TimeoutExpired:
+                ok = False
             self.tries += 1
-            if ok and down_since is not None:
-                self.longest = max(self.longest, now - down_since)
-                down_since = None
+            if ok and self.down_since is not None:
+                self.longest = max(self.longest, time.monotonic() - self.down_since)
+                self.down_since = None
             elif not ok:
                 self.failures += 1
-                down_since = down_since or now
+                self.down_since = self.down_since or started
             self.stop.wait(1.0)
 
     def __enter__(self) -> OutageLoop:
@@ -86,7 +90,10 @@ class OutageLoop:
 
     def __exit__(self, *_: object) -> None:
         self.stop.set()
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the outage loop did not end"
+        if self.down_since is not None:  # still out when the loop ended
+            self.longest = max(self.longest, time.monotonic() - self.down_since)
 
 
 def api_answers(cluster: Cluster, kubeconfig: Path) -> Callable[[], bool]:
