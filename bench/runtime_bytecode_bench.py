@@ -54,11 +54,16 @@ def unpack(data: bytes, target: Path, bytecode: bool) -> None:
             shutil.rmtree(cache)
 
 
+def children_cpu() -> float:
+    """CPU-s of this process's reaped children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def cpu_of(argv: list[str]) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     subprocess.run(argv, check=True, capture_output=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return children_cpu() - before
 
 
 def main() -> None:
@@ -68,11 +73,9 @@ def main() -> None:
     python = host_python()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
+        before, started = children_cpu(), time.monotonic()
         bundle = runtime_bundle.build_bundle(work / "cache")
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        compiled = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        compiled = children_cpu() - before
         print(f"bundle built in {time.monotonic() - started:.1f} s; its bytecode compiled in {compiled:.1f} CPU-s "
               f"(a child); {len(bundle.data) / 1e6:.1f} MB with the bytecode")
         trees = {"shipped": work / "shipped", "source": work / "source"}
