@@ -238,8 +238,9 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     assert "  h2: untouched" in result.stderr and "  h3: untouched" in result.stderr, result.stderr
     for host in ("h2", "h3"):
         assert cluster.lab.exec(host, f"cat {files}").stdout == before[host], host
-    # apply halts at h1's first failed verdict, and the keeper may not have put the other component back
-    # yet (run ad: etcd's unit was back, the kubelet's configuration not yet), so h1's are awaited
+    # awaited, not read once: in run ad etcd's unit was back when apply returned and the kubelet's
+    # configuration not yet, though apply waits for each restarted component's verdict and a failed
+    # verdict is given only once its files are back (rollout.await_trials, trial.verdict); not understood
     poll(lambda: cluster.lab.exec("h1", f"cat {files}").stdout == before["h1"], 120,
          "h1's etcd unit and kubelet configuration back to their last-known-good")
     cluster.wait_healthy(120, "h1 healthy again")
