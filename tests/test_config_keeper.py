@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +289,63 @@ def test_a_configuration_that_fails_validation_is_never_started(tmp_path: Path) 
         records = keeper.store.records("kube-scheduler")
         assert records.active is not None and (records.active.phase, records.active.hash) == ("rolled-back", good.hash)
         assert bad not in processes.started and GOOD in document.read_text()
+    finally:
+        processes.stop()
+
+
+class DryLoadKiller(threading.Thread):
+    """SIGTERMs this process's first child running a dry load (`--write-config-to`), as systemd
+    signals the agent's cgroup when an apply restarts the agent mid-validation."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.killed: list[int] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set() and not self.killed:
+            for status in Path("/proc").glob("[0-9]*/status"):
+                try:
+                    fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+                    argv = (status.parent / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if fields.get("PPid", "").strip() == str(os.getpid()) and any(a.startswith(b"--write-config-to")
+                                                                             for a in argv):
+                    os.kill(int(status.parent.name), signal.SIGTERM)
+                    self.killed.append(int(status.parent.name))
+                    break
+            time.sleep(0.005)
+
+
+def test_a_validation_cut_short_is_done_again_by_the_next_agent(tmp_path: Path) -> None:
+    """An apply that restarts the agent while it validates a new configuration kills the dry load.
+    That says nothing about the configuration, and the trial must not decide without it: a kubelet
+    configuration with a misspelt field, which the kubelet runs, once graduated that way. The record
+    says the validation is owed; the next agent does it and rolls the configuration back."""
+    keeper, processes, document, header = _setup(tmp_path, validated=True)
+    try:
+        asyncio.run(_until(keeper, "good", 60))
+        good = keeper.store.records("kube-scheduler").active
+        assert good is not None
+        document.write_text(header + BAD)  # not restarted: the running scheduler stays ready on GOOD
+        killer = DryLoadKiller()
+        killer.start()
+        try:
+            outcome = asyncio.run(keeper.pass_once())["kube-scheduler"]
+        finally:
+            killer.done.set()
+            killer.join()
+        assert killer.killed, "no dry load was seen to kill: the test proves nothing"
+        assert outcome.began and outcome.decision.action == "keep", outcome
+        records = keeper.store.records("kube-scheduler")
+        assert records.active is not None and (records.active.phase, records.active.validated) == ("trial", False)
+        restarted = replace(keeper, watches={})  # the next agent: the same records, nothing in memory
+        decision = asyncio.run(restarted.pass_once())["kube-scheduler"].decision
+        assert decision.action == "rollback" and 'ScorePlugin "NoSuchPlugin" does not exist' in decision.reason
+        records = keeper.store.records("kube-scheduler")
+        assert records.active is not None and (records.active.phase, records.active.hash) == ("rolled-back", good.hash)
+        assert GOOD in document.read_text()
     finally:
         processes.stop()
 

@@ -21,6 +21,7 @@ from plan_support import plan_of_text
 H, L = "b" * 64, "a" * 64  # the configuration on trial, the last-known-good one
 POLICY = TrialPolicy(seconds=60, max_restarts=3, drop_seconds=5)
 ON_TRIAL = Records(Record(H, 0.0), Active(H, "trial", 0.0, 60.0), Record(L, -100.0))
+UNVALIDATED = Records(Record(H, 0.0), Active(H, "trial", 0.0, 60.0, validated=False), Record(L, -100.0))
 
 
 def ready(*times: float, restarts: int = 0) -> list[Sample]:
@@ -85,6 +86,10 @@ CASES = [
      "kube-apiserver was not ready again 120s after etcd was back"),
     ("back, ready, then a drop fails", ON_TRIAL, ready(5) + away(10) + ready(12) + down(13, 18), 18, 0, "rollback",
      "was ready, then not ready for 5s"),
+    ("ready throughout, but its validation is owed", UNVALIDATED, ready(5, 30, 60), 61, 0, "keep",
+     "validation still owed"),
+    ("an owed validation does not excuse a crash loop", UNVALIDATED,
+     down(1) + down(10, restarts=1) + down(20, restarts=3), 20, 0, "rollback", "exited 3 times"),
     ("after a reboot the trial resumes", ON_TRIAL, ready(101, 130), 130, 100, "keep", "30s of 60s"),
     ("a resumed trial ends a full length after", ON_TRIAL, ready(101, 161), 161, 100, "graduate", ""),
     ("the clock set back does not stretch it", Records(Record(H, 0), Active(H, "trial", 10_000, 60), Record(L, 0)),

@@ -236,13 +236,12 @@ def test_a_kubelet_configuration_and_an_etcd_option_that_fail_are_rolled_back_on
     assert len(errors) == 1 and errors[0].startswith("error: h1: running its new configuration on trial failed: "), \
         result.stderr
     assert "  h2: untouched" in result.stderr and "  h3: untouched" in result.stderr, result.stderr
-    for host in ("h2", "h3"):
+    # apply waited for both verdicts, and a failed one is given once its files are back. Twice h1's kubelet
+    # kept the bad field: by our reading the apply restarted h1's agent (its components file changed) while
+    # it validated the kubelet's configuration, the killed load counted as no objection and the kubelet ran
+    # the misspelt field through its trial. A validation cut short is done again now (test_config_keeper)
+    for host in CONTROL_PLANE:
         assert cluster.lab.exec(host, f"cat {files}").stdout == before[host], host
-    # awaited, not read once: in run ad etcd's unit was back when apply returned and the kubelet's
-    # configuration not yet, though apply waits for each restarted component's verdict and a failed
-    # verdict is given only once its files are back (rollout.await_trials, trial.verdict); not understood
-    poll(lambda: cluster.lab.exec("h1", f"cat {files}").stdout == before["h1"], 120,
-         "h1's etcd unit and kubelet configuration back to their last-known-good")
     cluster.wait_healthy(120, "h1 healthy again")
     conditions = config_conditions(cluster)["h1"]
     for component in ("kubelet", "etcd"):

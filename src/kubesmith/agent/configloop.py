@@ -132,10 +132,12 @@ class Keeper:
                 watch.samples.append(replace(sample, waiting_on=waiting_on))
                 del watch.samples[:-MAX_SAMPLES]
             outcome = step(self.store, component.config, self.root, self.policy(name), watch.samples, self.clock(),
-                           watch.since, self.host.restart)
+                           watch.since, self.host.restart, self.validator is not None)
             if outcome.began:
                 self.watches[name] = Watch(self.clock())
+            if trial.awaiting_validation(outcome.records):
                 outcome = self._validated(component, outcome)
+            if outcome.began:
                 LOG.info("%s: new configuration %s: %s", name, trial.short(outcome.records.active.hash)
                          if outcome.records.active else "?", outcome.decision.reason)
             elif outcome.decision.action not in ("none", "keep"):
@@ -192,17 +194,23 @@ class Keeper:
         return Outcome(self.store.records(name), trial.Decision("rollback", trial.FOLLOWED + cause))
 
     def _validated(self, component: Component, outcome: Outcome) -> Outcome:
-        """Validate before use: an invalid new configuration fails its trial before it is relied on."""
+        """Validate before use: an invalid new configuration fails its trial before it is relied on. A
+        validation that did not finish (its load killed, this agent stopped first) is done again next pass,
+        by the next agent if need be: the record says it is still owed."""
+        records, name = outcome.records, component.config.name
         if self.validator is None:
             return outcome
         verdict = self.validator(component)
-        if verdict.ok:
+        if verdict.interrupted:
+            LOG.info("%s: validation interrupted (%s); again next pass", name, verdict.summary())
             return outcome
-        records = outcome.records
+        if verdict.ok:
+            carry_out(trial.mark_validated(records), self.store, name, self.root, None, self.host.restart)
+            return replace(outcome, records=self.store.records(name))
         decision = trial.reject(records, f"it is not valid: {verdict.summary()}")
-        carry_out(trial.effects(records, decision, self.clock()), self.store, component.config.name, self.root,
+        carry_out(trial.effects(records, decision, self.clock()), self.store, name, self.root,
                   snapshot(component.config, self.root), self.host.restart)
-        return Outcome(self.store.records(component.config.name), decision, True)
+        return Outcome(self.store.records(name), decision, outcome.began)
 
     def conditions(self) -> dict[str, dict[str, str | None]]:
         now = iso(utc_now())

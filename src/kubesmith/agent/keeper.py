@@ -46,13 +46,15 @@ def carry_out(effects: Sequence[trial.Effect], store: CheckpointStore, component
 
 
 def step(store: CheckpointStore, config: ComponentConfig, root: Path, policy: trial.TrialPolicy,
-         samples: Sequence[trial.Sample], now: float, watched_since: float, restart: Restarter) -> Outcome:
-    """One pass: a new configuration on disk begins a trial; otherwise the trial (if any) is decided
-    on the samples and the decision carried out. Returns the records as they are afterwards."""
+         samples: Sequence[trial.Sample], now: float, watched_since: float, restart: Restarter,
+         validating: bool = False) -> Outcome:
+    """One pass: a new configuration on disk begins a trial (owing its validation, when `validating`);
+    otherwise the trial (if any) is decided on the samples and the decision carried out. Returns the
+    records as they are afterwards."""
     records = store.records(config.name)
     disk = snapshot(config, root)
     healthy = trial.came_up_healthy(records, samples, watched_since)
-    began = trial.begin(records, disk.hash, now, policy.seconds, healthy)
+    began = trial.begin(records, disk.hash, now, policy.seconds, healthy, validating)
     if began:
         carry_out(began, store, config.name, root, disk, restart)
         return Outcome(store.records(config.name), trial.Decision("keep", "a new configuration is on trial"), True)

@@ -63,6 +63,9 @@ class Active:
     reason: str = ""  # why, in words: what `status` shows
     seen_ready: bool = False  # seen ready during its trial: recorded, so an agent restarted by the very
     # apply that supersedes this trial (its components file changed too) still knows (`begin`)
+    validated: bool = True  # False from `begin` until the keeper's validation of it is done: an agent stopped
+    # in the middle (an apply that restarts it, a kill) leaves it so, and the next agent validates it then.
+    # Records older than this field were validated in the pass that began them.
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,8 @@ def decide(component: str, records: Records, samples: Sequence[Sample], policy: 
         return Decision("keep", f"trial over, waiting for {component} to be ready again")
     if now < first_ready + policy.drop_seconds:  # a late start is watched long enough to see a drop
         return Decision("keep", f"trial over, watching {component} that came up late")
+    if not active.validated:  # its validation was cut short each time so far: the keeper does it again
+        return Decision("keep", f"trial over, {component}'s validation still owed")
     return Decision("graduate", f"{component} was ready through its {policy.seconds:.0f}s trial")
 
 
@@ -227,7 +232,7 @@ Effect = SaveCheckpoint | WriteAssigned | WriteActive | WriteLastKnownGood | Res
 
 
 def begin(records: Records, on_disk: str, now: float, trial_seconds: float,
-          healthy_so_far: bool = False) -> tuple[Effect, ...]:
+          healthy_so_far: bool = False, validating: bool = False) -> tuple[Effect, ...]:
     """A new configuration is on disk (the active record names another, or none): put it on trial.
     Nothing while a rollback is under way: its own files are being put back.
 
@@ -235,17 +240,28 @@ def begin(records: Records, on_disk: str, now: float, trial_seconds: float,
     When the superseded configuration came up healthy (`healthy_so_far`, see `came_up_healthy`) it
     becomes last-known-good first: otherwise a bad change applied seconds after a cluster's first
     apply would find nothing to go back to and leave the component down. One that did not come up
-    healthy is not promoted: the new one is tried against the older last-known-good, if any."""
+    healthy, or whose validation is still owed, is not promoted: the new one is tried against the older
+    last-known-good, if any. With `validating` (a keeper that validates) the trial owes its validation."""
     active = records.active
     if active is not None and (active.hash == on_disk or active.phase == "rolling-back"):
         return ()
     lkg = records.last_known_good
     promote: tuple[Effect, ...] = ()
     if (active is not None and active.phase == "trial" and (healthy_so_far or active.seen_ready)
-            and (lkg is None or lkg.hash != active.hash)):
+            and active.validated and (lkg is None or lkg.hash != active.hash)):
         promote = (WriteLastKnownGood(Record(active.hash, now)),)
     return (*promote, SaveCheckpoint(on_disk), WriteAssigned(Record(on_disk, now)),
-            WriteActive(Active(on_disk, "trial", now, trial_seconds)))
+            WriteActive(Active(on_disk, "trial", now, trial_seconds, validated=not validating)))
+
+
+def awaiting_validation(records: Records) -> bool:
+    """Whether the configuration on trial still waits for its validation (see `Active.validated`)."""
+    return on_trial(records) and records.active is not None and not records.active.validated
+
+
+def mark_validated(records: Records) -> tuple[Effect, ...]:
+    active = records.active
+    return (WriteActive(replace(active, validated=True)),) if active is not None and not active.validated else ()
 
 
 def mark_ready(records: Records, samples: Sequence[Sample], watched_since: float) -> tuple[Effect, ...]:

@@ -49,6 +49,7 @@ class Verdict:
 
     problems: tuple[str, ...]
     checks: tuple[str, ...]
+    interrupted: bool = False  # the component's own load was killed: this says nothing yet (`Interrupted`)
 
     @property
     def ok(self) -> bool:
@@ -70,7 +71,7 @@ def validate(config: ComponentConfig, binary: str, executable: Path | None, mino
                 problems += DRY_LOADS[binary](executable, argv, timeout)
             checks.append(f"{binary}'s own load")
         except Interrupted as exc:
-            checks.append(f"{binary}'s own load interrupted ({exc}): its trial decides")
+            return Verdict(tuple(problems), (*checks, f"{binary}'s own load interrupted ({exc})"), interrupted=True)
     return Verdict(tuple(problems), tuple(checks))
 
 
@@ -108,7 +109,9 @@ def _from_sources(argument: str, copies: dict[str, str], config: ComponentConfig
 class Interrupted(Exception):
     """A dry load was killed by a signal: systemd signals the agent's whole cgroup when it stops or
     restarts the agent (an apply that changes the components file does), and a load killed then says
-    nothing about the configuration. Rejecting it would roll back a good configuration."""
+    nothing about the configuration. Rejecting it would roll back a good configuration; accepting it
+    let a kubelet configuration with a misspelt field graduate (the kubelet runs it), so the keeper
+    validates it again, in the next agent if this one is stopping."""
 
 
 def flag_name(argument: str) -> str | None:
