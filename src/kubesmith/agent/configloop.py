@@ -138,8 +138,9 @@ class Keeper:
             if trial.awaiting_validation(outcome.records):
                 outcome = self._validated(component, outcome)
             if outcome.began:
-                LOG.info("%s: new configuration %s: %s", name, trial.short(outcome.records.active.hash)
-                         if outcome.records.active else "?", outcome.decision.reason)
+                assigned = outcome.records.assigned  # the new one (after a rejection, active is the old)
+                LOG.info("%s: new configuration %s: %s", name, trial.short(assigned.hash) if assigned else "?",
+                         outcome.decision.reason)
             elif outcome.decision.action not in ("none", "keep"):
                 LOG.warning("%s: %s: %s", name, outcome.decision.action, outcome.decision.reason)
             if outcome.decision.action not in ("none", "keep"):
