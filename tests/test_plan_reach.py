@@ -71,8 +71,8 @@ def write_spec(directory: Path, hosts: list[dict[str, object]], ssh: dict[str, o
 def test_reach_names_every_host_it_cannot_connect_to(local_sshd: LocalSshd) -> None:
     """127.0.0.2 and 127.0.0.3 are this machine too, but the sshd listens on 127.0.0.1 only: refused.
     Retried for 6 s: pauses of 0.5, 1, 2 s, each plus up to 1 s of jitter, and none begun that would
-    end past 5.5 s, so the last refused attempt comes after 2.5 s at the earliest (the third, when its
-    pause is long) and after `reach` said whom it waits for (at 2 s)."""
+    end past 5.5 s, so the last refused attempt comes at 2.5 s at the earliest (a third one that late
+    has no room for its 2-3 s pause) and after `reach` said whom it waits for (at 2 s)."""
     options = SshOptions(port=local_sshd.port, known_hosts=local_sshd.known_hosts,
                          identity_files=(local_sshd.identity,), connect_timeout=2.0, connect_retry_for=6.0)
     heard: list[str] = []
