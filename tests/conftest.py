@@ -82,12 +82,13 @@ def other_labs_up(netns_dir: Path = Path("/run/netns")) -> bool:
 # was slower each time it was tried (runs d and i). On `lab2` the modules run in this order: the upgrades
 # first, whose set-up is then the lab's first apply, at the older release (after another module it
 # was a reset and an apply from nothing, 150 s), and which leave the cluster at examples/lab.yaml.
-LAB_OF_MODULE = {"test_upgrade_lab": "lab2", "test_day2_lab": "lab2", "test_rollout_lab": "lab2"}
+LAB_OF_MODULE = {"test_upgrade_lab": "lab2", "test_day2_lab": "lab2", "test_relay": "lab2",
+                 "test_rollout_lab": "lab2"}
 # Tests without a lab that run on a lab's worker all the same, before its lab boots. The crash test is
 # the heaviest of them. Moving more (renewal, PKI and live plan to `lab`, run l) started `lab` later, and
 # every lab test slowed (docs/testing.md). The two `kubesmith run` modules stay together on one worker:
 # their kubelets share the machine's kubepods cgroup.
-WORKER_OF_LOCAL_MODULE: dict[str, str] = {}
+WORKER_OF_LOCAL_MODULE = {"test_render_crash": "lab2"}
 
 
 def module_of(item: pytest.Item) -> str:
