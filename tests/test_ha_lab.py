@@ -163,23 +163,33 @@ def vip_holders(cluster: Cluster, vip: str) -> list[str]:
 
 
 def kubectl_loop(cluster: Cluster, admin: Path, server: str, stop: threading.Event, attempts: list[Attempt]) -> None:
-    """kubectl against `server`, one request after another, each bounded by a 2 s request timeout."""
+    """kubectl against `server`, one request after another, each bounded by a 2 s request timeout. A
+    kubectl that hangs past 30 s anyway is a failed request, not the end of the loop (the upgrade
+    module's loop once died so, and its bound could no longer fail)."""
     while not stop.is_set():
         start = time.monotonic()
-        answer = cluster.kubectl(admin, "get", "--raw", "/readyz", "--request-timeout=2s", server=server, timeout=30)
-        attempts.append(Attempt(start, time.monotonic(), answer.returncode == 0 and answer.stdout == "ok"))
+        try:
+            answer = cluster.kubectl(admin, "get", "--raw", "/readyz", "--request-timeout=2s", server=server,
+                                     timeout=30)
+            ok = answer.returncode == 0 and answer.stdout == "ok"
+        except subprocess.TimeoutExpired:
+            ok = False
+        attempts.append(Attempt(start, time.monotonic(), ok))
         time.sleep(0.1)
 
 
 def longest_outage(attempts: list[Attempt]) -> float:
     """Seconds from the end of the last answered request before a run of failures to the start of the first
-    answered one after it: the most the endpoint can have been away."""
+    answered one after it, or to the end of the last request when none answered after it: the most the
+    endpoint can have been away."""
     longest, last_ok = 0.0, None
     for attempt in attempts:
         if attempt.ok:
             if last_ok is not None:
                 longest = max(longest, attempt.start - last_ok)
             last_ok = attempt.end
+    if attempts and not attempts[-1].ok and last_ok is not None:  # still away when the loop ended
+        longest = max(longest, attempts[-1].end - last_ok)
     return longest
 
 
